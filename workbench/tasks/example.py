@@ -1,0 +1,93 @@
+"""One question over several passages: the unit every data set yields."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workbench.errors import WorkbenchError
+
+
+@dataclass(frozen=True)
+class Example:
+    """A receiver context's content: passages in order, the question, accepted answers.
+
+    ``gold`` lists accepted answers, the first being canonical; it may be empty when the
+    answer is unknown. ``meta`` is JSON-safe (it is stored as its JSON round trip, so
+    tuples become lists and non-string keys become strings).
+    """
+
+    id: str
+    passages: tuple[str, ...]
+    question: str
+    gold: tuple[str, ...]
+    system: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise WorkbenchError(f"example id must be a non-empty string, got {self.id!r}")
+        where = f"example {self.id!r}"
+        passages = _string_tuple(self.passages, f"{where}: passages")
+        if not passages:
+            raise WorkbenchError(f"{where}: needs at least one passage")
+        for index, text in enumerate(passages):
+            if not text.strip():
+                raise WorkbenchError(f"{where}: passage {index} is empty")
+        if not isinstance(self.question, str) or not self.question.strip():
+            raise WorkbenchError(f"{where}: question must be a non-empty string")
+        gold = _string_tuple(self.gold, f"{where}: gold")
+        for index, answer in enumerate(gold):
+            if not answer.strip():
+                raise WorkbenchError(f"{where}: gold answer {index} is empty")
+        if self.system is not None and not isinstance(self.system, str):
+            raise WorkbenchError(f"{where}: system must be a string or None")
+        if not isinstance(self.meta, Mapping):
+            raise WorkbenchError(f"{where}: meta must be a mapping, got {type(self.meta).__name__}")
+        try:
+            meta = json.loads(json.dumps(dict(self.meta)))
+        except (TypeError, ValueError) as exc:
+            raise WorkbenchError(f"{where}: meta is not JSON-serialisable ({exc})") from None
+        object.__setattr__(self, "passages", passages)
+        object.__setattr__(self, "gold", gold)
+        object.__setattr__(self, "meta", meta)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict; ``Example.from_dict`` reverses it."""
+        return {
+            "id": self.id,
+            "passages": list(self.passages),
+            "question": self.question,
+            "gold": list(self.gold),
+            "system": self.system,
+            "meta": dict(self.meta),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Example:
+        """Build from ``to_dict`` output; ``system``, ``gold`` and ``meta`` are optional."""
+        if not isinstance(data, Mapping):
+            raise WorkbenchError(f"example must be a mapping, got {type(data).__name__}")
+        missing = [key for key in ("id", "passages", "question") if key not in data]
+        if missing:
+            raise WorkbenchError(f"example {data.get('id')!r}: missing field(s) {missing}")
+        return cls(
+            id=data["id"],
+            passages=data["passages"],
+            question=data["question"],
+            gold=data.get("gold", ()),
+            system=data.get("system"),
+            meta=data.get("meta") or {},
+        )
+
+
+def _string_tuple(value: Any, what: str) -> tuple[str, ...]:
+    """Coerce a list/tuple of strings to a tuple, rejecting a bare string or other types."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise WorkbenchError(f"{what} must be a list of strings, got {type(value).__name__}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise WorkbenchError(f"{what}[{index}] must be a string, got {type(item).__name__}")
+    return tuple(value)

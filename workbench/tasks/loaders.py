@@ -1,0 +1,211 @@
+"""Readers for HotpotQA, 2WikiMultihopQA and the workbench's own JSONL format.
+
+Every problem with a file raises ``WorkbenchError`` naming the file, the record (index or
+line, and id once known) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError
+from workbench.tasks.example import Example
+
+_TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer"}
+
+
+def load_hotpotqa(path: str | Path) -> list[Example]:
+    """HotpotQA (distractor setting): a JSON list of {_id, question, answer, context}.
+
+    A passage is "title: sentence sentence ...". ``meta`` carries ``source``, ``titles``
+    and, where the record has them, ``type``, ``level``, ``supporting_facts`` and
+    ``support_passages`` (indices of the passages that supporting_facts name).
+    """
+    return _load_multihop(path, "hotpotqa", extra_fields=("type", "level"))
+
+
+def load_2wiki(path: str | Path) -> list[Example]:
+    """2WikiMultihopQA: HotpotQA's shape; gold is the answer followed by ``answer_aliases``.
+
+    ``meta`` is as for HotpotQA, with ``evidences`` (the evidence triples) when present.
+    """
+    return _load_multihop(path, "2wiki", extra_fields=("type", "evidences"), aliases=True)
+
+
+def load_jsonl(path: str | Path) -> list[Example]:
+    """One JSON object per line: id, passages, question, answers; optional system, meta.
+
+    Blank lines are skipped; ``answers`` may be empty (answer unknown).
+    """
+    path, text = _read(path)
+    examples, seen = [], {}
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        label = f"line {line_number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorkbenchError(f"{path}: {label}: invalid JSON ({exc.msg} at column "
+                                 f"{exc.colno})") from None
+        record = _Record(data, path, label)
+        example_id = record.id("id")
+        system = record.get("system", (str, type(None)), required=False)
+        meta = record.get("meta", (dict, type(None)), required=False) or {}
+        example = record.build(
+            id=example_id,
+            passages=record.strings("passages"),
+            question=record.get("question", str),
+            gold=record.strings("answers", allow_empty=True),
+            system=system,
+            meta=meta,
+        )
+        _add_unique(examples, seen, example, record)
+    return _non_empty(examples, path)
+
+
+def _load_multihop(path: str | Path, source: str, extra_fields: tuple[str, ...],
+                   aliases: bool = False) -> list[Example]:
+    path, text = _read(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkbenchError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno} "
+                             f"({exc.msg})") from None
+    if not isinstance(data, list):
+        raise WorkbenchError(f"{path}: expected a JSON list of records, got {_type_name(data)}")
+    examples, seen = [], {}
+    for index, item in enumerate(data):
+        record = _Record(item, path, f"record {index}")
+        example_id = record.id("_id")
+        titles, passages = record.context()
+        gold = [record.get("answer", str)]
+        if aliases:
+            gold += [a for a in record.strings("answer_aliases", required=False, allow_empty=True)
+                     if a.strip() and a not in gold]
+        meta: dict[str, Any] = {"source": source, "titles": titles}
+        for key in extra_fields:
+            if key in record.data:
+                meta[key] = record.data[key]
+        facts = record.supporting_facts()
+        if facts is not None:
+            named = {title for title, _ in facts}
+            meta["supporting_facts"] = facts
+            meta["support_passages"] = [i for i, title in enumerate(titles) if title in named]
+        example = record.build(id=example_id, passages=passages,
+                               question=record.get("question", str), gold=gold, meta=meta)
+        _add_unique(examples, seen, example, record)
+    return _non_empty(examples, path)
+
+
+class _Record:
+    """One parsed JSON record and where it came from, for typed access with clear errors."""
+
+    def __init__(self, data: Any, path: Path, label: str) -> None:
+        self.path = path
+        self.label = label  # "record 3" or "line 4"
+        self.where = f"{path}: {label}"
+        if not isinstance(data, dict):
+            raise WorkbenchError(f"{self.where}: expected a JSON object, got {_type_name(data)}")
+        self.data = data
+
+    def get(self, key: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
+        if key not in self.data:
+            if required:
+                raise WorkbenchError(f"{self.where}: missing field {key!r}")
+            return None
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            wanted = " or ".join(_TYPE_NAMES.get(k, "null") for k in kinds)
+            raise WorkbenchError(f"{self.where}: field {key!r} must be {wanted}, "
+                                 f"got {_type_name(value)}")
+        return value
+
+    def id(self, key: str) -> str:
+        """The record's id (a string, or an integer taken as its decimal string)."""
+        value = str(self.get(key, (str, int)))
+        if not value.strip():
+            raise WorkbenchError(f"{self.where}: field {key!r} is empty")
+        self.where += f" (id {value!r})"
+        return value
+
+    def strings(self, key: str, required: bool = True, allow_empty: bool = False) -> list[str]:
+        values = self.get(key, list, required=required)
+        if values is None:
+            return []
+        if not values and not allow_empty:
+            raise WorkbenchError(f"{self.where}: field {key!r} is an empty list")
+        for index, value in enumerate(values):
+            if not isinstance(value, str):
+                raise WorkbenchError(f"{self.where}: field {key!r}[{index}] must be a string, "
+                                     f"got {_type_name(value)}")
+        return values
+
+    def context(self) -> tuple[list[str], list[str]]:
+        """Titles and passage texts ("title: s1 s2 ...") from [[title, [sentences]], ...]."""
+        titles, passages = [], []
+        for index, item in enumerate(self.get("context", list)):
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                    and isinstance(item[1], list) and all(isinstance(s, str) for s in item[1])):
+                raise WorkbenchError(f"{self.where}: field 'context'[{index}] must be "
+                                     f"[title, [sentence, ...]]")
+            title, sentences = item
+            body = " ".join(s.strip() for s in sentences if s.strip())
+            titles.append(title)
+            passages.append(": ".join(part for part in (title.strip(), body) if part))
+        return titles, passages
+
+    def supporting_facts(self) -> list[list] | None:
+        """[[title, sentence_index], ...], or None when the record has none."""
+        facts = self.get("supporting_facts", list, required=False)
+        if facts is None:
+            return None
+        for index, fact in enumerate(facts):
+            if not (isinstance(fact, list) and len(fact) == 2 and isinstance(fact[0], str)):
+                raise WorkbenchError(f"{self.where}: field 'supporting_facts'[{index}] must be "
+                                     f"[title, sentence_index]")
+        return facts
+
+    def build(self, **fields: Any) -> Example:
+        try:
+            return Example(**fields)
+        except WorkbenchError as exc:
+            raise WorkbenchError(f"{self.where}: {exc}") from None
+
+
+def _read(path: str | Path) -> tuple[Path, str]:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise WorkbenchError(f"{path}: no such file")
+    if not path.is_file():
+        raise WorkbenchError(f"{path}: not a file")
+    try:
+        return path, path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise WorkbenchError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _add_unique(examples: list[Example], seen: dict[str, str], example: Example,
+                record: _Record) -> None:
+    if example.id in seen:
+        raise WorkbenchError(f"{record.path}: duplicate id {example.id!r} "
+                             f"({seen[example.id]} and {record.label})")
+    seen[example.id] = record.label
+    examples.append(example)
+
+
+def _non_empty(examples: list[Example], path: Path) -> list[Example]:
+    if not examples:
+        raise WorkbenchError(f"{path}: no records")
+    return examples
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)

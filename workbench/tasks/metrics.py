@@ -1,0 +1,48 @@
+"""SQuAD-style answer metrics: normalisation, exact match, token F1."""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable
+
+_PUNCTUATION = frozenset(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_answer(text: str) -> str:
+    """Lowercase, drop punctuation and the articles a/an/the, collapse whitespace."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def exact_match(pred: str, gold: str) -> float:
+    """1.0 when the normalised strings are equal, else 0.0."""
+    return float(normalize_answer(pred) == normalize_answer(gold))
+
+
+def f1_score(pred: str, gold: str) -> float:
+    """Token-overlap F1 of the normalised strings (official SQuAD v2 script).
+
+    If either side normalises to no tokens, the score is 1.0 when both do, else 0.0.
+    """
+    pred_tokens = normalize_answer(pred).split()
+    gold_tokens = normalize_answer(gold).split()
+    if not pred_tokens or not gold_tokens:
+        return float(pred_tokens == gold_tokens)
+    common = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if common == 0:
+        return 0.0
+    precision = common / len(pred_tokens)
+    recall = common / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
+    """Best exact match and best F1 over accepted answers; (0.0, 0.0) when there are none."""
+    golds = list(golds)
+    if not golds:
+        return 0.0, 0.0
+    return max(exact_match(pred, g) for g in golds), max(f1_score(pred, g) for g in golds)

@@ -1,0 +1,125 @@
+"""Data-set spec strings: ``synthetic[:SEED]``, ``hotpotqa:PATH``, ``2wiki:PATH``,
+``jsonl:PATH``, each optionally ending in ``#ID`` to pick one example."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.errors import WorkbenchError
+from workbench.tasks.example import Example
+from workbench.tasks.loaders import load_2wiki, load_hotpotqa, load_jsonl
+from workbench.tasks.synthetic import synthetic_example, synthetic_examples
+
+DATASET_KINDS = ("synthetic", "hotpotqa", "2wiki", "jsonl")
+DEFAULT_SYNTHETIC_N = 100
+SYNTHETIC_OPTIONS = ("types", "distractors", "filler_sentences", "target_words")
+_FILE_LOADERS: dict[str, Callable[[Path], list[Example]]] = {
+    "hotpotqa": load_hotpotqa, "2wiki": load_2wiki, "jsonl": load_jsonl,
+}
+_EXAMPLE_SPECS = "'synthetic', 'synthetic:SEED', 'hotpotqa:PATH', '2wiki:PATH', 'jsonl:PATH'"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A parsed spec: ``arg`` is the seed (int, or None for the default 0) or the file path."""
+
+    kind: str
+    arg: int | Path | None = None
+    example_id: str | None = None
+
+    @property
+    def seed(self) -> int:
+        """The synthetic seed (0 when the spec gives none)."""
+        return self.arg if isinstance(self.arg, int) else 0
+
+    def __str__(self) -> str:
+        text = self.kind if self.arg is None else f"{self.kind}:{self.arg}"
+        return text if self.example_id is None else f"{text}#{self.example_id}"
+
+
+def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
+    """Parse a spec string; ``#ID`` is split off at the last '#'. Files are not opened here."""
+    if isinstance(spec, DatasetSpec):
+        return spec
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkbenchError(f"data set spec must be a non-empty string such as {_EXAMPLE_SPECS}; "
+                             f"got {spec!r}")
+    body, example_id = spec.strip(), None
+    if "#" in body:
+        body, _, example_id = body.rpartition("#")
+        if not example_id.strip():
+            raise WorkbenchError(f"data set spec {spec!r} has an empty example id after '#'")
+    kind, colon, arg = body.partition(":")
+    if kind not in DATASET_KINDS:
+        raise WorkbenchError(f"unknown data set kind {kind!r} in spec {spec!r}; valid kinds: "
+                             f"{', '.join(DATASET_KINDS)} (as in {_EXAMPLE_SPECS})")
+    if kind == "synthetic":
+        if not colon:
+            return DatasetSpec(kind, None, example_id)
+        if not re.fullmatch(r"\d+", arg):
+            raise WorkbenchError(f"bad seed {arg!r} in spec {spec!r}: the seed must be an "
+                                 f"integer >= 0, as in 'synthetic:0'")
+        return DatasetSpec(kind, int(arg), example_id)
+    if not arg.strip():
+        raise WorkbenchError(f"data set spec {spec!r} needs a path, as in '{kind}:PATH'")
+    return DatasetSpec(kind, Path(arg).expanduser(), example_id)
+
+
+def load_dataset(spec: str | DatasetSpec, n: int | None = None,
+                 **synthetic_kwargs: Any) -> list[Example]:
+    """Examples of a spec: synthetic generates ``n`` (default 100); files give their first ``n``
+    (default all). A spec with ``#ID`` gives that one example, whatever ``n`` is.
+
+    ``synthetic_kwargs`` (types, distractors, filler_sentences, target_words) are passed to
+    the synthetic generator and rejected for files.
+    """
+    parsed = parse_dataset_spec(spec)
+    if parsed.example_id is not None:
+        return [load_example(parsed, **synthetic_kwargs)]
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise WorkbenchError(f"number of examples must be an integer >= 1, got {n!r}")
+    _check_options(parsed, synthetic_kwargs)
+    if parsed.kind == "synthetic":
+        return synthetic_examples(n or DEFAULT_SYNTHETIC_N, parsed.seed, **synthetic_kwargs)
+    examples = _FILE_LOADERS[parsed.kind](parsed.arg)
+    if n is not None and n > len(examples):
+        raise WorkbenchError(f"{parsed.arg}: asked for {n} examples but the file has only "
+                             f"{len(examples)}")
+    return examples if n is None else examples[:n]
+
+
+def load_example(spec: str | DatasetSpec, **synthetic_kwargs: Any) -> Example:
+    """The one example a ``...#ID`` spec names; ``synthetic#3`` is example "3" of seed 0."""
+    parsed = parse_dataset_spec(spec)
+    example_id = parsed.example_id
+    if example_id is None:
+        raise WorkbenchError(f"data set spec {str(parsed)!r} names no example: add '#ID', "
+                             f"as in 'synthetic#3' or 'jsonl:data.jsonl#q17'")
+    _check_options(parsed, synthetic_kwargs)
+    if parsed.kind == "synthetic":
+        if not re.fullmatch(r"0|[1-9]\d*", example_id):
+            raise WorkbenchError(f"unknown synthetic example id {example_id!r}: synthetic ids "
+                                 f"are '0', '1', '2', ...")
+        return synthetic_example(int(example_id), parsed.seed, **synthetic_kwargs)
+    examples = _FILE_LOADERS[parsed.kind](parsed.arg)
+    for example in examples:
+        if example.id == example_id:
+            return example
+    shown = ", ".join(repr(e.id) for e in examples[:5])
+    more = ", ..." if len(examples) > 5 else ""
+    raise WorkbenchError(f"{parsed.arg}: no example with id {example_id!r}; its "
+                         f"{len(examples)} ids include {shown}{more}")
+
+
+def _check_options(parsed: DatasetSpec, options: dict[str, Any]) -> None:
+    if options and parsed.kind != "synthetic":
+        raise WorkbenchError(f"options {sorted(options)} apply only to synthetic data, "
+                             f"not to {parsed.kind!r}")
+    unknown = sorted(set(options) - set(SYNTHETIC_OPTIONS))
+    if unknown:
+        raise WorkbenchError(f"unknown synthetic option(s) {unknown}; valid: "
+                             f"{', '.join(SYNTHETIC_OPTIONS)}")
