@@ -57,6 +57,15 @@ def tiny_model(family: str, seed: int = 0, dtype=torch.float32, **overrides) -> 
 
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+@pytest.fixture(autouse=True)
+def _threads_for_the_tier(request):
+    """Tiny models run many small ops: one thread avoids OpenMP fork/join stalls (300x slower
+    when another process holds a core). The embedded model's matmuls gain from all threads."""
+    torch.set_num_threads(DEFAULT_THREADS if request.node.get_closest_marker("slow") else 1)
+    yield
 
 
 def small_example(n_passages: int = 3, example_id: str = "t0") -> Example:

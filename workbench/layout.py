@@ -116,7 +116,8 @@ def build_layout(tokenizer, example: Example, fmt: PromptFormat = PromptFormat()
     texts = [("prefix", 0, before)]
     texts += [("passage", i, p + fmt.passage_separator) for i, p in enumerate(example.passages)]
     question = fmt.question_template.format(question=example.question)
-    texts.append(("suffix", 0, question + after + fmt.answer_lead))
+    lead = example.meta.get("answer_lead", fmt.answer_lead)
+    texts.append(("suffix", 0, question + after + lead))
 
     ids: list[int] = []
     segments = []

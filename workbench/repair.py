@@ -43,12 +43,13 @@ def check_positions(positions, n_positions: int, what: str = "positions") -> tor
 
 
 def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
-                   positions: torch.Tensor) -> tuple[KVCache, torch.Tensor]:
+                   positions: torch.Tensor, n_layers: int | None = None) -> tuple[KVCache, torch.Tensor]:
     """Exactly recompute rows `positions` of `cache` (ids: the context's token ids, [pos]).
 
-    Returns (new cache, hidden states of the rows after the last layer, [row, hidden]).
+    Returns (new cache, hidden states of the rows after the last layer run, [row, hidden]).
     `positions` must already be validated and sorted (see `check_positions`). Rows beyond the
-    cache's end extend it (used to append new text such as the question suffix).
+    cache's end extend it. `n_layers` stops after that many layers (CacheBlend's partial
+    recompute up to its check layer); layers above keep the input cache's rows.
     """
     ad = model.adapter
     device = model.device
@@ -63,7 +64,7 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     with torch.inference_mode():
         h = ad.embed(ids.to(device)[pos])  # [row, hidden]
         cos, sin = ad.cos_sin(pos, h)
-        for l, layer in enumerate(ad.layers):
+        for l, layer in enumerate(ad.layers[:n_layers]):
             x = layer.input_layernorm(h)
             q, k, v = ad.project_qkv(l, x)  # [row, head, d_head], [row, kv_head, d_head] x2
             q = q * cos[:, None] + rotate_half(q) * sin[:, None]

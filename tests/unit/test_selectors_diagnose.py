@@ -1,0 +1,168 @@
+"""Each selector's definition, the registry's errors, and a Diagnosis end to end (tiny model)."""
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import small_example, tiny_model
+from workbench.diagnose import diagnose
+from workbench.diagnosis import Diagnosis
+from workbench.repair import budget_rows
+from workbench.selectors import parse_selector, parse_selectors, register_selector, selector_names
+from workbench.signals.bundle import SignalSet
+
+BUDGETS = (0.1, 0.3)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="module")
+def ctx(model):
+    return wb.build_context(model, small_example())
+
+
+@pytest.fixture(scope="module")
+def signals(ctx):
+    return SignalSet(ctx)
+
+
+@pytest.fixture(scope="module")
+def diagnosis(model, ctx):
+    torch.set_num_threads(1)
+    return diagnose(model, ctx.example, budgets=BUDGETS, progress=False, ctx=ctx)
+
+
+def scores(name, signals):
+    return parse_selector(name).info.score(signals)
+
+
+def test_densedev_is_the_exact_squared_deviation_summed_over_layers(ctx, signals):
+    pos = ctx.reused_positions
+    dk = (ctx.spliced.keys - ctx.dense.keys)[:, :, pos].square().sum((1, 3))  # [layer, n]
+    dv = (ctx.spliced.values - ctx.dense.values)[:, :, pos].square().sum((1, 3))
+    assert torch.allclose(scores("densedev", signals), (dk + dv).sum(0), rtol=1e-4)
+
+
+def test_cacheblend_is_the_check_layer_value_deviation_without_dense(ctx, signals):
+    """Recomputing every token through layers 0..1 is dense there, so the score equals
+    ||V_dense^1 - V_splice^1||^2 although it never reads the dense cache."""
+    pos = ctx.reused_positions
+    expected = (ctx.dense.values[1] - ctx.spliced.values[1])[:, pos].square().sum((0, 2))
+    assert torch.allclose(scores("cacheblend", signals), expected, rtol=1e-3, atol=1e-6)
+    assert not parse_selector("cacheblend").info.needs_dense
+
+
+def test_relay_influence_is_the_attention_later_tokens_pay_at_the_check_layer(ctx):
+    from transformers import AutoModelForCausalLM
+
+    eager = AutoModelForCausalLM.from_config(ctx.model.config, attn_implementation="eager")
+    eager.load_state_dict(ctx.model.hf.state_dict())
+    n = ctx.layout.suffix_start
+    with torch.no_grad():
+        attn = eager(ctx.layout.ids[None, :n], output_attentions=True).attentions[1][0]  # [head, q, k]
+    expected = attn.mean(0).tril(-1).sum(0)[ctx.reused_positions]
+    sig = SignalSet(ctx).check_layer
+    assert torch.allclose(sig.influence, expected, atol=1e-5)
+    assert torch.allclose(sig.relay, sig.value_deviation * sig.influence)
+
+
+def test_random_is_a_seeded_coin(ctx):
+    a, b, c = (scores("random", SignalSet(ctx, seed=s)) for s in (3, 3, 4))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_bcr_and_qattn_read_their_attention_signals(ctx, signals):
+    pos = ctx.reused_positions
+    assert torch.equal(scores("bcr", signals), signals.draft.scores(pos))
+    assert torch.equal(scores("qattn", signals), signals.question.scores(pos))
+    assert parse_selector("bcr").layout == "chunk"
+
+
+def test_cadence_scores_come_from_one_backward(ctx, signals):
+    assert torch.equal(scores("cadence", signals), signals.saliency.cadence)
+    assert torch.equal(scores("cadence-grad", signals), signals.saliency.cadence_grad)
+    assert signals.costs["saliency"].backward_passes == 1
+
+
+def test_oracle_patch_ranks_by_the_actual_patch_effect(ctx, signals):
+    oracle = scores("oracle-patch", signals)
+    top = int(oracle.argmax())
+    position = int(ctx.reused_positions[top])
+    patched = wb.KVCache(ctx.spliced.keys.clone(), ctx.spliced.values.clone())
+    patched.keys[:, :, position] = ctx.dense.keys[:, :, position]
+    patched.values[:, :, position] = ctx.dense.values[:, :, position]
+    answer = signals.saliency.answer_ids
+    delta = ctx.teacher_forced(ctx.spliced, answer).logprob - ctx.teacher_forced(patched, answer).logprob
+    assert abs(abs(delta) - float(oracle[top])) < 1e-3 * max(1.0, abs(delta))
+    assert parse_selector("oracle-patch").info.expensive
+
+
+def test_selectors_spend_the_budget_in_their_layout(diagnosis):
+    out = diagnosis.outcomes.set_index(["selector", "budget"])
+    n = int(out["n_reused"].iloc[0])
+    for b in BUDGETS:
+        assert out.loc[("none", b), "n_recomputed"] == 0
+        assert out.loc[("full", b), "n_recomputed"] == n
+        for label in ("random", "densedev", "cadence", "bcr:single", "bcr:grow", "qattn"):
+            assert out.loc[(label, b), "n_recomputed"] == budget_rows(b, n), label
+    chunk = diagnosis.selections.set_index(["selector", "budget"]).loc[("bcr", 0.1)]
+    assert chunk["skipped"]  # BCR's skip rule: 13 rows (b = 0.1 of 128) buy less than one 64-row chunk
+
+
+def test_full_repair_matches_dense_and_reuse_all_matches_the_splice(diagnosis):
+    out = diagnosis.outcomes.set_index(["selector", "budget"])
+    dense, spliced = diagnosis.info["answers"]["dense"], diagnosis.info["answers"]["spliced"]
+    assert not out.loc[("full", 0.1), "flip_strict"] and out.loc[("full", 0.1), "answer"] == dense["text"]
+    assert out.loc[("none", 0.1), "answer"] == spliced["text"]
+    residual = diagnosis.residual.set_index(["selector", "budget", "kind", "layer"])["value"].sort_index()
+    assert residual.loc[("full", 0.1, "v")].max() < 1e-4
+    assert residual.loc[("none", 0.1, "v")].iloc[1:].min() > 1e-3
+
+
+def test_diagnosis_holds_every_signal_and_saves_without_pickle(diagnosis, tmp_path):
+    signals = set(diagnosis.token_signals["signal"])
+    assert {"densedev", "cadence_grad", "cadence", "draft_attention", "question_attention", "cacheblend",
+            "relay", "patch_effect"} <= signals
+    assert {"grad_sq_k", "gated_v", "draft_attention"} <= set(diagnosis.layer_signals["signal"])
+    folder = diagnosis.save(tmp_path / "d")
+    assert not list(folder.glob("*.pkl"))
+    loaded = Diagnosis.load(folder)
+    for name, table in diagnosis.tables.items():
+        assert loaded.tables[name].shape == table.shape, name
+    assert loaded.picks("densedev", 0.3) == diagnosis.picks("densedev", 0.3)
+    assert loaded.example == diagnosis.example
+    with pytest.raises(wb.WorkbenchError, match="exists"):
+        diagnosis.save(folder)
+    with pytest.raises(wb.WorkbenchError, match="no diagnosis.json"):
+        Diagnosis.load(tmp_path)
+
+
+def test_bad_selector_specs_fail_before_any_work(model, monkeypatch):
+    import workbench.diagnose as d
+
+    monkeypatch.setattr(d, "build_context", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(wb.WorkbenchError, match="valid: none, full"):
+        diagnose(model, small_example(), selectors=["nope"])
+    with pytest.raises(wb.WorkbenchError, match="cannot use layout 'chunk'"):
+        diagnose(model, small_example(), selectors=["none:chunk"])
+    with pytest.raises(wb.WorkbenchError, match="budget"):
+        diagnose(model, small_example(), selectors=["random"], budgets=[1.5])
+    with pytest.raises(wb.WorkbenchError, match="no selectors"):
+        parse_selectors("")
+
+
+def test_a_registered_selector_is_usable_by_name(ctx, monkeypatch):
+    from workbench.selectors import registry
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # leave the real one untouched
+
+    @register_selector("test-last-rows", default_layout="single")
+    def last_rows(signals):
+        return torch.arange(signals.ctx.n_reused, dtype=torch.float32)
+
+    assert "test-last-rows" in selector_names()
+    assert torch.equal(parse_selector("test-last-rows").info.score(SignalSet(ctx)),
+                       torch.arange(ctx.n_reused, dtype=torch.float32))

@@ -1,0 +1,108 @@
+"""Draft and question attention on tiny random models, checked against HF's own attention."""
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import FAMILIES, byte_tokenizer, small_example, tiny_config
+from workbench.signals.attention import attention_rows, draft_attention, question_attention
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def eager_ctx(request) -> wb.Context:
+    """A context on a tiny model of each family with eager attention (it can return weights)."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    hf = AutoModelForCausalLM.from_config(tiny_config(request.param), attn_implementation="eager")
+    model = wb.wrap_model(hf, byte_tokenizer(), name=f"tiny-eager-{request.param}")
+    return wb.build_context(model, small_example())
+
+
+@pytest.fixture(scope="module")
+def llama_ctx(tiny_llama) -> wb.Context:
+    return wb.build_context(tiny_llama, small_example())
+
+
+def hf_attentions(ctx: wb.Context) -> tuple[torch.Tensor, ...]:
+    """HF's attention weights of the suffix forward over the splice, per layer [head, query, key]."""
+    with torch.inference_mode():
+        out = ctx.model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.spliced.to_hf(ctx.model.config),
+                           use_cache=True, output_attentions=True)
+    return tuple(a[0].float() for a in out.attentions)
+
+
+def test_last_query_matches_hf_attention(eager_ctx):
+    n = eager_ctx.layout.suffix_start
+    got = draft_attention(eager_ctx, k=1)
+    want = torch.stack([a[:, -1, :n].mean(0) for a in hf_attentions(eager_ctx)])  # [layer, pos]
+    assert got.per_layer.shape == want.shape
+    torch.testing.assert_close(got.per_layer, want, atol=1e-5, rtol=0)
+    assert got.query_positions == (eager_ctx.layout.n_tokens - 1,)
+
+
+def test_question_attention_matches_hf_attention(eager_ctx):
+    n = eager_ctx.layout.suffix_start
+    got = question_attention(eager_ctx)
+    want = torch.stack([a[:, :, :n].mean((0, 1)) for a in hf_attentions(eager_ctx)])  # [layer, pos]
+    assert got.per_layer.shape == (eager_ctx.model.adapter.n_layers, n)
+    torch.testing.assert_close(got.per_layer, want, atol=1e-5, rtol=0)
+    assert got.draft_ids == ()
+    assert got.query_positions == tuple(range(n, eager_ctx.layout.n_tokens))
+
+
+def test_input_cache_unchanged_bit_for_bit(llama_ctx):
+    ctx = llama_ctx
+    keys, values = ctx.spliced.keys.clone(), ctx.spliced.values.clone()
+    draft_attention(ctx, k=3)
+    question_attention(ctx)
+    assert torch.equal(ctx.spliced.keys, keys) and torch.equal(ctx.spliced.values, values)
+    assert ctx.spliced.n_positions == ctx.layout.suffix_start
+
+
+def test_draft_ids_are_the_greedy_answer(tiny):
+    ctx = wb.build_context(tiny, small_example())
+    for cache in (ctx.spliced, ctx.dense):
+        got = draft_attention(ctx, cache, k=3)
+        greedy = ctx.generate(cache).token_ids
+        assert got.draft_ids[:len(greedy)] == greedy[:3]
+        fed = min(len(got.draft_ids), 2)  # drafted tokens whose queries were recorded
+        assert len(got.query_positions) == 1 + fed
+
+
+def test_k1_and_k2_differ_and_rows_are_distributions(llama_ctx):
+    ctx = llama_ctx
+    one, two = draft_attention(ctx, k=1), draft_attention(ctx, k=2)
+    assert len(one.draft_ids) == 1 and one.draft_ids == two.draft_ids[:1]
+    assert two.query_positions == (ctx.layout.n_tokens - 1, ctx.layout.n_tokens)
+    assert not torch.allclose(one.per_layer, two.per_layer)
+    for s in (one, two):
+        sums = s.per_layer.sum(1)  # [layer]: mass left on the handed-off rows
+        assert ((sums > 0) & (sums <= 1 + 1e-6)).all()
+        assert s.layers_summed == range(1, ctx.model.adapter.n_layers)
+        torch.testing.assert_close(s.scores([0, 5]), s.per_layer[1:, [0, 5]].sum(0))
+        assert s.scores().shape == (ctx.layout.suffix_start,)
+
+
+def test_attention_rows_sum_to_one_over_visible_keys():
+    torch.manual_seed(0)
+    q = torch.randn(3, 4, 8)  # [row, head, d_head]
+    keys = torch.randn(2, 10, 8)  # [kv_head, key, d_head]
+    pos = torch.tensor([5, 7, 9])
+    probs = attention_rows(q, keys, pos, 8 ** -0.5)  # [head, row, key]
+    torch.testing.assert_close(probs.sum(-1), torch.ones(4, 3))
+    assert (probs[:, 0, 6:] == 0).all() and (probs[:, 1, 8:] == 0).all()
+    # query head h reads kv head h // 2
+    alone = attention_rows(q[:, 3:4], keys[1:2], pos, 8 ** -0.5)
+    torch.testing.assert_close(probs[3:4], alone)
+
+
+@pytest.mark.parametrize("k", [0, -1, 1.5, True])
+def test_bad_k_errors(llama_ctx, k):
+    with pytest.raises(wb.WorkbenchError, match="k"):
+        draft_attention(llama_ctx, k=k)
+
+
+def test_cache_of_wrong_length_errors(llama_ctx):
+    with pytest.raises(wb.WorkbenchError, match="suffix starts"):
+        question_attention(llama_ctx, llama_ctx.spliced.slice(0, 10))

@@ -1,0 +1,88 @@
+"""KV deviation: how far a cache's rows are from the dense reference, per layer and token.
+
+Keys are compared after RoPE, as the caches store them (the HF `hook_rot_k` point, not the
+pre-rotation `hook_k`). Each token's row is flattened over kv_head x d_head before a metric.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from workbench.errors import WorkbenchError
+from workbench.kv import KVCache
+from workbench.repair import check_positions
+
+KINDS = ("k", "v")
+METRICS = ("l2", "rel_l2", "cosine")
+
+
+def _rows(cache: KVCache, reference: KVCache, positions) -> tuple[torch.Tensor, dict]:
+    """Validated positions (caller's order) and the flattened rows of both caches per kind."""
+    if cache.keys.shape != reference.keys.shape:
+        raise WorkbenchError(f"cache and reference differ in shape: {tuple(cache.keys.shape)} vs "
+                             f"{tuple(reference.keys.shape)}")
+    check_positions(positions, cache.n_positions)
+    pos = torch.as_tensor(positions).long().cpu()
+    pairs = {"k": (cache.keys, reference.keys), "v": (cache.values, reference.values)}
+    return pos, {kind: (_flat(a, pos), _flat(b, pos)) for kind, (a, b) in pairs.items()}
+
+
+def _flat(t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """[layer, kv_head, pos, d_head] -> rows at `pos`, [layer, n, kv_head * d_head] float32 cpu."""
+    return t[:, :, pos.to(t.device)].float().transpose(1, 2).flatten(2).cpu()
+
+
+def kv_deviation(cache: KVCache, reference: KVCache, positions) -> dict[tuple[str, str], torch.Tensor]:
+    """Per-token deviation of `cache` from `reference` at `positions` ([n], any order).
+
+    Returns {(kind, metric): [layer, n]} for kind in ("k", "v") and metric in
+    ("l2", "rel_l2", "cosine"): ||a - b||, ||a - b|| / ||b|| and cos(a, b) of the flattened rows.
+    """
+    _, rows = _rows(cache, reference, positions)
+    out = {}
+    for kind, (a, b) in rows.items():  # each [layer, n, kv_head * d_head]
+        l2 = (a - b).norm(dim=-1)  # [layer, n]
+        out[kind, "l2"] = l2
+        out[kind, "rel_l2"] = l2 / b.norm(dim=-1).clamp_min(1e-12)
+        out[kind, "cosine"] = torch.nn.functional.cosine_similarity(a, b, dim=-1, eps=1e-12)
+    return out
+
+
+def residual_deviation(cache: KVCache, reference: KVCache, positions) -> dict[str, torch.Tensor]:
+    """Relative L2 over all rows at `positions`, per layer: {"k": [layer], "v": [layer]}.
+
+    The deviation a repair leaves per layer: ||A - B||_F / ||B||_F over the given rows.
+    """
+    _, rows = _rows(cache, reference, positions)
+    return {kind: (a - b).flatten(1).norm(dim=1) / b.flatten(1).norm(dim=1).clamp_min(1e-12)
+            for kind, (a, b) in rows.items()}
+
+
+def deviation_frame(ctx, cache: KVCache | None = None, positions=None) -> pd.DataFrame:
+    """Tidy frame of `kv_deviation(cache, ctx.dense, positions)` for one Context.
+
+    Columns: example_id, layer, position, segment, token, kind, metric, value; one row per
+    (layer, position, kind, metric). Defaults: the splice, over all reused positions.
+    """
+    cache = ctx.spliced if cache is None else cache
+    pos = ctx.reused_positions if positions is None else torch.as_tensor(positions)
+    dev = kv_deviation(cache, ctx.dense, pos)
+    pos_np = pos.long().cpu().numpy()
+    n_layers, n = cache.n_layers, len(pos_np)
+    names, tokens = np.array(ctx.layout.segment_names(), dtype=object), np.array(ctx.layout.tokens, dtype=object)
+    parts = []
+    for (kind, metric), values in dev.items():  # values: [layer, n]
+        parts.append(pd.DataFrame({
+            "layer": np.repeat(np.arange(n_layers), n),
+            "position": np.tile(pos_np, n_layers),
+            "segment": np.tile(names[pos_np], n_layers),
+            "token": np.tile(tokens[pos_np], n_layers),
+            "kind": kind,
+            "metric": metric,
+            "value": values.flatten().numpy(),
+        }))
+    frame = pd.concat(parts, ignore_index=True)
+    frame.insert(0, "example_id", ctx.example.id)
+    return frame

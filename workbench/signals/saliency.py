@@ -1,0 +1,160 @@
+"""Decision saliency (CADENCE): one backward of the receiver's decision loss into the cache.
+
+The decision loss is L = -log p(y_hat | cache, suffix), the NLL (summed over tokens) of the
+receiver's own greedy answer teacher-forced over the cache. The cache's K and V are leaf
+tensors, so one backward gives dL/dK and dL/dV for every cached row; it flows only through
+the suffix and answer positions, a fraction of a dense prefill. Per layer and reused token:
+
+- ``grad_sq`` = ||dL/dK||^2, ||dL/dV||^2 over kv_head x d_head (CADENCE-Grad: no reference);
+- ``gated`` = <dL/dK, dK>, <dL/dV, dV> with d = dense - cache (attribution patching: the
+  first-order estimate of the change in L from patching the dense row in; signed).
+
+Keys are post-RoPE, as cached.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+
+from workbench.decode import stop_token_ids
+from workbench.errors import WorkbenchError
+from workbench.kv import KVCache
+from workbench.models import LoadedModel
+
+
+@dataclass(frozen=True)
+class CacheGradients:
+    """The decision loss of an answer over a cache and its gradient w.r.t. every cached row."""
+
+    answer_ids: tuple[int, ...]  # the targets, end-of-turn token included when it was chosen
+    loss: float  # -log p(answer), summed over answer tokens
+    keys: torch.Tensor  # [layer, kv_head, pos, d_head]: dL/dK (post-RoPE), model dtype
+    values: torch.Tensor  # [layer, kv_head, pos, d_head]: dL/dV
+
+
+@contextmanager
+def _params_frozen(module: torch.nn.Module):
+    """Parameters need no grad inside the block; their requires_grad is restored after."""
+    trainable = [p for p in module.parameters() if p.requires_grad]
+    for p in trainable:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in trainable:
+            p.requires_grad_(True)
+
+
+def check_answer_ids(answer_ids, vocab_size: int) -> list[int]:
+    """Answer token ids as a list of ints in [0, vocab_size); refuses an empty answer."""
+    answer = [int(t) for t in answer_ids]
+    if not answer:
+        raise WorkbenchError("answer_ids is empty: the decision loss needs at least one answer token")
+    bad = [t for t in answer if not 0 <= t < vocab_size]
+    if bad:
+        raise WorkbenchError(f"answer_ids out of the vocabulary [0, {vocab_size}): {bad[:8]}")
+    return answer
+
+
+def cache_gradients(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor, answer_ids,
+                    end_ids: set[int] | None = None) -> CacheGradients:
+    """Teacher-force `answer_ids` after `suffix_ids` ([pos]) over `cache`; backward into K and V.
+
+    With `end_ids`, the answer is taken to end on whichever of these ids the model ranks
+    highest after it (the end-of-turn token greedy decoding stopped on), so even an empty
+    answer has a loss. Model parameters accumulate no gradients.
+    """
+    from transformers import DynamicCache
+
+    answer = [int(t) for t in answer_ids]
+    if answer or not end_ids:
+        check_answer_ids(answer, model.config.vocab_size)
+    n_targets = len(answer) + bool(end_ids)
+    inputs = torch.cat([suffix_ids.cpu(), torch.tensor(answer[:n_targets - 1], dtype=torch.long)])
+    keys = [cache.keys[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
+    values = [cache.values[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
+    with _params_frozen(model.hf), torch.enable_grad():
+        hf_cache = DynamicCache([(k[None], v[None]) for k, v in zip(keys, values)], config=model.config)
+        out = model.hf(input_ids=inputs.to(model.device)[None], cache=hf_cache, use_cache=True,
+                       logits_to_keep=n_targets)
+        logits = out.logits[0]  # [target, vocab]: row i predicts answer token i
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        if end_ids:
+            last = logits[-1].detach()  # [vocab]
+            answer.append(max(end_ids, key=lambda t: float(last[t])))
+        targets = torch.tensor(answer, device=logits.device)
+        loss = -torch.log_softmax(logits, dim=-1).gather(1, targets[:, None]).sum()
+        grads = torch.autograd.grad(loss, keys + values)
+    n = cache.n_layers
+    return CacheGradients(tuple(answer), float(loss.detach()), torch.stack(grads[:n]), torch.stack(grads[n:]))
+
+
+@dataclass(frozen=True)
+class Saliency:
+    """Decision saliency of every reused token of one cache. All tensors float32 on cpu."""
+
+    answer_ids: tuple[int, ...]  # y_hat, the teacher-forced targets
+    loss: float  # L = -log p(y_hat | cache)
+    positions: torch.Tensor  # [n]: the reused positions scored
+    grad_sq_k: torch.Tensor  # [layer, n]: ||dL/dK||^2
+    grad_sq_v: torch.Tensor  # [layer, n]: ||dL/dV||^2
+    gated_k: torch.Tensor  # [layer, n]: <dL/dK, K_dense - K_cache>
+    gated_v: torch.Tensor  # [layer, n]: <dL/dV, V_dense - V_cache>
+    seconds: float  # wall time: decode (when y_hat was not given), forward, backward
+
+    @property
+    def cadence_grad(self) -> torch.Tensor:
+        """CADENCE-Grad, the reference-free score: sum over layers of ||dL/dK||^2 + ||dL/dV||^2. [n]"""
+        return (self.grad_sq_k + self.grad_sq_v).sum(0)
+
+    @property
+    def first_order_k(self) -> torch.Tensor:
+        """First-order change in L from patching the dense keys in (all layers). [n]"""
+        return self.gated_k.sum(0)
+
+    @property
+    def first_order_v(self) -> torch.Tensor:
+        """First-order change in L from patching the dense values in (all layers). [n]"""
+        return self.gated_v.sum(0)
+
+    @property
+    def first_order(self) -> torch.Tensor:
+        """First-order change in L from patching the token's dense K and V in (signed). [n]"""
+        return self.first_order_k + self.first_order_v
+
+    @property
+    def cadence(self) -> torch.Tensor:
+        """Gated CADENCE: |first-order estimate|. [n]"""
+        return self.first_order.abs()
+
+
+def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None) -> Saliency:
+    """CADENCE saliency of `cache` (default: the splice) for the decision `answer_ids`.
+
+    `answer_ids` defaults to the greedy answer from the splice, ending on its end-of-turn
+    token when decoding stopped on one. The deviation gate uses d = ctx.dense - cache.
+    """
+    cache = ctx.spliced if cache is None else cache
+    if cache.keys.shape != ctx.dense.keys.shape:
+        raise WorkbenchError(f"cache shape {tuple(cache.keys.shape)} does not match the context's "
+                             f"dense cache {tuple(ctx.dense.keys.shape)}")
+    start = time.perf_counter()
+    end_ids = None
+    if answer_ids is None:
+        greedy = ctx.generate(ctx.spliced)
+        answer_ids, end_ids = greedy.token_ids, (stop_token_ids(ctx.model) if greedy.stopped else None)
+    grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids)
+    pos = ctx.reused_positions
+    parts = {}
+    for kind, g, dense, ours in (("k", grads.keys, ctx.dense.keys, cache.keys),
+                                 ("v", grads.values, ctx.dense.values, cache.values)):
+        g = g[:, :, pos.to(g.device)].float()  # [layer, kv_head, n, d_head]
+        delta = (dense[:, :, pos.to(dense.device)].float() - ours[:, :, pos.to(ours.device)].float()).to(g.device)
+        parts[f"grad_sq_{kind}"] = g.square().sum((1, 3)).cpu()  # [layer, n]
+        parts[f"gated_{kind}"] = (g * delta).sum((1, 3)).cpu()  # [layer, n]
+    return Saliency(answer_ids=grads.answer_ids, loss=grads.loss, positions=pos.clone(), **parts,
+                    seconds=time.perf_counter() - start)
