@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 import time
 
+from workbench.diagnose import DEFAULT_BUDGETS, DEFAULT_SELECTORS
 from workbench.errors import WorkbenchError
 
 MODEL_HELP = "model: 'smollm2-135m' (embedded, default), a local HF folder, or hub:ORG/NAME"
@@ -61,12 +63,53 @@ def cmd_bench(args) -> int:
     import workbench as wb
     from workbench import bench
 
+    lengths, budgets = _ints(args.lengths), _floats(args.budgets)
     model = wb.load_model(args.model, device=args.device, dtype=args.dtype)
+    command = " ".join(["kvwb", *sys.argv[1:]])
     if args.what == "repair":
-        table = bench.repair_ratios(model, lengths=_ints(args.lengths), budgets=_floats(args.budgets),
-                                    repeats=args.repeats)
-        print(bench.to_markdown(table, model, command=" ".join(["kvwb", *sys.argv[1:]])))
+        table = bench.repair_ratios(model, lengths=lengths, budgets=budgets, repeats=args.repeats)
+        print(bench.to_markdown(table, model, command))
+    elif args.what == "saliency":
+        print(bench.table_markdown(bench.saliency_ratios(model, lengths, args.repeats), model, command))
+    else:
+        print(bench.table_markdown(bench.diagnosis_ratio(model, args.examples), model, command))
     return 0
+
+
+def cmd_diagnose(args) -> int:
+    """Diagnose one example: signals, every selector at every budget, outcomes; write it to --out."""
+    import workbench as wb
+    from workbench.diagnose import check_budgets, diagnose, parse_selectors
+
+    specs, budgets = parse_selectors(args.selectors), check_budgets(_floats(args.budgets))
+    out = _check_out(args.out, args.force)
+    example = wb.load_example(args.example)
+    model = wb.load_model(args.model, device=args.device, dtype=args.dtype)
+    diagnosis = diagnose(model, example, [str(s) for s in specs], budgets, seed=args.seed)
+    if out is not None:
+        diagnosis.save(out, overwrite=args.force)
+    answers = diagnosis.info["answers"]
+    print(f"example {example.id}: gold {' | '.join(example.gold) or '(none)'}; "
+          f"dense {answers['dense']['text']!r}; spliced {answers['spliced']['text']!r}")
+    print(diagnosis.summary().to_string(index=False))
+    print(diagnosis.info["attribution_summary"])
+    if out is not None:
+        print(f"wrote {out}")
+    return 0
+
+
+def _check_out(path: str | None, force: bool):
+    """An output path that may be written: refuse an existing one unless --force."""
+    from pathlib import Path
+
+    if path is None:
+        return None
+    out = Path(path)
+    if out.exists() and not force:
+        raise WorkbenchError(f"{out} exists; pass --force to replace it")
+    if not os.access(out.parent if out.parent.exists() else Path.cwd(), os.W_OK):
+        raise WorkbenchError(f"cannot write to {out.parent}")
+    return out
 
 
 def _floats(text: str) -> list[float]:
@@ -100,12 +143,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=24, help="greedy decoding limit (default 24)")
     p.set_defaults(func=cmd_answer)
 
+    p = sub.add_parser("diagnose", help=cmd_diagnose.__doc__, description=cmd_diagnose.__doc__)
+    _add_model_args(p)
+    p.add_argument("--example", default="synthetic#0", help="DATASET#ID, e.g. synthetic#3 or jsonl:data.jsonl#q7")
+    p.add_argument("--selectors", default=",".join(DEFAULT_SELECTORS),
+                   help="comma-separated selector specs NAME[:LAYOUT] (layouts: single, chunk, grow)")
+    p.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)),
+                   help="comma-separated fractions of the reused rows to recompute")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
+    p.add_argument("--out", default=None, help="folder to write the Diagnosis to (parquet + JSON)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=cmd_diagnose)
+
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
-    p.add_argument("what", choices=["repair"], help="repair: wall time of repair(b) / dense prefill")
+    p.add_argument("what", choices=["repair", "saliency", "diagnose"],
+                   help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
+                        "diagnose: a whole Diagnosis / (dense prefill + answer)")
     _add_model_args(p)
     p.add_argument("--lengths", default="512,1024,2048", help="context lengths in tokens")
     p.add_argument("--budgets", default="0.05,0.1,0.2,0.4,1.0", help="fractions of reused rows repaired")
     p.add_argument("--repeats", type=int, default=3, help="timed repeats per cell after one warm-up (median)")
+    p.add_argument("--examples", type=int, default=3, help="diagnose: synthetic examples to time")
     p.set_defaults(func=cmd_bench)
     return parser
 

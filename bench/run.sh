@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Regenerate the tables of docs/BENCHMARKS.md on this machine (prints markdown).
+# Run on an otherwise idle machine: other processes distort small-op timings on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KVWB=.venv/bin/kvwb
+$KVWB bench repair
+echo
+$KVWB bench saliency
+echo
+$KVWB bench diagnose --examples 3
