@@ -10,6 +10,7 @@ import time
 
 from workbench.diagnose import DEFAULT_BUDGETS, DEFAULT_SELECTORS
 from workbench.errors import WorkbenchError
+from workbench.experiments.sweep import SWEEP_SELECTORS
 
 MODEL_HELP = "model: 'smollm2-135m' (embedded, default), a local HF folder, or hub:ORG/NAME"
 
@@ -98,6 +99,54 @@ def cmd_diagnose(args) -> int:
     return 0
 
 
+def cmd_run(args) -> int:
+    """Diagnose every example of a data set into a run folder (resumable; see docs/ARCHITECTURE.md)."""
+    import workbench as wb
+    from workbench.experiments.summary import load_run, summarize, summary_markdown, tokens_to_target
+    from workbench.experiments.sweep import SweepConfig, run_sweep
+    from workbench.selectors import parse_selector
+
+    config = SweepConfig(dataset=args.dataset, n=args.n, selectors=tuple(args.selectors.split(",")),
+                         budgets=tuple(_floats(args.budgets)), seed=args.seed, target_words=args.target_words,
+                         attribution=args.attribution).checked()
+    labels = [parse_selector(s).label for s in config.selectors]
+    if args.reference not in labels:
+        raise WorkbenchError(f"--reference {args.reference!r} is not among the selectors ({', '.join(labels)})")
+    model = wb.load_model(args.model, device=args.device, dtype=args.dtype)
+    out = run_sweep(model, config, args.out)
+    run = load_run(out)
+    table = summarize(run, reference=args.reference)
+    print(summary_markdown(run, table, tokens_to_target(table, run.examples)))
+    return 0
+
+
+def cmd_summary(args) -> int:
+    """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
+    from pathlib import Path
+
+    from workbench.experiments.summary import load_run, summarize, summary_markdown, tokens_to_target
+
+    run = load_run(args.run)
+    table = summarize(run, reference=args.reference)
+    targets = tokens_to_target(table, run.examples, args.target_share, args.max_flip_rate)
+    if args.format == "csv":
+        print(table.to_csv(index=False), end="")
+    else:
+        print(summary_markdown(run, table, targets))
+    if args.html:
+        from workbench import plots
+
+        folder = Path(args.html)
+        folder.mkdir(parents=True, exist_ok=True)
+        figures = {"accuracy": plots.budget_curve(table, "em", "Exact match against budget"),
+                   "flips": plots.budget_curve(table, "flip_rate", "Flip rate against dense"),
+                   "rows": plots.rows_vs_accuracy(table, "Rows recomputed against exact match")}
+        for name, fig in figures.items():
+            fig.write_html(folder / f"{name}.html", include_plotlyjs=True)
+        print(f"wrote {', '.join(f'{n}.html' for n in figures)} to {folder}")
+    return 0
+
+
 def _check_out(path: str | None, force: bool):
     """An output path that may be written: refuse an existing one unless --force."""
     from pathlib import Path
@@ -154,6 +203,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="folder to write the Diagnosis to (parquet + JSON)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("run", help=cmd_run.__doc__, description=cmd_run.__doc__)
+    _add_model_args(p)
+    p.add_argument("--dataset", default="synthetic", help="data set spec: synthetic[:SEED], hotpotqa:PATH, "
+                   "2wiki:PATH or jsonl:PATH")
+    p.add_argument("--n", type=int, default=40, help="examples to diagnose (default 40)")
+    p.add_argument("--selectors", default=",".join(SWEEP_SELECTORS),
+                   help="comma-separated selector specs NAME[:LAYOUT] (oracle-patch is left out by default: "
+                        "it patches every reused token)")
+    p.add_argument("--budgets", default=",".join(map(str, DEFAULT_BUDGETS)), help="fractions of reused rows")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random selector")
+    p.add_argument("--target-words", type=int, default=None,
+                   help="synthetic only: pad passages with filler to about this many words in all")
+    p.add_argument("--attribution", action="store_true",
+                   help="also run the attribution-patching check (first-order vs actual) per example")
+    p.add_argument("--reference", default="cacheblend", help="selector the summary tests against")
+    p.add_argument("--out", required=True, help="run folder; an existing run with the same arguments resumes")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("summary", help=cmd_summary.__doc__, description=cmd_summary.__doc__)
+    p.add_argument("run", help="a folder written by kvwb run")
+    p.add_argument("--reference", default="cacheblend", help="selector to test every other against")
+    p.add_argument("--format", choices=["markdown", "csv"], default="markdown", help="output format")
+    p.add_argument("--target-share", type=float, default=0.9,
+                   help="tokens-to-target: share of dense EM to reach (default 0.9)")
+    p.add_argument("--max-flip-rate", type=float, default=0.2,
+                   help="tokens-to-target: flip rate to get under (default 0.2)")
+    p.add_argument("--html", default=None, help="also write the curves as standalone HTML into this folder")
+    p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
     p.add_argument("what", choices=["repair", "saliency", "diagnose"],

@@ -49,12 +49,18 @@ def _answer_record(ctx: Context, answer) -> dict:
 
 def diagnose(model: LoadedModel, example: Example, selectors=DEFAULT_SELECTORS, budgets=DEFAULT_BUDGETS, *,
              seed: int = 0, check_layer: int = 1, draft_k: int = 2, patch_max_tokens: int = 64,
-             chunk_size: int = 64, tau: float = 0.25, max_new_tokens: int = 24, progress: bool = True,
-             ctx: Context | None = None) -> Diagnosis:
-    """Diagnose one example. All inputs are checked before any model work starts."""
+             chunk_size: int = 64, tau: float = 0.25, max_new_tokens: int = 24, attribution: bool = True,
+             progress: bool = True, ctx: Context | None = None) -> Diagnosis:
+    """Diagnose one example. All inputs are checked before any model work starts.
+
+    `attribution` runs the AtP check (first-order estimates vs actual patching of a sample of
+    `patch_max_tokens` tokens, K+V, K only, V only: 3 x that many teacher-forced forwards).
+    """
     specs = parse_selectors(selectors)
     budgets = check_budgets(budgets)
+    started = time.perf_counter()
     ctx = ctx or build_context(model, example)
+    t_context = time.perf_counter() - started
     signals = SignalSet(ctx, check_layer=check_layer, draft_k=draft_k, patch_max_tokens=patch_max_tokens, seed=seed)
     dense = ctx.generate(ctx.dense, max_new_tokens)
     spliced = ctx.generate(ctx.spliced, max_new_tokens)
@@ -100,7 +106,7 @@ def diagnose(model: LoadedModel, example: Example, selectors=DEFAULT_SELECTORS, 
     for spec in specs:
         costs.append({"selector": spec.label, **spec.info.cost(signals).__dict__})
 
-    attribution = signals.attribution
+    check = signals.attribution if attribution else None
     tables = {
         "tokens": _tokens_table(ctx),
         "token_signals": _token_signals(signals),
@@ -110,7 +116,8 @@ def diagnose(model: LoadedModel, example: Example, selectors=DEFAULT_SELECTORS, 
         "outcomes": pd.DataFrame(outcomes),
         "residual": pd.DataFrame(residuals),
         "costs": pd.DataFrame(costs),
-        "attribution": attribution.frame,
+        "attribution": check.frame if check else pd.DataFrame(
+            columns=["position", "segment", "kind", "estimate", "actual"]),
     }
     info = {
         "model": model.describe(),
@@ -122,9 +129,12 @@ def diagnose(model: LoadedModel, example: Example, selectors=DEFAULT_SELECTORS, 
         "segments": [{"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments],
         "layer0_error": ctx.layer0_error(),
         "draft_ids": list(signals.draft.draft_ids) if "draft" in signals.computed else [],
-        "attribution_summary": attribution.summary(),
-        "attribution_correlations": {k: vars(v) for k, v in attribution.correlations.items()},
+        "attribution_summary": check.summary() if check else "not computed (attribution=False)",
+        "attribution_correlations": {k: vars(v) for k, v in check.correlations.items()} if check else {},
         "workbench_version": workbench.__version__,
+        "timing": {"context_s": t_context, "signals_s": sum(c.seconds for c in signals.costs.values()),
+                   "repairs_s": sum(r["seconds"] for r in repairs.values()), "n_repairs": len(repairs),
+                   "total_s": time.perf_counter() - started},
     }
     diagnosis = Diagnosis(example, info, tables)
     diagnosis.ctx = ctx  # in memory only: the caches behind the tables (not saved)

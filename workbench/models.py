@@ -242,3 +242,17 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def model_fingerprint(model: LoadedModel) -> dict:
+    """Where the weights came from and a hash that changes when they do (for run manifests)."""
+    folder = Path(model.source)
+    record = {"spec": model.name, "path": str(folder)}
+    source = folder / "workbench-source.json"
+    if source.is_file():
+        record["gguf_sha256"] = json.loads(source.read_text()).get("gguf_sha256")
+    elif (folder / "config.json").is_file():
+        record["config_sha256"] = _sha256(folder / "config.json")
+        record["weights"] = sorted(p.name for p in folder.glob("*.safetensors")) or sorted(
+            p.name for p in folder.glob("*.bin"))
+    return record

@@ -1,0 +1,174 @@
+"""Sweeps into a run store (resume, idempotence, failures), the summary and the flip tables."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import workbench as wb
+from conftest import tiny_model
+from workbench import cli
+from workbench.experiments import flips
+from workbench.experiments import sweep as sweep_module
+from workbench.experiments.summary import Run, load_run, summarize, tokens_to_target
+from workbench.experiments.sweep import SweepConfig, run_sweep
+
+DATA = f"jsonl:{Path(__file__).parents[1] / 'fixtures' / 'sample.jsonl'}"
+CONFIG = SweepConfig(dataset=DATA, n=3, selectors=("none", "full", "random", "cacheblend", "densedev"),
+                     budgets=(0.2, 0.5), options={"max_new_tokens": 4})
+OUTCOME_COLUMNS = {"example_id", "selector", "layout", "budget", "n_reused", "n_recomputed", "answer",
+                   "dense_answer", "flip", "flip_strict", "em", "f1", "dense_logprob", "seconds"}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="module")
+def finished(model, tmp_path_factory):
+    return run_sweep(model, CONFIG, tmp_path_factory.mktemp("runs") / "r1", progress=False)
+
+
+def test_a_run_writes_manifest_examples_outcomes_and_diagnoses(finished):
+    manifest = json.loads((finished / "manifest.json").read_text())
+    assert manifest["kind"] == "sweep" and manifest["status"] == "complete" and manifest["failures"] == []
+    assert manifest["model"]["fingerprint"]["spec"] == "tiny-llama" and "torch" in manifest["versions"]
+    assert manifest["start"] and manifest["end"]
+    run = load_run(finished)
+    assert len(run.examples) == 3 and OUTCOME_COLUMNS <= set(run.outcomes.columns)
+    assert len(run.outcomes) == 3 * 5 * 2
+    assert len(list((finished / "diagnoses").iterdir())) == 3
+
+
+def test_running_a_finished_run_again_recomputes_nothing(model, finished, monkeypatch):
+    monkeypatch.setattr(sweep_module, "diagnose", lambda *a, **k: pytest.fail("recomputed an example"))
+    run_sweep(model, CONFIG, finished, progress=False)
+
+
+def test_a_killed_run_resumes_where_it_stopped_and_matches_a_fresh_one(model, finished, tmp_path, monkeypatch):
+    real, calls = sweep_module.diagnose, []
+
+    def dies_on_second(model, example, *args, **kwargs):
+        calls.append(example.id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(model, example, *args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "diagnose", dies_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["status"] == "interrupted"
+    calls.clear()
+    monkeypatch.setattr(sweep_module, "diagnose", lambda m, e, *a, **k: (calls.append(e.id), real(m, e, *a, **k))[1])
+    run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    assert len(calls) == 2  # the first example was kept
+    timing = ["seconds"]
+    resumed = load_run(tmp_path / "r").outcomes.drop(columns=timing)
+    fresh = load_run(finished).outcomes.drop(columns=timing)
+    pd.testing.assert_frame_equal(resumed, fresh)
+
+
+def test_other_arguments_on_an_existing_run_are_refused_with_the_differences(model, finished):
+    other = SweepConfig(**{**CONFIG.__dict__, "seed": 7, "budgets": (0.3,)})
+    with pytest.raises(wb.WorkbenchError, match=r"budgets: .*seed: 0 in the run vs 7 now"):
+        run_sweep(model, other, finished, progress=False)
+
+
+def test_a_crashing_example_is_recorded_and_the_run_goes_on(model, tmp_path, monkeypatch):
+    real = sweep_module.diagnose
+
+    def fails_on_q2(model, example, *args, **kwargs):
+        if example.id == "q2":
+            raise RuntimeError("boom")
+        return real(model, example, *args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "diagnose", fails_on_q2)
+    out = run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    run = load_run(out)
+    assert run.n_failed == 1 and run.manifest["failures"][0]["error"] == "RuntimeError: boom"
+    assert sorted(run.examples["example_id"]) == ["q1", "q3"]
+
+
+def test_bad_run_folders_and_sizes_get_clear_errors(model, tmp_path):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "manifest.json").write_text(json.dumps({"kind": "curve"}))
+    with pytest.raises(wb.WorkbenchError, match="a 'curve' run, not a 'sweep' run"):
+        run_sweep(model, CONFIG, tmp_path / "other", progress=False)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{not json")
+    with pytest.raises(wb.WorkbenchError, match="corrupt"):
+        load_run(tmp_path / "bad")
+    with pytest.raises(wb.WorkbenchError, match="3"):
+        run_sweep(model, SweepConfig(**{**CONFIG.__dict__, "n": 10}), tmp_path / "big", progress=False)
+    with pytest.raises(wb.WorkbenchError, match="not a run folder"):
+        load_run(tmp_path)
+
+
+def hand_run() -> Run:
+    """Four examples with known outcomes: dense right on 0-2, splice right on 0 only."""
+    examples = pd.DataFrame({"example_id": ["a", "b", "c", "d"], "dense_em": [1.0, 1, 1, 0],
+                             "spliced_em": [1.0, 0, 0, 0], "splice_flip": [False, True, True, True]})
+    rows = []
+    table = {  # selector: (em per example, flip per example, rows)
+        "none": ([1, 0, 0, 0], [0, 1, 1, 1], 0),
+        "cacheblend": ([1, 1, 0, 0], [0, 0, 1, 1], 10),
+        "cadence": ([1, 1, 1, 1], [0, 0, 0, 1], 10),
+    }
+    for label, (ems, fl, n_rows) in table.items():
+        for ex, em, f in zip("abcd", ems, fl):
+            rows.append({"example_id": ex, "selector": label, "layout": "single", "budget": 0.2, "n_reused": 50,
+                         "n_recomputed": n_rows, "answer": "", "dense_answer": "", "flip": bool(f),
+                         "flip_strict": bool(f), "em": float(em), "f1": float(em), "dense_logprob": -1.0,
+                         "seconds": 0.1})
+    return Run(Path("."), {"failures": [], "model": {"name": "m"}, "args": {"dataset": "d"}}, examples,
+               pd.DataFrame(rows))
+
+
+def test_summary_numbers_by_hand():
+    table = summarize(hand_run(), reference="cacheblend").set_index("selector")
+    cad = table.loc["cadence"]
+    assert cad["em"] == 1.0 and cad["flip_rate"] == 0.25
+    # vs cacheblend: cadence right & cacheblend wrong on c, d -> b = 2, c = 0; exact p = 2 * 0.5^2 = 0.5
+    assert (cad["ref_b"], cad["ref_c"]) == (2, 0) and cad["ref_p"] == pytest.approx(0.5)
+    # vs dense: cadence right where dense wrong on d -> b = 1, c = 0, p = 1
+    assert (cad["dense_b"], cad["dense_c"]) == (1, 0)
+    # gap recovered: (1.0 - 0.25) / (0.75 - 0.25) = 1.5; cacheblend (0.5 - 0.25) / 0.5 = 0.5
+    assert cad["gap_recovered"] == pytest.approx(1.5)
+    assert table.loc["cacheblend", "gap_recovered"] == pytest.approx(0.5)
+    # Holm over the two tested comparisons against cacheblend at this budget (none: b=0,c=1 p=1; cadence p=0.5)
+    assert cad["ref_p_holm"] == pytest.approx(1.0)
+    low, high = table.loc["none", ["em_low", "em_high"]]
+    assert low < 0.25 < high
+
+
+def test_tokens_to_target_and_flip_tables():
+    run = hand_run()
+    targets = tokens_to_target(summarize(run), run.examples, share_of_dense=1.0, max_flip_rate=0.3).set_index("selector")
+    assert targets.loc["cadence"].tolist() == [10.0, 10.0]
+    assert pd.isna(targets.loc["none"].iloc[0])
+    matrix = flips.flip_matrix(run.outcomes, 0.2)
+    assert matrix.loc["b"].tolist() == [True, False, False]
+    res = flips.rescues(run.outcomes, 0.2).set_index("selector")
+    assert res.loc["cadence", "rescued_examples"] == ["b", "c"] and res.loc["cacheblend", "rescued"] == 1
+    overlap = flips.rescue_overlap(run.outcomes, 0.2)
+    assert overlap.loc["cadence", "cacheblend"] == 1 and overlap.loc["cadence", "cadence"] == 2
+    rates = flips.flip_rates(run.outcomes).set_index("selector")
+    assert rates.loc["none", "flips"] == 3
+
+
+def test_cli_run_and_summary(model, tmp_path, capsys):
+    folder = tmp_path / "tiny"
+    model.hf.save_pretrained(folder)
+    model.tokenizer.save_pretrained(folder)
+    args = ["run", "--model", str(folder), "--dataset", DATA, "--n", "2", "--selectors", "none,full,cacheblend",
+            "--budgets", "0.5", "--out", str(tmp_path / "run")]
+    assert cli.main(args) == 0
+    assert "dense EM" in capsys.readouterr().out
+    assert cli.main(["summary", str(tmp_path / "run"), "--format", "csv", "--html", str(tmp_path / "html")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("selector,layout,budget") and (tmp_path / "html" / "accuracy.html").is_file()
+    assert "<script" in (tmp_path / "html" / "accuracy.html").read_text()[:200000]
+    assert cli.main(["run", "--model", str(folder), "--dataset", DATA, "--reference", "bcr",
+                     "--selectors", "none", "--out", str(tmp_path / "r2")]) == 2

@@ -1,0 +1,1 @@
+"""Experiments: sweeps and probes over data sets."""

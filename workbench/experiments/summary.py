@@ -1,0 +1,135 @@
+"""`kvwb summary`: per selector and budget, accuracy, flips, gap recovered and paired tests.
+
+Paired over examples throughout: McNemar counts the discordant split b/c (b = the selector
+right where the comparison is wrong) and is reported before its p value, as BCR does; p is
+Holm-corrected within each budget, separately for the comparisons against the reference
+selector and against dense.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from workbench import stats
+from workbench.errors import WorkbenchError
+from workbench.experiments.runstore import read_manifest
+
+
+@dataclass(frozen=True)
+class Run:
+    """A sweep's folder read back: its manifest, examples and outcomes."""
+
+    folder: Path
+    manifest: dict
+    examples: pd.DataFrame
+    outcomes: pd.DataFrame
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.manifest.get("failures", []))
+
+
+def load_run(folder: str | Path) -> Run:
+    """Read a `kvwb run` folder; a clear error when it is not one or holds no outcomes yet."""
+    folder = Path(folder)
+    manifest = read_manifest(folder, kind="sweep")
+    missing = [name for name in ("examples.parquet", "outcomes.parquet") if not (folder / name).is_file()]
+    if missing:
+        raise WorkbenchError(f"{folder} has no {' or '.join(missing)} yet: no example has finished "
+                             f"(status {manifest.get('status')!r}); run `kvwb run ... --out {folder}` again")
+    return Run(folder, manifest, pd.read_parquet(folder / "examples.parquet"),
+               pd.read_parquet(folder / "outcomes.parquet"))
+
+
+def summarize(run: Run, reference: str = "cacheblend") -> pd.DataFrame:
+    """One row per (selector, budget) with intervals, flips, gap recovered and McNemar tests."""
+    out = run.outcomes.merge(run.examples[["example_id", "dense_em", "spliced_em"]], on="example_id")
+    labels = list(dict.fromkeys(out["selector"]))
+    if reference not in labels:
+        raise WorkbenchError(f"reference selector {reference!r} is not in this run; it has {', '.join(labels)}")
+    rows = []
+    for budget, at_budget in out.groupby("budget", sort=True):
+        ref = at_budget[at_budget["selector"] == reference].set_index("example_id")["em"]
+        for label in labels:
+            cell = at_budget[at_budget["selector"] == label].set_index("example_id")
+            if cell.empty:
+                continue
+            n, correct, flips = len(cell), int(cell["em"].sum()), int(cell["flip"].sum())
+            em_low, em_high = stats.wilson_interval(correct, n)
+            flip_low, flip_high = stats.wilson_interval(flips, n)
+            dense_acc, splice_acc = cell["dense_em"].mean(), cell["spliced_em"].mean()
+            vs_ref = stats.mcnemar_exact(cell["em"].astype(bool), ref.reindex(cell.index).astype(bool))
+            vs_dense = stats.mcnemar_exact(cell["em"].astype(bool), cell["dense_em"].astype(bool))
+            rows.append({
+                "selector": label, "layout": cell["layout"].iloc[0], "budget": budget, "n": n,
+                "em": correct / n, "em_low": em_low, "em_high": em_high, "f1": cell["f1"].mean(),
+                "flip_rate": flips / n, "flip_low": flip_low, "flip_high": flip_high,
+                "flip_strict_rate": cell["flip_strict"].mean(),
+                "gap_recovered": stats.share_of_gap_recovered(correct / n, splice_acc, dense_acc),
+                "rows_per_example": cell["n_recomputed"].mean(),
+                "share_recomputed": (cell["n_recomputed"] / cell["n_reused"]).mean(),
+                "dense_logprob": cell["dense_logprob"].mean(),
+                "ref_b": vs_ref.b, "ref_c": vs_ref.c, "ref_p": vs_ref.p_value,
+                "dense_b": vs_dense.b, "dense_c": vs_dense.c, "dense_p": vs_dense.p_value,
+            })
+    table = pd.DataFrame(rows)
+    for prefix in ("ref", "dense"):
+        table[f"{prefix}_p_holm"] = np.nan
+        for budget, idx in table.groupby("budget").groups.items():
+            tested = [i for i in idx if table.at[i, f"{prefix}_b"] + table.at[i, f"{prefix}_c"] > 0
+                      and not (prefix == "ref" and table.at[i, "selector"] == reference)]
+            if tested:
+                table.loc[tested, f"{prefix}_p_holm"] = stats.holm(table.loc[tested, f"{prefix}_p"].to_numpy())
+    return table
+
+
+def tokens_to_target(summary: pd.DataFrame, examples: pd.DataFrame, share_of_dense: float = 0.9,
+                     max_flip_rate: float = 0.2) -> pd.DataFrame:
+    """Fewest rows recomputed per example at which each selector reaches a target.
+
+    Targets: EM at least `share_of_dense` of dense EM; flip rate at most `max_flip_rate`.
+    NaN where no budget of the run reaches it (CADENCE reports "297 tokens to reach 60%").
+    """
+    dense = examples["dense_em"].mean()
+    rows = []
+    for label, cells in summary.groupby("selector", sort=False):
+        acc = cells[cells["em"] >= share_of_dense * dense]["rows_per_example"]
+        flip = cells[cells["flip_rate"] <= max_flip_rate]["rows_per_example"]
+        rows.append({"selector": label, f"rows_to_{share_of_dense:g}_dense_em": acc.min() if len(acc) else np.nan,
+                     f"rows_to_flip_rate_{max_flip_rate:g}": flip.min() if len(flip) else np.nan})
+    return pd.DataFrame(rows)
+
+
+def summary_markdown(run: Run, table: pd.DataFrame, targets: pd.DataFrame) -> str:
+    """The summary as a markdown report: header facts, the main table, the targets."""
+    ex = run.examples
+    lines = [
+        f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest['model']['name']}, "
+        f"data set {run.manifest['args']['dataset']}",
+        f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
+        f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}",
+        "",
+    ]
+    shown = table.assign(
+        em=[f"{e:.2f} [{lo:.2f}, {hi:.2f}]" for e, lo, hi in zip(table.em, table.em_low, table.em_high)],
+        flips=[f"{f:.2f} [{lo:.2f}, {hi:.2f}]" for f, lo, hi in zip(table.flip_rate, table.flip_low, table.flip_high)],
+        vs_ref=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
+        vs_dense=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
+    )[["budget", "selector", "em", "f1", "flips", "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]]
+    lines.append(_markdown(shown))
+    lines += ["", "McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within "
+              "each budget.", "", _markdown(targets)]
+    return "\n".join(lines)
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    def cell(v):
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+    head = "| " + " | ".join(frame.columns) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    return "\n".join([head, rule] + ["| " + " | ".join(cell(v) for v in row) + " |"
+                                     for row in frame.itertuples(index=False)])
