@@ -233,6 +233,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", default=None, help="also write the curves as standalone HTML into this folder")
     p.set_defaults(func=cmd_summary)
 
+    from workbench.experiments.unit_curve import add_curve_arguments, curve_main
+    from workbench.report import add_report_arguments, report_main
+
+    p = sub.add_parser("curve", help=curve_main.__doc__, description=curve_main.__doc__)
+    _add_model_args(p)
+    add_curve_arguments(p)
+    p.set_defaults(func=curve_main)
+
+    p = sub.add_parser("report", help=report_main.__doc__, description=report_main.__doc__)
+    add_report_arguments(p)
+    p.set_defaults(func=report_main)
+
     p = sub.add_parser("bench", help=cmd_bench.__doc__, description=cmd_bench.__doc__)
     p.add_argument("what", choices=["repair", "saliency", "diagnose"],
                    help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "

@@ -103,6 +103,18 @@ class Diagnosis:
         tables = {p.stem: pd.read_parquet(p) for p in sorted(folder.glob("*.parquet"))}
         return cls(Example.from_dict(doc["example"]), doc["info"], tables)
 
+    def to_html(self, run_manifest: dict | None = None) -> str:
+        """A standalone HTML report (plotly.js embedded, every string escaped)."""
+        from workbench.report import diagnosis_to_html
+
+        return diagnosis_to_html(self, run_manifest)
+
+    def to_json(self, run_manifest: dict | None = None) -> dict:
+        """The report's data as a JSON-safe dict with a `schema_version` (see workbench.report)."""
+        from workbench.report import diagnosis_to_json
+
+        return diagnosis_to_json(self, run_manifest)
+
     def summary(self) -> pd.DataFrame:
         """Outcomes as a compact table: one row per selector and budget."""
         cols = ["selector", "budget", "n_recomputed", "answer", "flip", "flip_strict", "em", "dense_logprob"]

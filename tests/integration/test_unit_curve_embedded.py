@@ -19,7 +19,7 @@ def test_small_curve_on_the_embedded_model(smol, tmp_path):
     assert (curve["error"] < curve["unrepaired_error"]).all()
     assert summary["unit"].tolist() == [1, 16]
     single = curve[curve["unit"] == 1]
-    assert (single["n_rows_restored"] == (0.2 * single["n_reused"]).round()).all()
+    assert (single["n_rows_restored"] == (0.2 * single["n_segment"]).round()).all()
     assert bool(summary.set_index("unit").loc[1, "budget_matched"])
     # unit 16 keeps max(1, round(0.2 * n_chunks)) whole chunks: the share drifts from 20%
     sixteen = curve[curve["unit"] == 16]

@@ -128,13 +128,30 @@ def test_run_folder_has_tables_and_manifest(run, model):
     assert curve["unrepaired_error"].min() > 0 and curve["full_restore_error"].max() < 1e-6
     assert summary["unit"].tolist() == [1, 16, 1024]
     assert {"informed_error", "random_error", "gap", "gap_share", "prompts_won", "t", "p_value",
-            "budget_share", "budget_matched", "unrepaired_error"} <= set(summary.columns)
+            "budget_share", "budget_matched", "unrepaired_error", "informed_budget_share",
+            "random_budget_share"} <= set(summary.columns)
     assert (summary["gap"] - (summary["random_error"] - summary["informed_error"])).abs().max() < 1e-12
     whole = summary.set_index("unit").loc[1024]  # one chunk holds every row: both restore everything
     assert whole["budget_share"] == 1.0 and not whole["budget_matched"] and whole["informed_error"] < 1e-6
     assert bool(summary.set_index("unit").loc[1, "budget_matched"])
     assert "| 1 |" in summary_markdown(summary)
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
+
+
+def test_skip_first_passage_segment(model, ctx, tmp_path):
+    from workbench.experiments.unit_curve import _segment
+
+    seg = _segment(ctx, True)
+    first = ctx.layout.passages[0]
+    assert seg.numel() == ctx.n_reused - len(first) and int(seg.min()) == ctx.layout.passages[1].start
+    # the first passage is exact in the splice: restoring it changes nothing
+    probe = attention_probe(ctx)
+    assert probe.error(torch.arange(first.start, first.end)) == pytest.approx(probe.error([]), abs=1e-6)
+    out = run_curve(model, tmp_path / "skip", tokens=256, prompts=2, units=(1,), seeds=1, progress=False,
+                    skip_first_passage=True)
+    manifest, curve, _ = load_curve(out)
+    assert manifest["args"]["skip_first_passage"] is True
+    assert (curve["n_segment"] == seg.numel()).any()
 
 
 def test_existing_folder_refused_and_other_kinds_rejected(run, model, tmp_path):

@@ -8,6 +8,7 @@ selector and against dense.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,6 +88,20 @@ def summarize(run: Run, reference: str = "cacheblend") -> pd.DataFrame:
     return table
 
 
+def attribution_table(run: Run) -> pd.DataFrame:
+    """Per example, the AtP check's Spearman rho for K+V, K only and V only (runs made with
+    --attribution); empty when the run did not compute it."""
+    rows = []
+    for folder in sorted((run.folder / "diagnoses").glob("*/diagnosis.json")):
+        info = json.loads(folder.read_text())["info"]
+        corr = info.get("attribution_correlations") or {}
+        if corr:
+            rows.append({"example_id": json.loads(folder.read_text())["example"]["id"],
+                         **{f"rho_{kind}": c["rho"] for kind, c in corr.items()},
+                         "n_tokens": corr["kv"]["n"]})
+    return pd.DataFrame(rows)
+
+
 def tokens_to_target(summary: pd.DataFrame, examples: pd.DataFrame, share_of_dense: float = 0.9,
                      max_flip_rate: float = 0.2) -> pd.DataFrame:
     """Fewest rows recomputed per example at which each selector reaches a target.
@@ -123,6 +138,12 @@ def summary_markdown(run: Run, table: pd.DataFrame, targets: pd.DataFrame) -> st
     lines.append(_markdown(shown))
     lines += ["", "McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within "
               "each budget.", "", _markdown(targets)]
+    atp = attribution_table(run)
+    if not atp.empty:
+        worse = int((atp["rho_k"] < atp["rho_v"]).sum())
+        lines += ["", f"Attribution patching vs actual patching (Spearman rho over {len(atp)} examples): "
+                  f"median K+V {atp['rho_kv'].median():.2f}, K only {atp['rho_k'].median():.2f}, "
+                  f"V only {atp['rho_v'].median():.2f}; keys tracked worse than values in {worse} of {len(atp)}."]
     return "\n".join(lines)
 
 

@@ -13,9 +13,13 @@ What this module computes, precisely:
   seed + p)`: a synthetic multi-passage example padded with filler to about `tokens` tokens
   *in all* (chat frame + passages + question), whose passages are prefilled in isolation and
   spliced, so the reused span carries real cross-passage error. The reused segment is
-  `ctx.reused_positions` (every passage token; n_reused is somewhat below `tokens` and
-  varies a little between prompts, see `n_reused` in the tables). The shared prefix is
-  identical in the splice and the dense cache and is never counted.
+  `ctx.reused_positions` (every passage token; its size, `n_segment` in the tables, is
+  somewhat below `tokens` and varies a little between prompts). The shared prefix is
+  identical in the splice and the dense cache and is never counted. Note that the FIRST
+  passage is exact in the splice too (its sender prefilled it after the same prefix at the
+  same positions), so about a quarter of those rows carry no error and restoring them is
+  wasted; `skip_first_passage=True` (CLI `--skip-first-passage`) takes the segment as the
+  passages after the first instead, i.e. only rows the splice actually changed.
 * **Restore.** Restoring a set of reused rows copies the dense K and V rows of those
   positions into (a copy of) the splice at every layer. Restoring, not recomputing, isolates
   the value of the choice, as the paper does (a recompute of a few rows would still see the
@@ -32,19 +36,19 @@ What this module computes, precisely:
 * **Error.** ||O_restored - O_dense|| / ||O_dense||, both norms pooled over all layers
   (layer 0 included: it is exact in the splice), heads, query rows and d_head:
   sqrt(sum_l ||dO_l||^2 / sum_l ||O_l||^2). Unrepaired error = the same with nothing restored.
-* **Units.** The n_reused rows (in context order, passage boundaries ignored: the paper's
+* **Units.** The n_segment rows (in context order, passage boundaries ignored: the paper's
   segment is one span) are cut into consecutive `unit`-row chunks (the last may be short);
   each chunk scores the mean of its rows; the top max(1, round(budget * n_chunks)) chunks
   are restored whole (Python's round, half to even; ties go to the earlier chunk). Unit 1
   is single rows. This is Table 8's rule, not BCR's Algorithm 1 (which skips when
   n < 2B or the budget is under one chunk): coarse units are therefore NOT budget-matched
   (unit 256 of 2048 rows keeps 2 of 8 chunks = 25%; unit 1024 keeps 1 of 2 = 50%).
-  A unit counts as budget-matched when every prompt's achieved share is within
+  A unit counts as budget-matched when every achieved share (each prompt, method, seed) is within
   MATCH_TOLERANCE (10%, relative) of the nominal budget: 16 (20.3%) and 64 (18.8%) are,
   256 (25%) and 1024 (50%) are not.
 * **Informed scores.** BCR's draft attention on the splice (the receiver's view):
   `draft_attention(ctx).scores(ctx.reused_positions)`, one score per reused row.
-* **Random scores.** `random_scores(n_reused, s)` for seed index s = 0..seeds-1, with the
+* **Random scores.** `random_scores(n_segment, s)` for seed index s = 0..seeds-1, with the
   generator seed derived from (seed, prompt, s) by `numpy.random.SeedSequence` (recorded
   in the `seed` column); the same random scores are grouped at every unit.
 * **Summary per unit.** informed error (mean over prompts), random error (mean over prompts
@@ -52,7 +56,9 @@ What this module computes, precisely:
   (ratio of the means), prompts where informed won (informed < that prompt's random mean),
   paired t over prompts of random vs informed (`workbench.stats.paired_t`; NaN when every
   difference is equal, e.g. a unit that restores everything), the achieved budget share
-  (mean, min, max over prompts) and whether it is budget-matched.
+  (mean, min, max over every prompt, method and seed: informed and random can differ when
+  one keeps the short last chunk; `informed_budget_share` and `random_budget_share` give
+  the two means) and whether it is budget-matched.
 
 Run folder (`run_curve`, written atomically: a temporary sibling folder, then a rename):
 ``manifest.json`` (kind "curve"), ``curve.parquet`` (one row per prompt x unit x method x
@@ -82,7 +88,7 @@ import torch
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
 from workbench.selectors.layouts import random_scores
-from workbench.signals.attention import _draft, attention_rows, draft_attention
+from workbench.signals.attention import record_queries, attention_rows, draft_attention
 from workbench.stats import paired_t
 
 KIND = "curve"
@@ -93,7 +99,8 @@ METHODS = ("informed", "random")
 
 __all__ = [
     "AttentionProbe", "UnitSelection", "DEFAULT_UNITS", "MATCH_TOLERANCE", "add_curve_arguments",
-    "attention_probe", "check_curve_args", "chunks_kept", "curve_main", "load_curve",
+    "attention_probe", "check_curve_args", "chunks_kept", "curve_main", "curve_rows", "load_curve",
+    "random_seed_for",
     "restore_rows", "run_curve", "select_units", "summarize", "summary_markdown", "unit_chunks",
 ]
 
@@ -269,11 +276,11 @@ class AttentionProbe:
 def attention_probe(ctx) -> AttentionProbe:
     """Record the question suffix's queries over the dense cache and the dense attention outputs.
 
-    Uses `workbench.signals.attention._draft` (k=None: every suffix row, nothing drafted).
+    Uses `workbench.signals.attention.record_queries` (k=None: every suffix row, nothing drafted).
     """
     model, ad = ctx.model, ctx.model.adapter
     n = ctx.layout.suffix_start
-    hidden, hf_cache, _ = _draft(model, ctx.dense, ctx.suffix_ids, None)
+    hidden, hf_cache, _ = record_queries(model, ctx.dense, ctx.suffix_ids, None)
     query_pos = torch.arange(n, n + hidden[0].shape[0], device=model.device)  # [row]
     queries, s_keys, s_values = [], [], []
     for l in range(ad.n_layers):
@@ -322,8 +329,19 @@ def _check_out(out, force: bool) -> Path:
     return out
 
 
+def _segment(ctx, skip_first_passage: bool) -> torch.Tensor:
+    """Absolute positions of the reused segment: every passage token, or those after the first passage."""
+    reused = ctx.reused_positions
+    if not skip_first_passage:
+        return reused
+    passages = ctx.layout.passages
+    if len(passages) < 2:
+        raise WorkbenchError(f"example {ctx.example.id} has {len(passages)} passage(s): nothing after the first")
+    return reused[reused >= passages[1].start]
+
+
 def curve_rows(model, tokens: int, prompts: int, units, budget: float, seeds: int, seed: int,
-               progress: bool = False) -> tuple[pd.DataFrame, list[dict]]:
+               progress: bool = False, skip_first_passage: bool = False) -> tuple[pd.DataFrame, list[dict]]:
     """Measure the curve; return (curve table, per-prompt info). No validation, no writing."""
     from workbench.bench import context_of_length
 
@@ -335,17 +353,17 @@ def curve_rows(model, tokens: int, prompts: int, units, budget: float, seeds: in
     for p in iterator:
         started = time.perf_counter()
         ctx = context_of_length(model, tokens, seed + p)
-        reused = ctx.reused_positions
+        reused = _segment(ctx, skip_first_passage)
         n = int(reused.numel())
         if n == 0:
             raise WorkbenchError(f"prompt {p} has no reused rows")
         probe = attention_probe(ctx)
         unrepaired = probe.error(reused[:0])
         full = probe.error(reused)
-        informed = draft_attention(ctx).scores(reused)  # [n]
+        informed = draft_attention(ctx).scores(reused)  # [n]: the draft over the whole splice, read at the segment
         rseeds = [random_seed_for(seed, p, s) for s in range(seeds)]
         coins = [random_scores(n, rs) for rs in rseeds]
-        base = {"prompt": p, "prompt_seed": seed + p, "n_tokens": ctx.layout.n_tokens, "n_reused": n,
+        base = {"prompt": p, "prompt_seed": seed + p, "n_tokens": ctx.layout.n_tokens, "n_segment": n,
                 "unrepaired_error": unrepaired, "full_restore_error": full}
         for unit in units:
             draws = [("informed", pd.NA, pd.NA, informed)] + [
@@ -358,7 +376,7 @@ def curve_rows(model, tokens: int, prompts: int, units, budget: float, seeds: in
                              "n_rows_restored": sel.n_rows, "budget_share": sel.n_rows / n,
                              "error": err})
         info.append({"prompt": p, "prompt_seed": seed + p, "example_id": ctx.example.id,
-                     "n_tokens": ctx.layout.n_tokens, "n_reused": n, "n_queries": len(probe.query_positions),
+                     "n_tokens": ctx.layout.n_tokens, "n_segment": n, "n_queries": len(probe.query_positions),
                      "unrepaired_error": unrepaired, "full_restore_error": full,
                      "seconds": time.perf_counter() - started})
     curve = pd.DataFrame(rows)
@@ -374,7 +392,7 @@ def summarize(curve: pd.DataFrame, budget: float) -> pd.DataFrame:
         inf = g[g["method"] == "informed"].set_index("prompt")["error"].sort_index()
         rnd = g[g["method"] == "random"].groupby("prompt")["error"].mean().reindex(inf.index)
         unrep = g.groupby("prompt")["unrepaired_error"].first().reindex(inf.index)
-        share = g[g["method"] == "informed"].set_index("prompt")["budget_share"]
+        share = g["budget_share"]
         kept = g[g["method"] == "informed"]["n_kept"]
         chunks = g[g["method"] == "informed"]["n_chunks"]
         test = paired_t(rnd.to_numpy(), inf.to_numpy())
@@ -384,6 +402,8 @@ def summarize(curve: pd.DataFrame, budget: float) -> pd.DataFrame:
             "unit": int(unit), "n_chunks": float(chunks.mean()), "n_kept": float(kept.mean()),
             "budget_share": float(share.mean()), "budget_share_min": float(share.min()),
             "budget_share_max": float(share.max()), "budget_matched": matched,
+            "informed_budget_share": float(g.loc[g["method"] == "informed", "budget_share"].mean()),
+            "random_budget_share": float(g.loc[g["method"] == "random", "budget_share"].mean()),
             "informed_error": float(inf.mean()), "random_error": float(rnd.mean()),
             "random_seed_sd": float(g[g["method"] == "random"].groupby("prompt")["error"].std(ddof=0).mean()),
             "gap": gap, "unrepaired_error": float(unrep.mean()),
@@ -396,7 +416,7 @@ def summarize(curve: pd.DataFrame, budget: float) -> pd.DataFrame:
 
 def run_curve(model, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFAULT_UNITS,
               budget: float = 0.2, seeds: int = 5, seed: int = 0, progress: bool = True,
-              force: bool = False) -> Path:
+              force: bool = False, skip_first_passage: bool = False) -> Path:
     """Measure the unit-of-choice curve on `model` and write the run folder `out`; return it.
 
     Arguments are validated and `out` is checked (refused if it exists, unless `force`)
@@ -404,10 +424,11 @@ def run_curve(model, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFA
     """
     tokens, prompts, units, budget, seeds, seed = check_curve_args(tokens, prompts, units, budget, seeds, seed)
     out = _check_out(out, force)
+    skip_first_passage = bool(skip_first_passage)
     args = {"tokens": tokens, "prompts": prompts, "units": list(units), "budget": budget,
-            "seeds": seeds, "seed": seed}
+            "seeds": seeds, "seed": seed, "skip_first_passage": skip_first_passage}
     started_at, t0 = _now(), time.perf_counter()
-    curve, info = curve_rows(model, tokens, prompts, units, budget, seeds, seed, progress)
+    curve, info = curve_rows(model, tokens, prompts, units, budget, seeds, seed, progress, skip_first_passage)
     summary = summarize(curve, budget)
     manifest = {
         "kind": KIND, "schema_version": SCHEMA_VERSION, "model": model.describe(), "args": args,
@@ -415,13 +436,15 @@ def run_curve(model, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFA
         "seconds": time.perf_counter() - t0, "status": "complete", "prompts": info,
         "protocol": {
             "reference": "BCR §4.2 / Table 8",
-            "prompt": "workbench.bench.context_of_length(model, tokens, seed + p); reused = passage tokens",
+            "prompt": "workbench.bench.context_of_length(model, tokens, seed + p)",
+            "segment": ("passage tokens after the first passage" if skip_first_passage
+                        else "all passage tokens (ctx.reused_positions)"),
             "restore": "copy dense K/V rows into the splice at every layer",
             "queries": "every question-suffix row over the dense cache, post-RoPE, per query head",
             "error": "||O_restored - O_dense|| / ||O_dense||, pooled over layers, heads, queries",
             "units": "consecutive unit-row chunks over the reused rows; keep max(1, round(budget*n_chunks)) by mean score",
             "informed": "draft_attention(ctx) on the splice, .scores(reused_positions)",
-            "random": "random_scores(n_reused, SeedSequence([seed, prompt, draw]))",
+            "random": "random_scores(n_segment, SeedSequence([seed, prompt, draw]))",
             "budget_matched": f"every prompt's share within {MATCH_TOLERANCE:.0%} (relative) of the budget",
         },
     }
@@ -473,7 +496,7 @@ def summary_markdown(summary: pd.DataFrame) -> str:
               "prompts won (p) | no-repair |")
     lines = [header, "|" + "---|" * 9]
     for r in summary.itertuples(index=False):
-        p = "n/a" if math.isnan(r.p_value) else f"{r.p_value:.2f}"
+        p = "n/a" if math.isnan(r.p_value) else (f"{r.p_value:.2f}" if r.p_value >= 0.01 else f"{r.p_value:.1e}")
         share = (f"{r.budget_share:.1%}" if r.budget_share_max - r.budget_share_min < 5e-4
                  else f"{r.budget_share:.1%} ({r.budget_share_min:.1%}-{r.budget_share_max:.1%})")
         lines.append(
@@ -499,6 +522,8 @@ def add_curve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=float, default=0.2, help="nominal fraction of reused rows restored")
     parser.add_argument("--seeds", type=int, default=5, help="random draws per prompt and unit (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="first prompt seed and random-seed base (default 0)")
+    parser.add_argument("--skip-first-passage", action="store_true",
+                        help="segment = passages after the first (the first is exact in the splice)")
     parser.add_argument("--out", required=True, help="run folder to write (manifest.json + parquet)")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -514,10 +539,12 @@ def curve_main(args) -> int:
     model = wb.load_model(args.model, device=getattr(args, "device", None), dtype=getattr(args, "dtype", None))
     t0 = time.perf_counter()
     run_curve(model, out, tokens=tokens, prompts=prompts, units=units, budget=budget, seeds=seeds,
-              seed=seed, progress=getattr(args, "progress", True), force=args.force)
+              seed=seed, progress=getattr(args, "progress", True), force=args.force,
+              skip_first_passage=getattr(args, "skip_first_passage", False))
     _, curve, summary = load_curve(out)
-    print(f"unit-of-choice curve: {prompts} prompts of ~{tokens} tokens "
-          f"(reused rows {int(curve['n_reused'].min())}-{int(curve['n_reused'].max())}), "
+    segment = "passages after the first" if getattr(args, "skip_first_passage", False) else "all passages"
+    print(f"unit-of-choice curve: {prompts} prompts of ~{tokens} tokens, segment {segment} "
+          f"(rows {int(curve['n_segment'].min())}-{int(curve['n_segment'].max())}), "
           f"budget {budget:g}, {seeds} random seeds; {time.perf_counter() - t0:.0f} s")
     print(summary_markdown(summary))
     print(f"wrote {out}")

@@ -16,7 +16,7 @@ SEGMENT_COLORS = ("#f2f2f2", "#dbe9f6", "#fde2cf", "#dff0d8", "#eadcf0", "#fff3c
 def _label(token: str) -> str:
     """A token as display text: escaped, whitespace made visible, never empty."""
     shown = token.replace("\n", "⏎").replace("\t", "⇥")
-    return html.escape(shown if shown.strip() else "␣" * max(1, len(shown)))
+    return html.escape(shown if shown.strip() else "␣" * max(1, len(shown)), quote=False)
 
 
 def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title: str = "",
@@ -113,4 +113,16 @@ def residual_by_layer(residual: pd.DataFrame, budget: float, kind: str = "v", se
     fig.update_xaxes(title="layer")
     fig.update_yaxes(title=f"relative L2 of {'values' if kind == 'v' else 'keys (post-RoPE)'} vs dense")
     fig.update_layout(title=title or f"deviation left after repair, b = {budget:g}", height=380)
+    return fig
+
+
+def layer_profile(lines: dict[str, list[float]], title: str = "", ytitle: str = "") -> go.Figure:
+    """One line per named per-layer sequence (e.g. the splice's relative K and V error)."""
+    fig = go.Figure()
+    for name, values in lines.items():
+        values = [float(v) for v in values]
+        fig.add_trace(go.Scatter(x=list(range(len(values))), y=values, mode="lines+markers", name=name))
+    fig.update_xaxes(title="layer")
+    fig.update_yaxes(title=ytitle)
+    fig.update_layout(title=title, height=360)
     return fig

@@ -91,7 +91,7 @@ def _attention_scores(ctx: Context, cache: KVCache | None, k: int | None) -> Att
         raise WorkbenchError(f"the cache covers {n} positions but the question suffix starts at "
                              f"{ctx.layout.suffix_start}; pass a cache of the handed-off span")
     suffix = ctx.suffix_ids
-    hidden, hf_cache, draft_ids = _draft(model, cache, suffix, k)
+    hidden, hf_cache, draft_ids = record_queries(model, cache, suffix, k)
     first = n if k is None else n + len(suffix) - 1  # the suffix's first (or last) token
     query_pos = torch.arange(first, first + hidden[0].shape[0])  # [row]
     ad = model.adapter
@@ -110,7 +110,7 @@ def _attention_scores(ctx: Context, cache: KVCache | None, k: int | None) -> Att
 
 
 @torch.inference_mode()
-def _draft(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None):
+def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None):
     """Prefill `suffix` over `cache`, then k-1 greedy steps, recording each layer's attention input.
 
     Returns (per layer the layer-normed hidden rows of the kept queries [row, hidden], the HF

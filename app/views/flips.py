@@ -1,0 +1,69 @@
+"""Decision flips: examples x selectors at a budget (where the repaired answer flips against
+dense), which examples each selector rescues, and how the rescues overlap."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import common
+from workbench import plots
+from workbench.errors import WorkbenchError
+from workbench.experiments.flips import flip_matrix, flip_rates, rescue_overlap, rescues
+
+st.title("Decision flips")
+
+runs = [r for r in common.scan_runs(common.runs_root()) if r.kind == "sweep"]
+if not runs:
+    common.how_to_get_data("sweep")
+    st.stop()
+run = common.pick_run(runs, key="flips_run")
+common.show_problems(run)
+if run.problems:  # the tables these views need are missing or from an older version
+    st.stop()
+try:
+    outcomes = common.load_run(run.path).outcomes
+except WorkbenchError as err:
+    st.warning(str(err))
+    st.stop()
+
+budgets = sorted(float(b) for b in outcomes["budget"].unique())
+selectors = list(dict.fromkeys(outcomes["selector"]))
+c1, c2, c3 = st.columns(3)
+if st.session_state.get("flips_budget") not in budgets:
+    st.session_state["flips_budget"] = budgets[0]
+if len(budgets) > 1:
+    budget = c1.select_slider("Budget", budgets, key="flips_budget", format_func=lambda b: f"{b:g}")
+else:
+    budget = budgets[0]
+    c1.markdown(f"Budget: **{budget:g}**")
+strict = c2.toggle("Token-exact flips (else after SQuAD normalization)", key="flips_strict")
+if st.session_state.get("flips_baseline") not in selectors:
+    st.session_state["flips_baseline"] = "none" if "none" in selectors else selectors[0]
+baseline = c3.selectbox("Rescued relative to", selectors, key="flips_baseline",
+                        help="An example is rescued when this selector's answer flips and the other's does not.")
+
+matrix = flip_matrix(outcomes, budget, strict=strict)
+common.show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
+                                                    f"({'token-exact' if strict else 'normalized'})"),
+                   f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
+shown = matrix.astype(int).reset_index()
+with st.expander("Flip matrix as a table (1 = flip)"):
+    st.dataframe(shown, hide_index=True, width="stretch")
+common.csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
+
+st.subheader(f"Rescues at b = {budget:g} (relative to `{baseline}`)")
+resc = rescues(outcomes, budget, baseline)
+shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(", ".join),
+                         broken_examples=resc["broken_examples"].map(", ".join))
+st.dataframe(shown_resc, hide_index=True, width="stretch")
+common.csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
+st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal is each one's total)")
+overlap = rescue_overlap(outcomes, budget, baseline)
+st.dataframe(overlap, width="stretch")
+common.csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{budget:g}",
+                  "flips_overlap_csv", "Overlap as CSV")
+
+st.subheader("Flip rate per selector and budget")
+rates = flip_rates(outcomes, strict=strict)
+st.dataframe(rates, hide_index=True, width="stretch")
+common.csv_button(rates, f"flip-rates-{run.name}", "flips_rates_csv", "Flip rates as CSV")

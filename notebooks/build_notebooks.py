@@ -1,0 +1,128 @@
+"""Write the notebooks of this folder from the cells below (no outputs are committed).
+
+    python notebooks/build_notebooks.py
+
+Edit the cells here, not the .ipynb files. Every notebook reads two environment variables so
+the test suite can run it top to bottom on a small setting:
+KVWB_MODEL (default smollm2-135m) and KVWB_NOTEBOOK_SMALL=1 (fewer examples, fewer budgets).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).parent
+
+SETUP = """\
+import os
+import workbench as wb
+
+SMALL = os.environ.get("KVWB_NOTEBOOK_SMALL") == "1"   # the test suite runs a small setting
+model = wb.load_model(os.environ.get("KVWB_MODEL", "smollm2-135m"))
+model.describe()"""
+
+NOTEBOOKS = {
+    "01_quickstart": [
+        ("md", "# Quickstart: splice, dense, repair, and what each selector would recompute\n\n"
+               "One synthetic two-hop question. The receiver splices the passages' isolated caches "
+               "(keys re-rotated by a delta-RoPE), and we compare with the dense prefill of the very "
+               "same token ids."),
+        ("code", SETUP),
+        ("code", 'example = wb.load_example("synthetic#2")\n'
+                 'ctx = wb.build_context(model, example)\n'
+                 'print(ctx.check_splice())            # layer-0 K/V of the splice equal dense\n'
+                 'for p in example.passages: print("-", p)\n'
+                 'print("Q:", example.question, "| gold:", example.gold)'),
+        ("code", 'print("dense  :", ctx.answer(ctx.dense))\n'
+                 'print("spliced:", ctx.answer(ctx.spliced))\n'
+                 'fixed = ctx.repair(ctx.reused_positions)   # every reused row: reproduces dense\n'
+                 'print("repaired (all rows):", ctx.answer(fixed))'),
+        ("md", "## How far the splice drifts, per layer"),
+        ("code", 'from workbench import plots\nfrom workbench.kv import relative_error\n'
+                 'err = relative_error(ctx.spliced, ctx.dense)\n'
+                 'plots.layer_profile({"keys (post-RoPE)": err["k"], "values": err["v"]}, '
+                 '"relative L2 of the splice vs dense", "relative L2")'),
+        ("md", "## A Diagnosis: every signal, selector and budget"),
+        ("code", 'from workbench.diagnose import diagnose\n'
+                 'selectors = ["none", "full", "random", "cacheblend", "densedev", "cadence", "cadence-grad", '
+                 '"bcr:single", "qattn"]\n'
+                 'budgets = [0.2] if SMALL else [0.1, 0.2, 0.3]\n'
+                 'd = diagnose(model, example, selectors, budgets, ctx=ctx, attribution=not SMALL)\n'
+                 'd.summary()'),
+        ("code", 'plots.token_strip(d.tokens, d.signal("cadence"), title="gated CADENCE per token", '
+                 'picks=d.picks("cadence", budgets[-1]))'),
+        ("code", 'plots.picks_matrix(d.tokens, {s: d.picks(s, budgets[-1]) for s in '
+                 '["random", "cacheblend", "densedev", "cadence", "bcr:single", "qattn"]}, '
+                 'title=f"rows each selector recomputes at b = {budgets[-1]}")'),
+        ("code", 'grads = d.layer_signals[d.layer_signals["signal"] == "grad_sq_v"]\n'
+                 'plots.layer_heatmap(grads, d.tokens, title="||dL/dV||^2 per layer and token", log=True)'),
+        ("code", 'plots.residual_by_layer(d.residual, budgets[-1])'),
+    ],
+    "02_selectors_and_budgets": [
+        ("md", "# Selectors and budgets over a small data set\n\n"
+               "A sweep diagnoses every example into a run folder (resumable); the summary gives "
+               "accuracy with Wilson intervals, flips against dense, the share of the reuse gap "
+               "recovered and exact McNemar tests (b/c before p, Holm within each budget)."),
+        ("code", SETUP),
+        ("code", 'import tempfile\nfrom pathlib import Path\n'
+                 'from workbench.experiments.sweep import SweepConfig, run_sweep\n'
+                 'from workbench.experiments.summary import load_run, summarize, tokens_to_target\n'
+                 'config = SweepConfig(dataset="synthetic", n=3 if SMALL else 12,\n'
+                 '                     selectors=("none", "full", "random", "cacheblend", "densedev", "cadence", '
+                 '"bcr:single"),\n'
+                 '                     budgets=(0.2,) if SMALL else (0.1, 0.2, 0.4),\n'
+                 '                     options={"max_new_tokens": 8} if SMALL else {})\n'
+                 'out = run_sweep(model, config, Path(tempfile.mkdtemp()) / "run")\n'
+                 'run = load_run(out)\nrun.examples'),
+        ("code", 'table = summarize(run, reference="cacheblend")\n'
+                 'table[["selector", "budget", "em", "em_low", "em_high", "flip_rate", "gap_recovered", '
+                 '"ref_b", "ref_c", "ref_p_holm"]]'),
+        ("code", 'from workbench import plots\nplots.budget_curve(table, "flip_rate", "flip rate against dense")'),
+        ("code", 'from workbench.experiments import flips\n'
+                 'b = config.budgets[-1]\n'
+                 'plots.flip_matrix_figure(flips.flip_matrix(run.outcomes, b), f"flips at b = {b}")'),
+        ("code", 'flips.rescues(run.outcomes, b)[["selector", "rescued", "broken", "rescued_examples"]]'),
+        ("code", 'tokens_to_target(table, run.examples)'),
+    ],
+    "05_nnsight_and_transformerlens": [
+        ("md", "# nnsight and TransformerLens on the workbench's caches\n\n"
+               "Open an nnsight trace of the question suffix over a repaired cache, and read the same "
+               "K/V under TransformerLens hook names."),
+        ("code", SETUP),
+        ("code", 'from workbench.diagnose import diagnose\n'
+                 'example = wb.load_example("synthetic#0")\n'
+                 'd = diagnose(model, example, ["random", "cadence"], [0.3], attribution=False)\n'
+                 'd.summary()'),
+        ("code", 'from workbench import interop\n'
+                 'with interop.trace_suffix(d, ("repair", "cadence", 0.3)) as lm:\n'
+                 '    h = lm.model.layers[1].output.save()       # hidden states of the suffix\n'
+                 '    logits = lm.lm_head.output.save()\n'
+                 'print(h.shape, model.tokenizer.decode(logits[0, -1].argmax()))'),
+        ("code", 'with interop.trace_suffix(d, "spliced") as lm:\n'
+                 '    lm.model.layers[1].mlp.output[:] = 0        # an intervention inside the trace\n'
+                 '    patched = lm.lm_head.output.save()\n'
+                 'print("next token with layer 1 MLP zeroed:", model.tokenizer.decode(patched[0, -1].argmax()))'),
+        ("code", 'names = interop.transformer_lens_names(d.ctx.dense)\n'
+                 'print({k: tuple(v.shape) for k, v in list(names.items())[:4]})'),
+    ],
+}
+
+
+def build() -> list[Path]:
+    written = []
+    for name, cells in NOTEBOOKS.items():
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src)
+                    for kind, src in cells]
+        path = HERE / f"{name}.ipynb"
+        nbformat.write(nb, path)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in build():
+        print(path)
