@@ -86,6 +86,25 @@ NOTEBOOKS = {
         ("code", 'flips.rescues(run.outcomes, b)[["selector", "rescued", "broken", "rescued_examples"]]'),
         ("code", 'tokens_to_target(table, run.examples)'),
     ],
+    "03_unit_of_choice": [
+        ("md", "# The unit of choice (BCR Table 8)\n\n"
+               "Restore a budget of a reused segment's rows, grouped into units of 1 to 1024 rows, chosen "
+               "by draft attention or by a coin, and measure how far the consuming queries' attention "
+               "output stays from dense. The value of choosing falls as the unit grows in the paper; "
+               "the curve below is what this model shows."),
+        ("code", SETUP),
+        ("code", 'import tempfile\nfrom pathlib import Path\n'
+                 'from workbench.experiments.unit_curve import load_curve, run_curve, summary_markdown\n'
+                 'settings = dict(tokens=256, prompts=2, units=(1, 16, 64), seeds=2) if SMALL else '
+                 'dict(tokens=1024, prompts=4, units=(1, 16, 64, 256), seeds=3)\n'
+                 'out = run_curve(model, Path(tempfile.mkdtemp()) / "curve", **settings)\n'
+                 'manifest, curve, summary = load_curve(out)\n'
+                 'print(summary_markdown(summary))'),
+        ("code", 'from workbench.plots.unit_curve import unit_curve_figure\nunit_curve_figure(summary)'),
+        ("md", "Rows of the first passage are exact in the splice (its sender saw the same prefix at the "
+               "same positions), so a coin wastes budget there. `skip_first_passage=True` scores only the "
+               "rows the splice changed."),
+    ],
     "05_nnsight_and_transformerlens": [
         ("md", "# nnsight and TransformerLens on the workbench's caches\n\n"
                "Open an nnsight trace of the question suffix over a repaired cache, and read the same "
