@@ -136,9 +136,15 @@ def table_markdown(table: pd.DataFrame, model: wb.LoadedModel, command: str) -> 
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, row in table.iterrows():
-        lines.append("| " + " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
     return "\n".join([f"`{command}`", "", f"model {info['name']} ({info['dtype']}, {info['device']}); "
                       f"machine: {machine()}", "", *lines])
+
+
+def _cell(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def to_markdown(table: pd.DataFrame, model: wb.LoadedModel, command: str) -> str:
