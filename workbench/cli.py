@@ -233,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--html", default=None, help="also write the curves as standalone HTML into this folder")
     p.set_defaults(func=cmd_summary)
 
+    from workbench.experiments.fidelity import add_fidelity_arguments, fidelity_main
     from workbench.experiments.unit_curve import add_curve_arguments, curve_main
     from workbench.report import add_report_arguments, report_main
 
@@ -240,6 +241,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(p)
     add_curve_arguments(p)
     p.set_defaults(func=curve_main)
+
+    p = sub.add_parser("fidelity", help=fidelity_main.__doc__, description=fidelity_main.__doc__)
+    _add_model_args(p)
+    add_fidelity_arguments(p)
+    p.set_defaults(func=fidelity_main)
 
     p = sub.add_parser("report", help=report_main.__doc__, description=report_main.__doc__)
     add_report_arguments(p)
