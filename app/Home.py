@@ -6,7 +6,8 @@ folder of that name next to the entry point, Streamlit starts in its old pages-f
 and runs a deep link such as /explorer without this entry point until someone opens the
 root.) Runs are read from the runs directory ($KVWB_RUNS, default `runs`; changeable in the
 sidebar); Live and the demo run use the model $KVWB_MODEL (default the embedded
-`smollm2-135m`), loaded once per process.
+`smollm2-135m`), loaded once per process. The explorer takes deep links:
+/explorer?run=NAME&example=ID&budget=0.2.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pandas as pd
+import plotly.io as pio
 import streamlit as st
 
 import workbench as wb
@@ -111,6 +113,8 @@ def sidebar() -> None:
     st.sidebar.text_input("Runs directory", key="runs_dir",
                           help=f"Folder holding run folders (from ${RUNS_ENV}, default `runs`).")
     st.sidebar.caption(f"Model for Live and the demo run: `{model_spec()}` (set ${MODEL_ENV} to change)")
+    if not _has_kaleido():
+        st.sidebar.caption("Figures export as HTML; PNG export needs kaleido (`pip install kaleido`).")
     job = demo_job()
     if job.running:
         st.sidebar.caption(f"Demo run in progress: {job.done()} of {job.n} examples")
@@ -122,7 +126,7 @@ def how_to_get_data(kind: str = "sweep", root: Path | None = None) -> None:
     what = {"sweep": "sweep runs", "curve": "unit-of-choice curve runs", "fidelity": "fidelity runs"}[kind]
     text = f"No {what} under `{root}` yet. Make one from a shell with `{MAKE[kind]}`)"
     if kind == "sweep":
-        text += ", or press **Compute demo run** on the Runs page (a few minutes on a CPU)"
+        text += ", or press **Compute demo run** on the Runs page (several minutes on a CPU)"
     st.info(text + ". The **Live** page works without any run.")
     if kind == "sweep":
         st.page_link(PAGES["runs"][0], label="Runs page (compute demo run)", icon=":material/folder_open:")
@@ -261,6 +265,9 @@ def n_done(run: RunFolder) -> int:
 def pick_run(runs: list[RunFolder], key: str, label: str = "Run") -> RunFolder:
     """A select box of runs; the choice is shared between pages (session key `kvwb_run`)."""
     names = [r.name for r in runs]
+    asked = st.query_params.get("run")  # deep link: /explorer?run=NAME&example=ID&budget=0.2
+    if key not in st.session_state and asked in names:
+        st.session_state[key] = asked
     if st.session_state.get(key) not in names:
         current = st.session_state.get("kvwb_run")
         st.session_state[key] = current if current in names else names[0]
@@ -352,12 +359,12 @@ def run_examples(run: RunFolder) -> list[tuple[str, Path]]:
     if not root.is_dir():
         return []
     found = [(unquote(p.parent.name), p.parent) for p in root.glob("*/diagnosis.json")]
-    return sorted(found, key=lambda item: _natural(item[0]))
+    return sorted(found, key=lambda item: natural_key(item[0]))
 
 
-def _natural(text: str):
-    import re
-
+def natural_key(text) -> list:
+    """Sort key that puts example "2" before "10"."""
+    text = str(text)
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
@@ -365,7 +372,7 @@ def _natural(text: str):
 
 DEMO_NAME = "demo"
 DEMO_CONFIG = SweepConfig(dataset="synthetic", n=6,
-                          selectors=("none", "full", "random", "cacheblend", "densedev", "bcr"),
+                          selectors=("none", "full", "random", "cacheblend", "densedev", "cadence-grad", "bcr:grow"),
                           budgets=(0.1, 0.3), options={"max_new_tokens": 12})
 
 
@@ -425,7 +432,7 @@ def demo_panel() -> None:
     c = DEMO_CONFIG
     st.markdown(f"**Demo run**: {c.n} synthetic examples, selectors {', '.join(c.selectors)}, budgets "
                 f"{', '.join(map(str, c.budgets))} on `{model_spec()}`, into `{root / DEMO_NAME}` "
-                f"(a few minutes on a CPU; the same as `kvwb run --n {c.n} --selectors {','.join(c.selectors)} "
+                f"(several minutes on a CPU; the same as `kvwb run --n {c.n} --selectors {','.join(c.selectors)} "
                 f"--budgets {','.join(map(str, c.budgets))} --out {root / DEMO_NAME}`).")
     if st.button("Compute demo run", key="demo_start", disabled=job.running, type="primary"):
         try:
@@ -467,17 +474,35 @@ def _has_kaleido() -> bool:
     return True
 
 
+# Importing streamlit makes its "streamlit" template plotly's default: a template of placeholder
+# colours (#000001..#000040) that only its chart component knows how to replace. Figures built in
+# the app must look like the same figures in notebooks and reports, and their HTML exports must
+# carry real colours: build them with plotly's own default template.
+pio.templates.default = "plotly"
+# The chart component rewrites those placeholder colours in any figure's JSON, even with
+# theme=None, so a genuine colour among them (Magma's and Inferno's first stop is #000004) would
+# turn lavender. `streamlit_safe` nudges such colours by one unit of red before display.
+_PLACEHOLDER_COLOR = re.compile(r'"#0000([0-3][0-9]|40)"', re.IGNORECASE)
+
+
+def streamlit_safe(fig):
+    """The same figure with any colour Streamlit would replace nudged by one unit of red."""
+    spec = fig.to_json()
+    if not _PLACEHOLDER_COLOR.search(spec):
+        return fig
+    return pio.from_json(_PLACEHOLDER_COLOR.sub(lambda m: f'"#0100{m.group(1)}"', spec))
+
+
 def show_figure(fig, name: str, key: str) -> None:
-    """The figure, with exports: standalone HTML (plotly.js embedded), PNG where kaleido is installed."""
-    st.plotly_chart(fig, key=f"{key}_chart", width="stretch")
-    cols = st.columns([1, 1, 3])
-    cols[0].download_button("Figure as HTML", data=lambda: fig.to_html(include_plotlyjs=True, full_html=True),
-                            file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
+    """The figure as `workbench.plots` drew it (no Streamlit theme), with its exports: standalone HTML
+    (plotly.js embedded, opens offline) and PNG where kaleido is installed."""
+    st.plotly_chart(streamlit_safe(fig), key=f"{key}_chart", width="stretch", theme=None)
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.download_button("Figure as HTML", data=lambda: fig.to_html(include_plotlyjs=True, full_html=True),
+                        file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
     if _has_kaleido():
-        cols[1].download_button("Figure as PNG", data=lambda: fig.to_image(format="png", scale=2),
-                                file_name=f"{name}.png", mime="image/png", key=f"{key}_png", on_click="ignore")
-    else:
-        cols[1].caption("PNG export needs kaleido (`pip install kaleido`)")
+        row.download_button("Figure as PNG", data=lambda: fig.to_image(format="png", scale=2),
+                            file_name=f"{name}.png", mime="image/png", key=f"{key}_png", on_click="ignore")
 
 
 def csv_button(table: pd.DataFrame, name: str, key: str, label: str = "Table as CSV") -> None:
@@ -499,17 +524,17 @@ def report_buttons(d: Diagnosis, key: str, manifest: dict | None = None) -> None
         from workbench.report import render_report
     except ImportError:
         render_report = None
-    cols = st.columns([1, 1, 3])
+    row = st.container(horizontal=True, vertical_alignment="center")
     if render_report is not None:
-        cols[0].download_button("Report (HTML)", data=lambda: render_report(d, "html", manifest),
+        row.download_button("Report (HTML)", data=lambda: render_report(d, "html", manifest),
                                 file_name=f"{name}.html", mime="text/html", key=f"{key}_report_html",
                                 on_click="ignore")
-        cols[1].download_button("Report (JSON)", data=lambda: render_report(d, "json", manifest),
+        row.download_button("Report (JSON)", data=lambda: render_report(d, "json", manifest),
                                 file_name=f"{name}.json", mime="application/json", key=f"{key}_report_json",
                                 on_click="ignore")
     else:
-        cols[0].caption("HTML report: needs `workbench.report` (not in this version)")
-        cols[1].download_button("Diagnosis (JSON)", data=lambda: diagnosis_json(d), file_name=f"{name}.json",
+        row.caption("HTML report: needs `workbench.report` (not in this version)")
+        row.download_button("Diagnosis (JSON)", data=lambda: diagnosis_json(d), file_name=f"{name}.json",
                                 mime="application/json", key=f"{key}_report_json", on_click="ignore")
 
 
@@ -547,14 +572,27 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
         rows.append({"cache": name, "rows recomputed": None if name == "dense" else 0,
                      "answer": a.get("text"), "flip vs dense": flip, "EM": a.get("em"), "F1": a.get("f1")})
     out = d.outcomes[(d.outcomes["budget"] - budget).abs() < 1e-9]
+    sel = d.selections[(d.selections["budget"] - budget).abs() < 1e-9].set_index("selector")
     for label in selectors:
         row = out[out["selector"] == label]
         if row.empty:
             continue
         r = row.iloc[0]
+        note = ""
+        if label in sel.index:
+            s = sel.loc[label]
+            if bool(s.get("skipped", False)):
+                note = "skipped: budget under one chunk"
+            elif not bool(s.get("budget_matched", True)):
+                note = f"not budget-matched ({int(s['n_recomputed'])} rows for {int(s['n_requested'])} asked)"
         rows.append({"cache": f"repaired: {label}", "rows recomputed": int(r["n_recomputed"]), "answer": r["answer"],
-                     "flip vs dense": _flip_word(bool(r["flip"])), "EM": float(r["em"]), "F1": float(r["f1"])})
-    return pd.DataFrame(rows)
+                     "flip vs dense": _flip_word(bool(r["flip"])), "EM": float(r["em"]), "F1": float(r["f1"]),
+                     "note": note})
+    table = pd.DataFrame(rows)
+    table["rows recomputed"] = table["rows recomputed"].astype("Int64")
+    if "note" in table:
+        table["note"] = table["note"].fillna("")
+    return table
 
 
 def _flip_word(flip: bool) -> str:
@@ -615,7 +653,8 @@ def diagnosis_view(d: Diagnosis, key: str, manifest: dict | None = None) -> None
     else:
         budget = budgets[0]
         c1.markdown(f"Budget: **{budget:g}** (the only one in this diagnosis)")
-    preferred = [s for s in ("cacheblend", "densedev", "cadence-grad", "bcr", "random") if s in selectors][:4]
+    preferred = [s for s in ("cacheblend", "densedev", "cadence-grad", "bcr", "bcr:grow", "bcr:single", "random")
+                 if s in selectors][:4]
     _ensure_choice(f"{key}_selectors", selectors, preferred if len(preferred) >= 2 else informative[:4])
     chosen = c2.multiselect("Selectors", selectors, key=f"{key}_selectors")
 
@@ -646,37 +685,36 @@ def diagnosis_view(d: Diagnosis, key: str, manifest: dict | None = None) -> None
         csv_button(table, f"picks-{d.example_id}-b{budget:g}", f"{key}_picks_csv", "Picks as CSV")
 
     st.subheader("Layer × token")
-    h1, h2 = st.columns(2)
-    with h1:
-        dev = d.deviation
-        if dev.empty:
-            st.info("No deviation table in this diagnosis.")
-        else:
-            kinds = sorted(dev["kind"].unique(), reverse=True)
-            metrics = list(dict.fromkeys(dev["metric"]))
-            _ensure_choice(f"{key}_hm_kind", kinds, kinds[0])
-            kind = st.radio("Deviation of", kinds, key=f"{key}_hm_kind", horizontal=True,
-                            format_func=lambda k: {"k": "keys", "v": "values"}.get(k, k))
-            _ensure_choice(f"{key}_hm_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
-            metric = st.selectbox("Deviation metric", metrics, key=f"{key}_hm_metric")
-            rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)]
-            title = f"{metric} deviation of {kind.upper()}, splice vs dense"
-            show_figure(plots.layer_heatmap(rows, d.tokens, title=title), f"deviation-{d.example_id}",
-                        f"{key}_dev_heatmap")
-    with h2:
-        ls = d.layer_signals
-        if ls.empty:
-            st.info("No per-layer saliency or attention here: run `cadence`/`cadence-grad` (gradients), "
-                    "`bcr` (draft attention) or `qattn` (question attention) to get them.")
-        else:
-            names = list(dict.fromkeys(ls["signal"]))
-            _ensure_choice(f"{key}_hm_signal", names, names[0])
-            name = st.selectbox("Saliency / attention", names, key=f"{key}_hm_signal",
-                                format_func=lambda s: LAYER_SIGNAL_LABELS.get(s, s))
-            log = st.checkbox("log10 scale", key=f"{key}_hm_log", value=True)
-            show_figure(plots.layer_heatmap(ls[ls["signal"] == name], d.tokens,
-                                            title=LAYER_SIGNAL_LABELS.get(name, name), log=log),
-                        f"{name}-{d.example_id}", f"{key}_sal_heatmap")
+    dev = d.deviation
+    if dev.empty:
+        st.info("No deviation table in this diagnosis.")
+    else:
+        kinds = sorted(dev["kind"].unique(), reverse=True)
+        metrics = list(dict.fromkeys(dev["metric"]))
+        c1, c2 = st.columns(2)
+        _ensure_choice(f"{key}_hm_kind", kinds, kinds[0])
+        kind = c1.radio("Deviation of", kinds, key=f"{key}_hm_kind", horizontal=True,
+                        format_func=lambda k: {"k": "keys (post-RoPE)", "v": "values"}.get(k, k))
+        _ensure_choice(f"{key}_hm_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
+        metric = c2.selectbox("Deviation metric", metrics, key=f"{key}_hm_metric")
+        rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)]
+        title = f"{metric} deviation of {kind.upper()}, splice vs dense, per layer and reused token"
+        show_figure(plots.layer_heatmap(rows, d.tokens, title=title), f"deviation-{d.example_id}",
+                    f"{key}_dev_heatmap")
+    ls = d.layer_signals
+    if ls.empty:
+        st.info("No per-layer saliency or attention here: run `cadence`/`cadence-grad` (gradients), "
+                "`bcr` (draft attention) or `qattn` (question attention) to get them.")
+    else:
+        names = list(dict.fromkeys(ls["signal"]))
+        c1, c2 = st.columns(2)
+        _ensure_choice(f"{key}_hm_signal", names, names[0])
+        name = c1.selectbox("Saliency / attention", names, key=f"{key}_hm_signal",
+                            format_func=lambda s: LAYER_SIGNAL_LABELS.get(s, s))
+        log = c2.checkbox("log10 scale", key=f"{key}_hm_log", value=True)
+        show_figure(plots.layer_heatmap(ls[ls["signal"] == name], d.tokens, log=log,
+                                        title=f"{LAYER_SIGNAL_LABELS.get(name, name)}, per layer and reused token"),
+                    f"{name}-{d.example_id}", f"{key}_sal_heatmap")
 
     st.subheader("Deviation left per layer after each repair")
     res = d.residual
@@ -709,7 +747,7 @@ def save_as_run(d: Diagnosis, model: wb.LoadedModel, out: Path) -> Path:
     reproduces it.
     """
     from workbench.experiments.runstore import git_revision, now, package_versions, write_json
-    from workbench.experiments.sweep import _write_tables
+    from workbench.experiments.sweep import write_tables
     from workbench.models import model_fingerprint
 
     if out.exists():
@@ -726,7 +764,7 @@ def save_as_run(d: Diagnosis, model: wb.LoadedModel, out: Path) -> Path:
         record["system"] = ex.system
     (out / "example.jsonl").write_text(json.dumps(record) + "\n")
     d.save(example_folder(out, ex.id))
-    _write_tables(out, [ex])
+    write_tables(out, [ex])
     write_json(out / "manifest.json", {
         "kind": "sweep", "source": "app Live page",
         "model": {**model.describe(), "fingerprint": model_fingerprint(model)}, "args": asdict(config),

@@ -40,13 +40,10 @@ st.markdown(f"`{run.name}`: {len(ex)} examples, model `{loaded.manifest.get('mod
             f"data set `{loaded.manifest.get('args', {}).get('dataset', '?')}` · dense EM "
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
 
-c1, c2 = st.columns(2)
-with c1:
-    common.show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)"),
-                       f"accuracy-{run.name}", "curves_em")
-with c2:
-    common.show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
-                       f"flips-{run.name}", "curves_flips")
+common.show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)"),
+                   f"accuracy-{run.name}", "curves_em")
+common.show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
+                   f"flips-{run.name}", "curves_flips")
 common.show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match"),
                    f"rows-{run.name}", "curves_rows")
 

@@ -32,6 +32,13 @@ if (run.path / "examples.parquet").is_file():
         questions = {}
 ids = [i for i, _ in examples]
 folders = dict(examples)
+asked = st.query_params.get("example")  # deep link: ?run=NAME&example=ID&budget=B
+if "explorer_example" not in st.session_state and asked in ids:
+    st.session_state["explorer_example"] = asked
+    try:
+        st.session_state.setdefault("explorer_budget", float(st.query_params.get("budget", "nan")))
+    except ValueError:
+        pass
 if st.session_state.get("explorer_example") not in ids:
     st.session_state["explorer_example"] = ids[0]
 example_id = st.selectbox("Example", ids, key="explorer_example",

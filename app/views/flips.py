@@ -36,13 +36,16 @@ if len(budgets) > 1:
 else:
     budget = budgets[0]
     c1.markdown(f"Budget: **{budget:g}**")
-strict = c2.toggle("Token-exact flips (else after SQuAD normalization)", key="flips_strict")
+strict = c2.toggle("Token-exact flips", key="flips_strict",
+                   help="On: any token differs from the dense answer. Off: the answers differ after SQuAD "
+                        "normalization (case, punctuation, articles).")
 if st.session_state.get("flips_baseline") not in selectors:
     st.session_state["flips_baseline"] = "none" if "none" in selectors else selectors[0]
 baseline = c3.selectbox("Rescued relative to", selectors, key="flips_baseline",
                         help="An example is rescued when this selector's answer flips and the other's does not.")
 
 matrix = flip_matrix(outcomes, budget, strict=strict)
+matrix = matrix.reindex(sorted(matrix.index, key=common.natural_key))  # 2 before 10
 common.show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
                                                     f"({'token-exact' if strict else 'normalized'})"),
                    f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
@@ -53,8 +56,12 @@ common.csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_cs
 
 st.subheader(f"Rescues at b = {budget:g} (relative to `{baseline}`)")
 resc = rescues(outcomes, budget, baseline)
-shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(", ".join),
-                         broken_examples=resc["broken_examples"].map(", ".join))
+def _ids(ids) -> str:
+    return ", ".join(sorted(map(str, ids), key=common.natural_key))
+
+
+shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(_ids),
+                         broken_examples=resc["broken_examples"].map(_ids))
 st.dataframe(shown_resc, hide_index=True, width="stretch")
 common.csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
 st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal is each one's total)")

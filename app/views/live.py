@@ -17,7 +17,8 @@ from workbench.errors import WorkbenchError
 from workbench.layout import PromptFormat, build_layout
 from workbench.selectors import parse_selectors, selector_names
 
-DEFAULT_SELECTORS = ["none", "full", "random", "cacheblend", "densedev", "bcr"]
+DEFAULT_SELECTORS = ["none", "full", "random", "cacheblend", "densedev", "bcr:grow"]
+FIRST_EXAMPLE = 5  # a synthetic example whose splice flips the embedded model's answer
 
 st.title("Live")
 st.caption(f"Diagnose one example on `{common.model_spec()}` now: each passage is prefilled in isolation and "
@@ -34,11 +35,12 @@ def load_synthetic(index: int) -> None:
 
 
 if "live_passages" not in st.session_state:
-    load_synthetic(0)
+    load_synthetic(FIRST_EXAMPLE)
 
 with st.container(border=True):
     c1, c2 = st.columns([1, 3])
-    index = c1.number_input("Synthetic example", min_value=0, max_value=100_000, value=0, step=1, key="live_synth")
+    index = c1.number_input("Synthetic example", min_value=0, max_value=100_000, value=FIRST_EXAMPLE, step=1,
+                        key="live_synth")
     c2.button("Load this synthetic example into the fields", key="live_load", on_click=load_synthetic,
               args=(int(index),))
     st.text_area("Passages (one per paragraph: separate passages with an empty line)", key="live_passages",
@@ -50,7 +52,7 @@ with st.container(border=True):
                   help="Small models answer in a few scoreable tokens after a lead such as 'Answer:'.")
     s1, s2, s3 = st.columns([3, 2, 1])
     names = selector_names()
-    options = list(dict.fromkeys(DEFAULT_SELECTORS + names + ["bcr:grow", "bcr:chunk"]))
+    options = list(dict.fromkeys(DEFAULT_SELECTORS + names + ["bcr:single", "bcr:chunk"]))
     if "live_selectors" not in st.session_state:
         st.session_state["live_selectors"] = [s for s in DEFAULT_SELECTORS if s.split(":")[0] in names]
     s1.multiselect("Selectors (type NAME:LAYOUT for another layout)", options, key="live_selectors",

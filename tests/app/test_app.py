@@ -231,9 +231,25 @@ def test_explorer_signals_examples_and_exports(world):
     at.selectbox(key="explorer_example").set_value("q2").run()
     ok(at)
     assert any("Dorket Press" in str(t.value) for t in at.text)
+    # figures carry plotly's own colours (not Streamlit's placeholder template), so exports look right
+    for chart in at.get("plotly_chart"):
+        spec = chart.proto.spec
+        assert "#000004" not in spec and "#000001" not in spec
+    assert "#636efa" in at.get("plotly_chart")[-1].proto.spec  # the residual lines: plotly's colorway
     labels = {b.label for b in at.get("download_button")}
     assert {"Figure as HTML", "Picks as CSV", "Report (JSON)"} <= labels
     assert "PNG export needs kaleido" in texts(at) or "Figure as PNG" in labels
+
+
+def test_explorer_deep_link(world):
+    at = AppTest.from_file(str(HOME), default_timeout=TIMEOUT)
+    at.query_params.update({"run": "tiny-copy", "example": "q2", "budget": "0.5"})
+    at.run()
+    at.switch_page("views/explorer.py").run()
+    ok(at)
+    assert at.selectbox(key="explorer_run").value == "tiny-copy"
+    assert at.selectbox(key="explorer_example").value == "q2"
+    assert at.select_slider(key="explorer_budget").value == pytest.approx(0.5)
 
 
 def test_budget_curves_numbers_come_from_the_run(world):

@@ -90,12 +90,12 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
                 continue
             diagnosis.save(folder, overwrite=True)
             failures.pop(example.id, None)
-            _write_tables(out, examples)
+            write_tables(out, examples)
     except KeyboardInterrupt:
         manifest.update(status="interrupted", end=now(), failures=list(failures.values()))
         write_json(out / "manifest.json", manifest)
         raise
-    _write_tables(out, examples)
+    write_tables(out, examples)
     manifest.update(status="complete", end=now(), failures=list(failures.values()),
                     n_done=sum(example_folder(out, e.id).is_dir() for e in examples))
     write_json(out / "manifest.json", manifest)
@@ -131,7 +131,7 @@ def _jsonish(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def _write_tables(out: Path, examples) -> None:
+def write_tables(out: Path, examples) -> None:
     """Rebuild examples.parquet and outcomes.parquet from the saved diagnoses (atomically)."""
     rows, outcomes = [], []
     for example in examples:
