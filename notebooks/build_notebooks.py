@@ -105,6 +105,27 @@ NOTEBOOKS = {
                "same positions), so a coin wastes budget there. `skip_first_passage=True` scores only the "
                "rows the splice changed."),
     ],
+    "04_fidelity_consumability": [
+        ("md", "# Fidelity vs consumability\n\n"
+               "Is a cache that is close to the reader's own in cosine still readable? The probe hands "
+               "the reader substitutes for its cache of a fact-bearing passage (calibrated noise, genuine "
+               "interpolations, partial layers, retrieval from a bank of genuine keys, projections) and "
+               "measures how many questions it still answers, between the floor (fact masked) and the "
+               "reference (its own cache). See docs/FIDELITY.md."),
+        ("code", SETUP),
+        ("code", 'import tempfile\nfrom pathlib import Path\n'
+                 'from workbench.experiments.fidelity import load_tables, run_fidelity\n'
+                 'settings = dict(n=4, cosines=(0.999, 0.95), alphas=(0, 1), layers=(0, 1), bank_ranks=(1,), '
+                 'bank_alphas=(1,), bank_size=4, pool_sizes=(1, 2)) if SMALL else dict(n=40)\n'
+                 'out = run_fidelity(model, Path(tempfile.mkdtemp()) / "fidelity", **settings)\n'
+                 'tables = load_tables(out)\n'
+                 'tables["anchors"]'),
+        ("code", 'tables["conditions"].head(20)'),
+        ("code", 'from workbench.plots.fidelity import fidelity_figures\n'
+                 'figures = fidelity_figures(out)\n'
+                 'list(figures)'),
+        ("code", 'next(iter(figures.values()))'),
+    ],
     "05_nnsight_and_transformerlens": [
         ("md", "# nnsight and TransformerLens on the workbench's caches\n\n"
                "Open an nnsight trace of the question suffix over a repaired cache, and read the same "

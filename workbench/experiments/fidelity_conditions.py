@@ -430,7 +430,8 @@ def read_batch(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.Tens
             mask[:, width:] = 1
         positions = lens[:, None] + torch.arange(n_suffix, device=model.device)[None]
         ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
-        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=hf_cache, use_cache=True)
+        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=hf_cache, use_cache=True,
+                       logits_to_keep=1)  # only the last position's logits are read
         generated: list[list[int]] = [[] for _ in group]
         alive = list(range(len(group)))
         for step in range(max_new_tokens):
@@ -456,7 +457,8 @@ def read_batch(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.Tens
                 mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
             nxt = torch.tensor([[generated[row][-1]] for row in alive], device=model.device)
             positions = (lens + n_suffix + step)[:, None]
-            out = model.hf(input_ids=nxt, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True)
+            out = model.hf(input_ids=nxt, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                           logits_to_keep=1)
         for row, i in enumerate(group):
             answers[i] = tok.decode(generated[row]).strip().split("\n")[0].strip()
     return answers
@@ -479,7 +481,7 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
             cache = DynamicCache([(past.keys[l][None].expand(len(group), -1, -1, -1).contiguous(),
                                    past.values[l][None].expand(len(group), -1, -1, -1).contiguous())
                                   for l in range(past.n_layers)], config=model.config)
-        result = model.hf(input_ids=rows, cache=cache, use_cache=True).cache
+        result = model.hf(input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1).cache
         keys = torch.stack([layer.keys for layer in result.layers])  # [L, B, H, pos, d]
         values = torch.stack([layer.values for layer in result.layers])
         base = 0 if past is None else past.n_positions
