@@ -49,8 +49,9 @@ METRIC = "gold-contained: some gold answer, normalized (lowercase, no punctuatio
 KEY_COLUMNS = ["condition", "variant", "target_cos", "alpha", "layers", "rank", "pool"]
 TABLES = ("conditions", "anchors", "augmentation", "answers")
 # The answer lead on the assistant turn ("P was born in the city of") already asks for a short
-# answer; the default format's extra instruction line would add 8 suffix tokens to every read.
-PROBE_FORMAT = PromptFormat(question_template="Question: {question}")
+# answer; the default format's "Question: ... Answer with a short phrase only." would add 10
+# suffix tokens to every one of the ~45 reads per example.
+PROBE_FORMAT = PromptFormat(question_template="{question}")
 
 
 @dataclass(frozen=True)
@@ -63,14 +64,14 @@ class FidelityArgs:
     alphas: tuple[float, ...] = (0, 0.1, 0.25, 0.5, 0.75, 1)
     layer_cos: float = 0.99
     layers: tuple[int, ...] | None = None  # None: 0, 1, 2, 4, 8, 16, ... (powers of two), all layers
-    bank_ranks: tuple[int, ...] = (1, 4, 16)
+    bank_ranks: tuple[int, ...] = (1, 16)
     bank_alphas: tuple[float, ...] = (0.25, 0.5, 1)
     bank_size: int = 100  # passages in the bank (their rows are the bank's keys)
     pool_sizes: tuple[int, ...] = (1, 2, 4, 8)
     proj_cos: tuple[float, ...] = (0.95,)
     subspaces: tuple[str, ...] = fc.SUBSPACES
     dataset: str | None = None  # None: the built-in fictional one-fact task set
-    max_new_tokens: int = 8
+    max_new_tokens: int = 6  # the built-in answers take 3-6 tokens (city + '.')
 
     def layer_grid(self, n_layers: int) -> tuple[int, ...]:
         if self.layers is not None:
@@ -488,20 +489,31 @@ def add_fidelity_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", default=None,
                         help="data set spec instead of the built-in one-fact task set (e.g. jsonl:PATH); "
                              "examples whose passages hold no gold answer are skipped")
-    parser.add_argument("--cosines", type=fl, default=d.cosines, help="noise: target key cosines in (0, 1]")
-    parser.add_argument("--alphas", type=fl, default=d.alphas, help="genuine: weights from masked (0) to native (1)")
+    def show(values) -> str:
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+    parser.add_argument("--cosines", type=fl, default=d.cosines,
+                        help=f"noise: target key cosines in (0, 1] (default {show(d.cosines)})")
+    parser.add_argument("--alphas", type=fl, default=d.alphas,
+                        help=f"genuine: weights from masked (0) to native (1) (default {show(d.alphas)})")
     parser.add_argument("--layer-cos", type=float, default=d.layer_cos,
                         help=f"layer sweep: the matched key cosine of both corruptions (default {d.layer_cos})")
     parser.add_argument("--layers", type=il, default=None,
                         help="layer sweep: numbers of leading layers replaced (default 0,1,2,4,8,16,... and all)")
-    parser.add_argument("--bank-ranks", type=il, default=d.bank_ranks, help="bank: neighbour ranks k")
-    parser.add_argument("--bank-alphas", type=fl, default=d.bank_alphas, help="bank: weights toward the neighbour")
-    parser.add_argument("--bank-size", type=int, default=d.bank_size, help="bank: passages (default 100)")
-    parser.add_argument("--pool-sizes", type=il, default=d.pool_sizes, help="augmentation: sender pool sizes N")
-    parser.add_argument("--proj-cos", type=fl, default=d.proj_cos, help="projection: target key cosines")
+    parser.add_argument("--bank-ranks", type=il, default=d.bank_ranks,
+                        help=f"bank: neighbour ranks k (default {show(d.bank_ranks)})")
+    parser.add_argument("--bank-alphas", type=fl, default=d.bank_alphas,
+                        help=f"bank: weights toward the neighbour (default {show(d.bank_alphas)})")
+    parser.add_argument("--bank-size", type=int, default=d.bank_size,
+                        help=f"bank: passages whose rows form the bank (default {d.bank_size})")
+    parser.add_argument("--pool-sizes", type=il, default=d.pool_sizes,
+                        help=f"augmentation: sender pool sizes N (default {show(d.pool_sizes)})")
+    parser.add_argument("--proj-cos", type=fl, default=d.proj_cos,
+                        help=f"projection: target key cosines (default {show(d.proj_cos)})")
     parser.add_argument("--subspaces", type=_list(str), default=d.subspaces,
-                        help=f"projection: any of {','.join(fc.SUBSPACES)}")
-    parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens, help="greedy decoding limit")
+                        help=f"projection: any of {','.join(fc.SUBSPACES)} (default all)")
+    parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
+                        help=f"greedy decoding limit (default {d.max_new_tokens}; raise it for longer answers)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch CPU threads (default: torch's choice); 1 is much faster on a busy machine")
