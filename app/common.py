@@ -771,3 +771,17 @@ def save_as_run(d: Diagnosis, model: wb.LoadedModel, out: Path) -> Path:
         "versions": package_versions(), "git_revision": git_revision(), "start": now(), "end": now(),
         "status": "complete", "failures": [], "n_done": 1})
     return out
+
+
+def choose_run(kinds: tuple[str, ...], key: str, stop_on_problems: bool = False) -> RunFolder:
+    """The page header every run view shares: list the runs of `kinds`, say how to make one
+    when there is none, let the user pick one and show what it lacks (stopping if asked)."""
+    runs = [r for r in scan_runs(runs_root()) if r.kind in kinds]
+    if not runs:
+        how_to_get_data(kinds[0])
+        st.stop()
+    run = pick_run(runs, key=key)
+    show_problems(run)
+    if stop_on_problems and run.problems:  # the tables the view needs are missing or too old
+        st.stop()
+    return run

@@ -19,15 +19,13 @@ Tables (pandas DataFrames, saved as parquet; `info` saved as JSON):
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.experiments.runstore import write_folder
 from workbench.tasks import Example
 
 SCHEMA_VERSION = 1
@@ -75,19 +73,8 @@ class Diagnosis:
         folder = Path(folder)
         if folder.exists() and not overwrite:
             raise WorkbenchError(f"{folder} exists; pass overwrite=True (or --force) to replace it")
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        try:
-            doc = {"schema_version": SCHEMA_VERSION, "example": self.example.to_dict(), "info": self.info}
-            (tmp / "diagnosis.json").write_text(json.dumps(doc, indent=2, default=str))
-            for name, table in self.tables.items():
-                table.to_parquet(tmp / f"{name}.parquet", index=False)
-            if folder.exists():
-                shutil.rmtree(folder)
-            os.rename(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return folder
+        doc = {"schema_version": SCHEMA_VERSION, "example": self.example.to_dict(), "info": self.info}
+        return write_folder(folder, {"diagnosis.json": doc}, self.tables)
 
     @classmethod
     def load(cls, folder: str | Path) -> Diagnosis:

@@ -12,14 +12,7 @@ from workbench.experiments.summary import tokens_to_target
 
 st.title("Budget curves")
 
-runs = [r for r in common.scan_runs(common.runs_root()) if r.kind == "sweep"]
-if not runs:
-    common.how_to_get_data("sweep")
-    st.stop()
-run = common.pick_run(runs, key="curves_run")
-common.show_problems(run)
-if run.problems:  # the tables these views need are missing or from an older version
-    st.stop()
+run = common.choose_run(("sweep",), key="curves_run", stop_on_problems=True)
 try:
     loaded = common.load_run(run.path)
 except WorkbenchError as err:

@@ -10,13 +10,7 @@ from workbench.errors import WorkbenchError
 
 st.title("Example explorer")
 
-runs = [r for r in common.scan_runs(common.runs_root()) if r.kind in ("sweep", "diagnosis")]
-if not runs:
-    common.how_to_get_data("sweep")
-    st.stop()
-
-run = common.pick_run(runs, key="explorer_run")
-common.show_problems(run)
+run = common.choose_run(("sweep", "diagnosis"), key="explorer_run")
 examples = common.run_examples(run)
 if not examples:
     st.warning(f"`{run.path}` holds no finished example yet (no diagnoses/*/diagnosis.json). "

@@ -19,12 +19,7 @@ except ImportError as err:
     st.warning(f"This version of the workbench has no fidelity probe ({err}).")
     st.stop()
 
-runs = [r for r in common.scan_runs(common.runs_root()) if r.kind == "fidelity"]
-if not runs:
-    common.how_to_get_data("fidelity")
-    st.stop()
-run = common.pick_run(runs, key="fidelity_run")
-common.show_problems(run)
+run = common.choose_run(("fidelity",), key="fidelity_run")
 try:
     tables = load_tables(run.path)
 except (WorkbenchError, OSError, ValueError) as err:

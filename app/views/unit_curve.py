@@ -14,12 +14,7 @@ st.title("Unit of choice")
 st.caption("Informed (draft attention) vs random choice of the dense rows restored into the splice, at one "
            "nominal budget, as the unit of choice grows; error = relative L2 of the attention output.")
 
-runs = [r for r in common.scan_runs(common.runs_root()) if r.kind == "curve"]
-if not runs:
-    common.how_to_get_data("curve")
-    st.stop()
-run = common.pick_run(runs, key="unit_run")
-common.show_problems(run)
+run = common.choose_run(("curve",), key="unit_run")
 try:
     manifest, curve, summary = load_curve(run.path)
     figure = unit_curve_figure(summary)

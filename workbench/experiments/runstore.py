@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import shutil
 import subprocess
 import tempfile
 from datetime import datetime, timezone
@@ -20,7 +22,7 @@ import pandas as pd
 from workbench.errors import WorkbenchError
 
 MANIFEST = "manifest.json"
-_PACKAGES = ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "scipy")
+_PACKAGES = ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "pyarrow", "scipy")
 
 
 def now() -> str:
@@ -28,7 +30,8 @@ def now() -> str:
 
 
 def package_versions() -> dict[str, str]:
-    versions = {}
+    """Versions of Python and the packages a result depends on."""
+    versions = {"python": platform.python_version()}
     for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -82,3 +85,26 @@ def read_manifest(folder: Path, kind: str | None = None) -> dict:
     if kind is not None and manifest.get("kind") != kind:
         raise WorkbenchError(f"{folder} is a {manifest.get('kind')!r} run, not a {kind!r} run")
     return manifest
+
+
+def write_folder(out: Path, json_files: dict[str, dict], tables: dict[str, pd.DataFrame]) -> Path:
+    """Write JSON files and parquet tables as one folder: built in a temporary sibling, then
+    renamed into place (an existing `out` is replaced only once the new one is complete)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    old = None
+    try:
+        for name, data in json_files.items():
+            (tmp / name).write_text(json.dumps(data, indent=2, default=str))
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
+            os.rename(out, old / out.name)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    return out

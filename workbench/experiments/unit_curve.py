@@ -68,17 +68,12 @@ seed) and ``summary.parquet`` (one row per unit). `load_curve(folder)` reads it 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import math
 import os
-import platform
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -86,9 +81,10 @@ import pandas as pd
 import torch
 
 from workbench.errors import WorkbenchError
+from workbench.experiments.runstore import now, package_versions, write_folder
 from workbench.kv import KVCache
 from workbench.selectors.layouts import random_scores
-from workbench.signals.attention import record_queries, attention_rows, draft_attention
+from workbench.signals.attention import attention_rows, draft_attention, record_queries
 from workbench.stats import paired_t
 
 KIND = "curve"
@@ -299,20 +295,6 @@ def attention_probe(ctx) -> AttentionProbe:
 
 # ----------------------------------------------------------------------------- the run
 
-def _versions() -> dict:
-    out = {"python": platform.python_version()}
-    for name in ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "pyarrow", "scipy", "plotly"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _check_out(out, force: bool) -> Path:
     if out is None:
         raise WorkbenchError("out: give the run folder to write")
@@ -427,12 +409,12 @@ def run_curve(model, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFA
     skip_first_passage = bool(skip_first_passage)
     args = {"tokens": tokens, "prompts": prompts, "units": list(units), "budget": budget,
             "seeds": seeds, "seed": seed, "skip_first_passage": skip_first_passage}
-    started_at, t0 = _now(), time.perf_counter()
+    started_at, t0 = now(), time.perf_counter()
     curve, info = curve_rows(model, tokens, prompts, units, budget, seeds, seed, progress, skip_first_passage)
     summary = summarize(curve, budget)
     manifest = {
         "kind": KIND, "schema_version": SCHEMA_VERSION, "model": model.describe(), "args": args,
-        "versions": _versions(), "started": started_at, "ended": _now(),
+        "versions": package_versions(), "started": started_at, "ended": now(),
         "seconds": time.perf_counter() - t0, "status": "complete", "prompts": info,
         "protocol": {
             "reference": "BCR §4.2 / Table 8",
@@ -455,17 +437,7 @@ def run_curve(model, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFA
 def _write(out: Path, force: bool, manifest: dict, tables: dict[str, pd.DataFrame]) -> None:
     if out.exists() and not force:
         raise WorkbenchError(f"{out} appeared while the curve ran; pass force=True to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-        for name, table in tables.items():
-            table.to_parquet(tmp / f"{name}.parquet", index=False)
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    write_folder(out, {"manifest.json": manifest}, tables)
 
 
 def load_curve(folder) -> tuple[dict, pd.DataFrame, pd.DataFrame]:
