@@ -18,7 +18,7 @@ from workbench.kv import KVCache, dense_cache, splice_cache
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
 from workbench.repair import repair
-from workbench.tasks import Example
+from workbench.tasks import Example, synthetic_examples
 
 
 @dataclass
@@ -79,3 +79,16 @@ def build_context(model: LoadedModel, example: Example, fmt: PromptFormat = Prom
     """Lay out `example`, splice its isolated passage caches and prefill the dense reference."""
     layout = build_layout(model.tokenizer, example, fmt, max_positions=model.max_positions)
     return Context(model, example, layout, spliced=splice_cache(model, layout), dense=dense_cache(model, layout))
+
+
+def context_of_length(model: LoadedModel, n_tokens: int, seed: int = 0) -> Context:
+    """A synthetic example padded with filler to about `n_tokens` tokens (within 3%), built into
+    a Context: the fixture of the benchmarks and the unit-of-choice curve."""
+    words = max(8, int(n_tokens / 1.5))
+    for _ in range(4):
+        example = synthetic_examples(1, seed=seed, target_words=words)[0]
+        layout_len = build_layout(model.tokenizer, example).n_tokens
+        if abs(layout_len - n_tokens) <= 0.03 * n_tokens:
+            break
+        words = max(8, int(words * n_tokens / layout_len))
+    return build_context(model, example)

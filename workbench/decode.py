@@ -1,8 +1,10 @@
-"""Answering from a cache: greedy decoding and a teacher-forced agreement check.
+"""Answering from a cache: greedy decoding (one cache or a batch) and teacher forcing.
 
-Both prefill the receiver's suffix (question, generation prompt, answer lead-in) over the
-handed-off cache through the HF model, then decode. The cache passed in is never changed:
-it is wrapped in a fresh DynamicCache that grows by concatenation.
+Each prefills the receiver's suffix (question, generation prompt, answer lead-in) over the
+handed-off cache through the HF model, then decodes. The cache passed in is never changed:
+it is wrapped in a fresh DynamicCache that grows by concatenation. One stopping rule
+(`_step`) serves every greedy decoder: an end-of-turn token (not kept), a newline in the
+answer, or `max_new_tokens`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
@@ -48,6 +51,22 @@ def stop_token_ids(model: LoadedModel) -> set[int]:
     return ids
 
 
+def _step(model: LoadedModel, generated: list[int], token: int, stops: set[int], stop_at_newline: bool) -> str:
+    """Apply one greedy token to `generated`: "stop" (end of turn, not kept), "done" (kept; the
+    answer now holds a newline) or "go"."""
+    if token in stops:
+        return "stop"
+    generated.append(token)
+    if stop_at_newline and "\n" in model.tokenizer.decode(generated).lstrip():
+        return "done"
+    return "go"
+
+
+def _answer(model: LoadedModel, generated: list[int], stopped: bool) -> Answer:
+    raw = model.tokenizer.decode(generated)
+    return Answer(text=raw.strip().split("\n")[0].strip(), raw=raw, token_ids=tuple(generated), stopped=stopped)
+
+
 @torch.inference_mode()
 def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                   max_new_tokens: int = 24, stop_at_newline: bool = True) -> Answer:
@@ -57,17 +76,93 @@ def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
     generated: list[int] = []
     stopped = False
     for _ in range(max_new_tokens):
-        next_id = int(out.logits[0, -1].argmax())
-        if next_id in stops:
-            stopped = True
+        state = _step(model, generated, int(out.logits[0, -1].argmax()), stops, stop_at_newline)
+        if state != "go":
+            stopped = state == "stop"
             break
-        generated.append(next_id)
-        if stop_at_newline and "\n" in model.tokenizer.decode(generated).lstrip():
-            break
-        out = model.hf(input_ids=torch.tensor([[next_id]], device=model.device), cache=out.cache, use_cache=True)
-    raw = model.tokenizer.decode(generated)
-    text = raw.strip().split("\n")[0].strip()
-    return Answer(text=text, raw=raw, token_ids=tuple(generated), stopped=stopped)
+        out = model.hf(input_ids=torch.tensor([[generated[-1]]], device=model.device), cache=out.cache,
+                       use_cache=True)
+    return _answer(model, generated, stopped)
+
+
+def _groups(lengths: list[int], chunk: int, row_budget: int) -> list[list[int]]:
+    """Indices sorted by length, cut into batches of <= `chunk` caches and <= `row_budget` padded rows."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and len(groups[-1]) < chunk and (len(groups[-1]) + 1) * lengths[i] <= row_budget:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+@torch.inference_mode()
+def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.Tensor,
+                   max_new_tokens: int = 24, chunk: int = 64, row_budget: int = 6144,
+                   stop_at_newline: bool = True) -> list[Answer]:
+    """Greedy answers of the same suffix over many caches, decoded in batches.
+
+    Same stopping rule as `greedy_answer`; rows that stop leave the batch. Caches of different
+    lengths are padded at their end with masked rows, and the suffix gets each cache's own
+    positions, so padding changes nothing but float rounding: up to the rounding of batched
+    matrix products each answer is the one `greedy_answer` gives for that cache alone.
+    Batches hold at most `chunk` caches and `row_budget` padded rows.
+    """
+    from transformers import DynamicCache
+
+    stops = stop_token_ids(model)
+    answers: list[Answer | None] = [None] * len(caches)
+    lengths = [c.n_positions for c in caches]
+    n_suffix = len(suffix_ids)
+    for group in _groups(lengths, chunk, row_budget):
+        width = max(lengths[i] for i in group)
+        lens = torch.tensor([lengths[i] for i in group], device=model.device)  # [B]
+        padded = width != int(lens.min())
+
+        def pad(x: torch.Tensor) -> torch.Tensor:
+            return F.pad(x, (0, 0, 0, width - x.shape[2])) if x.shape[2] < width else x
+
+        keys = torch.stack([pad(caches[i].keys) for i in group], dim=1).to(model.device)  # [layer, B, kv_head, pos, d]
+        values = torch.stack([pad(caches[i].values) for i in group], dim=1).to(model.device)
+        hf_cache = DynamicCache([(keys[l], values[l]) for l in range(keys.shape[0])], config=model.config)
+        mask = None
+        if padded:
+            mask = (torch.arange(width + n_suffix, device=model.device)[None] < lens[:, None]).long()  # [B, pos]
+            mask[:, width:] = 1
+        positions = lens[:, None] + torch.arange(n_suffix, device=model.device)[None]  # [B, suffix]
+        ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
+        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=hf_cache, use_cache=True,
+                       logits_to_keep=1)  # only the last position's logits are read
+        generated: list[list[int]] = [[] for _ in group]
+        stopped = [False] * len(group)
+        alive = list(range(len(group)))
+        for step in range(max_new_tokens):
+            picks = out.logits[:, -1].argmax(-1).tolist()
+            keep = []
+            for slot, (row, token) in enumerate(zip(alive, picks)):
+                state = _step(model, generated[row], token, stops, stop_at_newline)
+                stopped[row] = state == "stop"
+                if state == "go":
+                    keep.append(slot)
+            if not keep or step == max_new_tokens - 1:
+                break
+            cache = out.cache
+            if len(keep) < len(alive):
+                index = torch.tensor(keep, device=model.device)
+                cache.batch_select_indices(index)
+                mask = None if mask is None else mask[index]
+                lens = lens[index]
+            alive = [alive[slot] for slot in keep]
+            if mask is not None:
+                mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
+            nxt = torch.tensor([[generated[row][-1]] for row in alive], device=model.device)
+            positions = (lens + n_suffix + step)[:, None]
+            out = model.hf(input_ids=nxt, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                           logits_to_keep=1)
+        for row, i in enumerate(group):
+            answers[i] = _answer(model, generated[row], stopped[row])
+    return answers
 
 
 def teacher_forced(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,

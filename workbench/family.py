@@ -8,6 +8,8 @@ so the adapter exposes that shape and the rest of the workbench never branches o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -111,19 +113,47 @@ class FamilyAdapter:
         cos, sin = self.cos_sin(positions, x)
         return x * cos[:, None] + rotate_half(x) * sin[:, None]
 
-    def rerotate(self, keys: torch.Tensor, delta: int) -> torch.Tensor:
-        """Move post-RoPE keys by `delta` positions: R(p + d) k = R(d) R(p) k.
+    def rotate_keys(self, keys: torch.Tensor, positions) -> torch.Tensor:
+        """Rotate cached (post-RoPE) vectors by RoPE at `positions`: R(d) x for each row's d.
 
-        keys: [..., pos, d_head]. Computed in fp32 with the attention scaling of scaled RoPE
-        variants (yarn) divided out, since the cached keys already carry it once.
+        keys: [..., pos, d_head]; positions: [pos] (one rotation per row) or a scalar (one for
+        all rows); a negative position undoes a rotation. Computed in fp32 with the attention
+        scaling of scaled RoPE variants (yarn) divided out, since cached keys carry it once.
         """
+        d = torch.as_tensor(positions, device=keys.device).reshape(1, -1)  # [1, pos] or [1, 1]
+        k32 = keys.float()
+        cos, sin = self.rotary(k32, d)
+        scale = float(getattr(self.rotary, "attention_scaling", 1.0) or 1.0)
+        cos, sin = cos[0] / scale, sin[0] / scale  # [pos | 1, d_head]
+        return (k32 * cos + rotate_half(k32) * sin).to(keys.dtype)
+
+    def rerotate(self, keys: torch.Tensor, delta: int) -> torch.Tensor:
+        """Move post-RoPE keys by `delta` positions: R(p + d) k = R(d) R(p) k. keys: [..., pos, d_head]."""
         if delta == 0:
             return keys
-        k32 = keys.float()
-        cos, sin = self.rotary(k32, torch.tensor([[delta]], device=keys.device))
-        scale = float(getattr(self.rotary, "attention_scaling", 1.0) or 1.0)
-        cos, sin = cos[0, 0] / scale, sin[0, 0] / scale  # [d_head]
-        return (k32 * cos + rotate_half(k32) * sin).to(keys.dtype)
+        return self.rotate_keys(keys, delta)
+
+    @contextmanager
+    def record_attention_inputs(self, keep=None) -> Iterator[list[list[torch.Tensor]]]:
+        """Record each layer's attention input (the layer-normed hidden rows) during the forwards
+        run inside the block. Yields a list per layer of `[row, hidden]` tensors, one per forward
+        of batch 1; `keep(x)` picks the rows to keep from `x` `[seq, hidden]` (default: all).
+        """
+        recorded: list[list[torch.Tensor]] = [[] for _ in range(self.n_layers)]
+
+        def hook(layer: int):
+            def pre_hook(module, args, kwargs):
+                x = (args[0] if args else kwargs["hidden_states"])[0]  # [seq, hidden]
+                recorded[layer].append(x if keep is None else keep(x))
+            return pre_hook
+
+        handles = [layer.self_attn.register_forward_pre_hook(hook(l), with_kwargs=True)
+                   for l, layer in enumerate(self.layers)]
+        try:
+            yield recorded
+        finally:
+            for handle in handles:
+                handle.remove()
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Final norm + LM head. hidden: [row, hidden] -> [row, vocab]."""

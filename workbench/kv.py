@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from workbench.layout import Layout
 from workbench.models import LoadedModel
@@ -52,6 +53,17 @@ class KVCache:
     def cat(parts: list[KVCache]) -> KVCache:
         return KVCache(torch.cat([p.keys for p in parts], dim=2), torch.cat([p.values for p in parts], dim=2))
 
+    def with_rows(self, source: KVCache, positions, keys: bool = True, values: bool = True) -> KVCache:
+        """A copy with `source`'s rows at `positions` (absolute, [row]) at every layer: its K and V
+        rows, or only its keys or only its values."""
+        pos = torch.as_tensor(positions, dtype=torch.long).to(self.keys.device)
+        new_keys, new_values = self.keys.clone(), self.values.clone()
+        if keys:
+            new_keys[:, :, pos] = source.keys[:, :, pos].to(new_keys.device, new_keys.dtype)
+        if values:
+            new_values[:, :, pos] = source.values[:, :, pos].to(new_values.device, new_values.dtype)
+        return KVCache(new_keys, new_values)
+
 
 @torch.inference_mode()
 def prefill(model: LoadedModel, ids: torch.Tensor, past: KVCache | None = None) -> KVCache:
@@ -60,6 +72,39 @@ def prefill(model: LoadedModel, ids: torch.Tensor, past: KVCache | None = None) 
     hf_cache = past.to_hf(model.config) if past is not None else None
     out = model.hf(input_ids=ids, cache=hf_cache, use_cache=True)
     return KVCache.from_hf(out.cache)
+
+
+@torch.inference_mode()
+def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | None = None,
+                 batch: int = 16) -> list[KVCache]:
+    """`prefill(model, ids_i, past)` for each i, in right-padded batches (causal attention keeps
+    the padding out of every real row); each result covers past + ids_i."""
+    from transformers import DynamicCache
+
+    out: list[KVCache] = []
+    for first in range(0, len(ids), batch):
+        group = ids[first:first + batch]
+        width = max(len(x) for x in group)
+        rows = torch.stack([F.pad(x, (0, width - len(x))) for x in group]).to(model.device)  # [B, width]
+        cache = None
+        if past is not None:
+            cache = DynamicCache([(past.keys[l][None].expand(len(group), -1, -1, -1).contiguous(),
+                                   past.values[l][None].expand(len(group), -1, -1, -1).contiguous())
+                                  for l in range(past.n_layers)], config=model.config)
+        result = model.hf(input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1).cache
+        keys = torch.stack([layer.keys for layer in result.layers])  # [layer, B, kv_head, pos, d_head]
+        values = torch.stack([layer.values for layer in result.layers])
+        base = 0 if past is None else past.n_positions
+        for b, x in enumerate(group):
+            out.append(KVCache(keys[:, b, :, :base + len(x)].clone(), values[:, b, :, :base + len(x)].clone()))
+    return out
+
+
+def sender_cache(model: LoadedModel, prefix: KVCache, ids: torch.Tensor) -> KVCache:
+    """A sender's cache of one passage ([pos] ids) prefilled after the shared prefix: its rows only,
+    at the sender's positions [prefix_len, prefix_len + len(ids))."""
+    start = prefix.n_positions
+    return prefill(model, ids, past=prefix).slice(start, start + len(ids))
 
 
 def dense_cache(model: LoadedModel, layout: Layout) -> KVCache:
@@ -78,7 +123,7 @@ def splice_cache(model: LoadedModel, layout: Layout) -> KVCache:
     prefix = prefill(model, layout.ids[:prefix_len])
     parts = [prefix]
     for seg in layout.passages:
-        sent = prefill(model, layout.ids[seg.start:seg.end], past=prefix).slice(prefix_len, prefix_len + len(seg))
+        sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
         keys = model.adapter.rerotate(sent.keys, seg.start - prefix_len)
         parts.append(KVCache(keys, sent.values))
     return KVCache.cat(parts)

@@ -245,9 +245,11 @@ def _sha256(path: Path) -> str:
 
 
 def model_fingerprint(model: LoadedModel) -> dict:
-    """Where the weights came from and a hash that changes when they do (for run manifests)."""
+    """Where the weights came from, a hash that changes when they do, and the dtype and device
+    they run in: everything about the model that changes a result (for run identities)."""
     folder = Path(model.source)
-    record = {"spec": model.name, "path": str(folder)}
+    record = {"spec": model.name, "path": str(folder), "dtype": str(model.dtype).removeprefix("torch."),
+              "device": model.device.type}
     source = folder / "workbench-source.json"
     if source.is_file():
         record["gguf_sha256"] = json.loads(source.read_text()).get("gguf_sha256")
@@ -256,3 +258,8 @@ def model_fingerprint(model: LoadedModel) -> dict:
         record["weights"] = sorted(p.name for p in folder.glob("*.safetensors")) or sorted(
             p.name for p in folder.glob("*.bin"))
     return record
+
+
+def model_identity(model: LoadedModel) -> dict:
+    """What a run manifest records of its model: `describe()` plus the `fingerprint`."""
+    return {**model.describe(), "fingerprint": model_fingerprint(model)}

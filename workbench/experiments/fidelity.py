@@ -19,35 +19,30 @@ floor cache and attends over N sender caches appended, one holding the fact).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import math
-import os
 import random
-import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
+from workbench.decode import greedy_answers
 from workbench.errors import WorkbenchError
-from workbench.experiments import fidelity_conditions as fc
-from workbench.kv import KVCache, prefill
+from workbench.experiments import fidelity_conditions as conditions
+from workbench.experiments.fidelity_tables import KEY_COLUMNS, TABLES, summarize
+from workbench.kv import KVCache, prefill, sender_cache
 from workbench.layout import PromptFormat, build_layout, chat_frame
-from workbench.models import LoadedModel
-from workbench.stats import wilson_interval
+from workbench.models import LoadedModel, model_identity
+from workbench.runstore import check_out, finished, new_manifest, write_run
 from workbench.tasks import Example, load_dataset
 from workbench.tasks.synthetic import synthetic_example
 
-KIND = "fidelity"
 BANK_OFFSET = 1_000_000  # bank passages are synthetic examples from this index on: never in the task set
 METRIC = "gold-contained: some gold answer, normalized (lowercase, no punctuation/articles), is a substring of the normalized answer"
-KEY_COLUMNS = ["condition", "variant", "target_cos", "alpha", "layers", "rank", "pool"]
-TABLES = ("conditions", "anchors", "augmentation", "answers")
 # The answer lead on the assistant turn ("P was born in the city of") already asks for a short
 # answer; the default format's "Question: ... Answer with a short phrase only." would add 10
 # suffix tokens to every one of the ~45 reads per example.
@@ -69,7 +64,7 @@ class FidelityArgs:
     bank_size: int = 100  # passages in the bank (their rows are the bank's keys)
     pool_sizes: tuple[int, ...] = (1, 2, 4, 8)
     proj_cos: tuple[float, ...] = (0.95,)
-    subspaces: tuple[str, ...] = fc.SUBSPACES
+    subspaces: tuple[str, ...] = conditions.SUBSPACES
     dataset: str | None = None  # None: the built-in fictional one-fact task set
     max_new_tokens: int = 6  # the built-in answers take 3-6 tokens (city + '.')
 
@@ -118,9 +113,9 @@ def validate(args: FidelityArgs, n_layers: int | None = None) -> None:
     if args.pool_sizes and max(args.pool_sizes) > args.bank_size:
         raise WorkbenchError(f"a pool of N = {max(args.pool_sizes)} senders draws N distractors from the "
                              f"bank's {args.bank_size} passages: raise bank_size or lower pool_sizes")
-    unknown = [s for s in args.subspaces if s not in fc.SUBSPACES]
+    unknown = [s for s in args.subspaces if s not in conditions.SUBSPACES]
     if unknown:
-        raise WorkbenchError(f"unknown subspace(s) {unknown}; valid: {', '.join(fc.SUBSPACES)}")
+        raise WorkbenchError(f"unknown subspace(s) {unknown}; valid: {', '.join(conditions.SUBSPACES)}")
     if not _is_int(args.max_new_tokens) or args.max_new_tokens < 1:
         raise WorkbenchError(f"max_new_tokens must be an integer >= 1, got {args.max_new_tokens!r}")
     if args.layers is not None:
@@ -129,13 +124,6 @@ def validate(args: FidelityArgs, n_layers: int | None = None) -> None:
                 limit = f"0..{n_layers}" if n_layers is not None else ">= 0"
                 raise WorkbenchError(f"layers: {layer!r} is out of range; a count of replaced layers "
                                      f"must be an integer in {limit}")
-
-
-def check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise WorkbenchError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise WorkbenchError(f"{out} exists and is not empty: pass force=True (--force) or a new --out")
 
 
 # --------------------------------------------------------------------------- task set
@@ -148,7 +136,7 @@ def fidelity_examples(n: int, seed: int = 0, offset: int = 0) -> list[Example]:
 
 
 @dataclass
-class Item:
+class ProbeItem:
     """One example laid out, with its fact masked."""
 
     index: int
@@ -171,18 +159,18 @@ class Item:
         return self.layout.suffix_start
 
 
-def prepare_items(model: LoadedModel, examples: list[Example], fmt: PromptFormat) -> tuple[list[Item], list[str]]:
+def prepare_items(model: LoadedModel, examples: list[Example], fmt: PromptFormat) -> tuple[list[ProbeItem], list[str]]:
     """Layouts and masks (tokenization only); ids of examples with no gold in any passage are skipped."""
-    mask_id = fc.mask_token_id(model.tokenizer)
+    mask_id = conditions.mask_token_id(model.tokenizer)
     items, skipped = [], []
     for i, example in enumerate(examples):
-        fact = fc.find_fact_passage(example)
+        fact = conditions.find_fact_passage(example)
         if fact is None:
             skipped.append(example.id)
             continue
         layout = build_layout(model.tokenizer, example, fmt, max_positions=model.max_positions)
-        ids, rows = fc.mask_fact(model.tokenizer, layout, example, fact, mask_id)
-        items.append(Item(i, example, layout, ids, rows, fact))
+        ids, rows = conditions.mask_fact(model.tokenizer, layout, example, fact, mask_id)
+        items.append(ProbeItem(i, example, layout, ids, rows, fact))
     return items, skipped
 
 
@@ -195,14 +183,14 @@ def _generator(seed: int, *parts) -> torch.Generator:
 
 
 @dataclass
-class Shared:
+class ProbeSetup:
     """What every example reuses: the prefix cache, the bank, the subspaces, the layer grid."""
 
     model: LoadedModel
     args: FidelityArgs
     prefix: KVCache
-    bank: fc.KeyBank
-    subspaces: list[fc.Subspace]
+    bank: conditions.KeyBank
+    subspaces: list[conditions.Subspace]
     layer_grid: tuple[int, ...]
 
 
@@ -212,75 +200,75 @@ def _spec(condition: str, variant: str = "", target_cos=math.nan, alpha=math.nan
             "alpha": float(alpha), "layers": int(layers), "rank": int(rank), "pool": int(pool)}
 
 
-def probe_example(shared: Shared, item: Item) -> list[dict]:
+def probe_example(setup: ProbeSetup, item: ProbeItem) -> list[dict]:
     """Every condition for one example: one row per condition with its answer and cosines."""
-    model, args = shared.model, shared.args
+    model, args = setup.model, setup.args
     ss, start = item.suffix_start, item.start
     native = prefill(model, item.layout.ids[:ss])
     floor = prefill(model, item.masked_ids[:ss])
     eid = item.example.id
     subs: list[tuple[dict, KVCache, int | None, float]] = [
         (_spec("floor"), floor, None, math.nan), (_spec("reference"), native, None, math.nan)]
-    noisy = {c: fc.noisy_cache(native, start, c, _generator(args.seed, eid, "noise", c))
-             for c in dict.fromkeys([*args.cosines, *([args.layer_cos] if shared.layer_grid else [])])}
+    noisy = {c: conditions.noisy_cache(native, start, c, _generator(args.seed, eid, "noise", c))
+             for c in dict.fromkeys([*args.cosines, *([args.layer_cos] if setup.layer_grid else [])])}
     for c in args.cosines:
         subs.append((_spec("noise", target_cos=c), noisy[c], None, math.nan))
     for a in args.alphas:
-        subs.append((_spec("genuine", alpha=a), fc.interpolate(floor, native, a), None, math.nan))
-    if shared.layer_grid:
-        genuine, weights = fc.matched_interpolation(floor, native, start, args.layer_cos)
-        for count in shared.layer_grid:
+        subs.append((_spec("genuine", alpha=a), conditions.interpolate(floor, native, a), None, math.nan))
+    if setup.layer_grid:
+        genuine, weights = conditions.matched_interpolation(floor, native, start, args.layer_cos)
+        for count in setup.layer_grid:
             for variant, sub in (("noise", noisy[args.layer_cos]), ("genuine", genuine)):
                 cache = native if count == 0 else sub if count == model.adapter.n_layers else \
-                    fc.replace_layers(native, sub, count)
+                    conditions.replace_layers(native, sub, count)
                 weight = float(weights[:count].mean()) if variant == "genuine" and count else math.nan
                 subs.append((_spec("layers", variant, target_cos=args.layer_cos, layers=count), cache, count, weight))
     if args.bank_ranks and args.bank_alphas:
-        neighbours = fc.bank_neighbours(shared.bank, model.adapter, native, start, max(args.bank_ranks))
+        neighbours = conditions.bank_neighbours(setup.bank, model.adapter, native, start, max(args.bank_ranks))
         for k in args.bank_ranks:
             for a in args.bank_alphas:
                 subs.append((_spec("bank", rank=k, alpha=a),
-                             fc.bank_substitute(native, shared.bank, model.adapter, neighbours, start, k, a),
+                             conditions.bank_substitute(native, setup.bank, model.adapter, neighbours, start, k, a),
                              None, math.nan))
-    for space in shared.subspaces:
+    for space in setup.subspaces:
         for c in args.proj_cos:
             gen = _generator(args.seed, eid, space.name, c)
             subs.append((_spec("projection", space.name, target_cos=c),
-                         fc.subspace_noisy_cache(native, start, c, space, model.adapter, gen), None, math.nan))
+                         conditions.subspace_noisy_cache(native, start, c, space, model.adapter, gen), None, math.nan))
 
     measured = []
     for spec, cache, count, weight in subs:
-        fid = fc.fidelity(cache, native, floor, start, item.fact_rows, layers=count)
+        fid = conditions.fidelity(cache, native, floor, start, item.fact_rows, layers=count)
         measured.append({**spec, "weight": weight, "key_cos": fid.key, "value_cos": fid.value,
                          "key_cos_fact": fid.key_fact, "key_cos_floor": fid.key_floor})
     nan = {"weight": math.nan, "key_cos": math.nan, "value_cos": math.nan, "key_cos_fact": math.nan,
            "key_cos_floor": math.nan}
-    for spec, cache in _augment(shared, item, native, floor):
+    for spec, cache in _augment(setup, item, native, floor):
         subs.append((spec, cache, None, math.nan))
         measured.append({**spec, **nan})
 
     unique: dict[int, KVCache] = {}
     for _, cache, _, _ in subs:
         unique.setdefault(id(cache), cache)
-    texts = fc.read_batch(model, list(unique.values()), item.layout.ids[ss:], args.max_new_tokens)
-    answers = dict(zip(unique, texts))
+    read = greedy_answers(model, list(unique.values()), item.layout.ids[ss:], args.max_new_tokens)
+    answers = dict(zip(unique, (a.text for a in read)))
     return [{**row, "example": eid, "answer": answers[id(cache)],
-             "correct": fc.is_correct(answers[id(cache)], item.example.gold)}
+             "correct": conditions.is_correct(answers[id(cache)], item.example.gold)}
             for row, (_, cache, _, _) in zip(measured, subs)]
 
 
-def _augment(shared: Shared, item: Item, native: KVCache, floor: KVCache) -> list[tuple[dict, KVCache]]:
+def _augment(setup: ProbeSetup, item: ProbeItem, native: KVCache, floor: KVCache) -> list[tuple[dict, KVCache]]:
     """Reader keeps its floor cache; N sender caches are appended, one holding the fact. Controls
     swap that sender for its masked cache (same length) or for one more distractor."""
-    args, model, bank = shared.args, shared.model, shared.bank
+    args, model, bank = setup.args, setup.model, setup.bank
     if not args.pool_sizes:
         return []
-    prefix_len = shared.prefix.n_positions
+    prefix_len = setup.prefix.n_positions
     if item.start == prefix_len:  # the fact passage opens the span: its native rows are a sender's cache
         sender, masked = native.slice(item.start, item.fact_end), floor.slice(item.start, item.fact_end)
     else:
-        sender = fc.isolated_passage(model, shared.prefix, item.layout.ids[item.start:item.fact_end])
-        masked = fc.isolated_passage(model, shared.prefix, item.masked_ids[item.start:item.fact_end])
+        sender = sender_cache(model, setup.prefix, item.layout.ids[item.start:item.fact_end])
+        masked = sender_cache(model, setup.prefix, item.masked_ids[item.start:item.fact_end])
     rng = random.Random(f"fidelity-pool:{args.seed}:{item.example.id}")
     order = rng.sample(range(len(bank.spans)), max(args.pool_sizes))
     own = floor.slice(0, item.suffix_start)
@@ -292,75 +280,11 @@ def _augment(shared: Shared, item: Item, native: KVCache, floor: KVCache) -> lis
                              ("distractors_only", bank.passage(order[size - 1]))):
             senders = distractors[:slot] + [holder] + distractors[slot:]
             out.append((_spec("augment", name, pool=size),
-                        fc.augmented_cache(model.adapter, own, senders, bank.sender_start)))
+                        conditions.augmented_cache(model.adapter, own, senders, bank.sender_start)))
     return out
 
 
-# --------------------------------------------------------------------------- tables
-
-
-def summarize(answers: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """conditions (one row per condition), anchors (floor, reference), augmentation (per pool N)."""
-    grouped = answers.groupby(KEY_COLUMNS, dropna=False, sort=False)
-    table = grouped.agg(n=("correct", "size"), correct=("correct", "sum"), key_cos=("key_cos", "mean"),
-                        value_cos=("value_cos", "mean"), key_cos_fact=("key_cos_fact", "mean"),
-                        key_cos_floor=("key_cos_floor", "mean"), weight=("weight", "mean")).reset_index()
-    table["correct"] = table["correct"].astype(int)
-    table["transfer"] = table["correct"] / table["n"]
-    bounds = [wilson_interval(int(c), int(n)) for c, n in zip(table["correct"], table["n"])]
-    table["low"] = [b[0] for b in bounds]
-    table["high"] = [b[1] for b in bounds]
-    anchors = table[table["condition"].isin(["floor", "reference"])][["condition", "n", "correct", "transfer", "low", "high"]]
-    anchor = dict(zip(anchors["condition"], anchors["transfer"]))
-    aug = table[table["condition"] == "augment"]
-    rows = []
-    for size, part in aug.groupby("pool", sort=True):
-        got = dict(zip(part["variant"], part["transfer"]))
-        controls = {k: v for k, v in got.items() if k != "sender"}
-        strongest = max(controls, key=controls.get) if controls else ""
-        control = controls.get(strongest, math.nan)
-        rows.append({"pool": int(size), "sender": got.get("sender", math.nan),
-                     "masked_sender": got.get("masked_sender", math.nan),
-                     "distractors_only": got.get("distractors_only", math.nan),
-                     "strongest_control": strongest, "control": control,
-                     "lift": got.get("sender", math.nan) - control,
-                     "floor": anchor.get("floor", math.nan), "reference": anchor.get("reference", math.nan)})
-    augmentation = pd.DataFrame(rows, columns=["pool", "sender", "masked_sender", "distractors_only",
-                                               "strongest_control", "control", "lift", "floor", "reference"])
-    return {"conditions": table, "anchors": anchors.reset_index(drop=True), "augmentation": augmentation}
-
-
-def load_tables(folder: Path) -> dict[str, pd.DataFrame]:
-    """The parquet tables of a fidelity run folder."""
-    from workbench.experiments.runstore import read_manifest
-
-    read_manifest(Path(folder), kind=KIND)
-    return {name: pd.read_parquet(Path(folder) / f"{name}.parquet") for name in TABLES}
-
-
 # --------------------------------------------------------------------------- runner
-
-
-def _versions() -> dict:
-    try:
-        from workbench.experiments.runstore import package_versions
-        return package_versions()
-    except ImportError:  # pragma: no cover - the run store ships with the package
-        import transformers
-        return {"torch": torch.__version__, "transformers": transformers.__version__}
-
-
-def _git() -> str | None:
-    try:
-        from workbench.experiments.runstore import git_revision
-        return git_revision()
-    except ImportError:  # pragma: no cover
-        return None
-
-
-def _now() -> str:
-    from datetime import datetime, timezone
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def run_fidelity(model: LoadedModel, out: Path, n: int = 200, seed: int = 0, *,
@@ -382,9 +306,8 @@ def run_fidelity(model: LoadedModel, out: Path, n: int = 200, seed: int = 0, *,
                         bank_alphas=tuple(bank_alphas), bank_size=bank_size, pool_sizes=tuple(pool_sizes),
                         proj_cos=tuple(proj_cos), subspaces=tuple(subspaces), dataset=dataset,
                         max_new_tokens=max_new_tokens)
-    out = Path(out)
     validate(args, model.adapter.n_layers)
-    check_out(out, force)
+    out = check_out(out, force=force)
     fmt = PROBE_FORMAT
     if examples is None:
         examples = load_dataset(dataset, n) if dataset else fidelity_examples(n, seed)
@@ -407,165 +330,27 @@ def run_fidelity(model: LoadedModel, out: Path, n: int = 200, seed: int = 0, *,
             raise WorkbenchError(f"a pool of {max(args.pool_sizes)} senders needs up to {longest} positions, "
                                  f"more than the model's {model.max_positions}")
 
-    started, t0 = _now(), time.perf_counter()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        prefix = prefill(model, prefix_ids)
-        bank = fc.build_bank(model, prefix, bank_ids)
-        spaces = [fc.wk_colspace(model.adapter) if s == "wk_colspace" else fc.bank_span(bank)
-                  for s in args.subspaces] if args.proj_cos else []
-        shared = Shared(model, args, prefix, bank, spaces, args.layer_grid(model.adapter.n_layers))
-        t_setup = time.perf_counter() - t0
-        rows = []
-        iterator = items
-        if progress:
-            from tqdm.auto import tqdm
-            iterator = tqdm(items, desc="fidelity", unit="example")
-        for item in iterator:
-            rows += probe_example(shared, item)
-        answers = pd.DataFrame(rows)
-        answers = answers[["example", *KEY_COLUMNS, "answer", "correct", "key_cos", "value_cos",
-                           "key_cos_fact", "key_cos_floor", "weight"]]
-        tables = {**summarize(answers), "answers": answers}
-        for name in TABLES:
-            tables[name].to_parquet(tmp / f"{name}.parquet", index=False)
-        seconds = time.perf_counter() - t0
-        manifest = {
-            "kind": KIND, "status": "complete", "started": started, "ended": _now(),
-            "model": model.describe(), "args": asdict(args),
-            "layer_grid": list(shared.layer_grid), "versions": _versions(), "git": _git(),
-            "metric": METRIC, "mask_text": fc.MASK_TEXT, "n_examples": len(items), "skipped": skipped,
-            "bank": {"passages": len(bank.spans), "keys_per_layer_head": bank.n_rows},
-            "subspace_ranks": {s.name: {"keys": s.ranks()[0], "values": s.ranks()[1],
-                                        "full": model.adapter.n_kv_heads * model.adapter.head_dim} for s in spaces},
-            "seconds": {"total": round(seconds, 2), "setup": round(t_setup, 2),
-                        "per_example": round((seconds - t_setup) / len(items), 3)},
-            "tables": [f"{name}.parquet" for name in TABLES],
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-        _move_into_place(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Rename the finished temporary folder to `out`; an old `out` (force) is removed only after."""
-    old = None
-    if out.exists():
-        if any(out.iterdir()):
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
-            os.rename(out, old / "run")
-        else:
-            out.rmdir()
-    os.rename(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def _list(kind):
-    def parse(text: str):
-        try:
-            return tuple(kind(x) for x in text.split(",") if x.strip())
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__}s, got {text!r}") from None
-    parse.__name__ = f"{kind.__name__} list"
-    return parse
-
-
-def add_fidelity_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `kvwb fidelity` (the shared --model/--device/--dtype come from the CLI)."""
-    d = FidelityArgs()
-    fl, il = _list(float), _list(int)
-    parser.add_argument("--out", type=Path, required=True, help="run folder to write (must be new or empty)")
-    parser.add_argument("--n", type=int, default=d.n, help=f"questions (default {d.n})")
-    parser.add_argument("--seed", type=int, default=d.seed, help="task set, noise and pool seed (default 0)")
-    parser.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
-    parser.add_argument("--dataset", default=None,
-                        help="data set spec instead of the built-in one-fact task set (e.g. jsonl:PATH); "
-                             "examples whose passages hold no gold answer are skipped")
-    def show(values) -> str:
-        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
-
-    parser.add_argument("--cosines", type=fl, default=d.cosines,
-                        help=f"noise: target key cosines in (0, 1] (default {show(d.cosines)})")
-    parser.add_argument("--alphas", type=fl, default=d.alphas,
-                        help=f"genuine: weights from masked (0) to native (1) (default {show(d.alphas)})")
-    parser.add_argument("--layer-cos", type=float, default=d.layer_cos,
-                        help=f"layer sweep: the matched key cosine of both corruptions (default {d.layer_cos})")
-    parser.add_argument("--layers", type=il, default=None,
-                        help="layer sweep: numbers of leading layers replaced (default 0,1,2,4,8,16,... and all)")
-    parser.add_argument("--bank-ranks", type=il, default=d.bank_ranks,
-                        help=f"bank: neighbour ranks k (default {show(d.bank_ranks)})")
-    parser.add_argument("--bank-alphas", type=fl, default=d.bank_alphas,
-                        help=f"bank: weights toward the neighbour (default {show(d.bank_alphas)})")
-    parser.add_argument("--bank-size", type=int, default=d.bank_size,
-                        help=f"bank: passages whose rows form the bank (default {d.bank_size})")
-    parser.add_argument("--pool-sizes", type=il, default=d.pool_sizes,
-                        help=f"augmentation: sender pool sizes N (default {show(d.pool_sizes)})")
-    parser.add_argument("--proj-cos", type=fl, default=d.proj_cos,
-                        help=f"projection: target key cosines (default {show(d.proj_cos)})")
-    parser.add_argument("--subspaces", type=_list(str), default=d.subspaces,
-                        help=f"projection: any of {','.join(fc.SUBSPACES)} (default all)")
-    parser.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
-                        help=f"greedy decoding limit (default {d.max_new_tokens}; raise it for longer answers)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch CPU threads (default: torch's choice); 1 is much faster on a busy machine")
-
-
-def fidelity_main(args) -> int:
-    """`kvwb fidelity`: run the probe, write the run folder, print the anchors and conditions."""
-    from workbench.models import load_model
-
-    kwargs = dict(cosines=args.cosines, alphas=args.alphas, layer_cos=args.layer_cos, layers=args.layers,
-                  bank_ranks=args.bank_ranks, bank_alphas=args.bank_alphas, bank_size=args.bank_size,
-                  pool_sizes=args.pool_sizes, proj_cos=args.proj_cos, subspaces=args.subspaces,
-                  dataset=args.dataset, max_new_tokens=args.max_new_tokens)
-    checked = FidelityArgs(n=args.n, seed=args.seed, **{k: (tuple(v) if isinstance(v, (list, tuple)) else v)
-                                                         for k, v in kwargs.items()})
-    validate(checked)  # everything that needs no model, before loading it
-    check_out(Path(args.out), args.force)
-    threads = getattr(args, "threads", None)
-    if threads is not None:
-        if threads < 1:
-            raise WorkbenchError(f"--threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
-    model = load_model(args.model, device=getattr(args, "device", None), dtype=getattr(args, "dtype", None))
-    out = run_fidelity(model, args.out, n=args.n, seed=args.seed, progress=not args.no_progress,
-                       force=args.force, **kwargs)
-    tables = load_tables(out)
-    manifest = json.loads((out / "manifest.json").read_text())
-    print(f"wrote {out} ({manifest['n_examples']} examples, {manifest['seconds']['total']:.0f} s)")
-    shown = tables["conditions"][[*KEY_COLUMNS, "key_cos", "transfer", "low", "high"]]
-    with pd.option_context("display.max_rows", 500, "display.width", 160):
-        print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-        print(tables["augmentation"].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m workbench.experiments.fidelity ...`: the same as `kvwb fidelity ...`."""
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m workbench.experiments.fidelity",
-                                     description=fidelity_main.__doc__)
-    parser.add_argument("--model", default="smollm2-135m", help="model spec (default: the embedded smollm2-135m)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
-    parser.add_argument("--dtype", default=None, help="fp32, bf16 or fp16")
-    add_fidelity_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return fidelity_main(args)
-    except WorkbenchError as err:
-        print(f"kvwb fidelity: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    manifest = new_manifest("fidelity", model_identity(model), asdict(args))
+    t0 = time.perf_counter()
+    prefix = prefill(model, prefix_ids)
+    bank = conditions.build_bank(model, prefix, bank_ids)
+    spaces = [conditions.wk_colspace(model.adapter) if s == "wk_colspace" else conditions.bank_span(bank)
+              for s in args.subspaces] if args.proj_cos else []
+    setup = ProbeSetup(model, args, prefix, bank, spaces, args.layer_grid(model.adapter.n_layers))
+    t_setup = time.perf_counter() - t0
+    rows = []
+    for item in tqdm(items, desc="fidelity", unit="example", disable=not progress):
+        rows += probe_example(setup, item)
+    answers = pd.DataFrame(rows)[["example", *KEY_COLUMNS, "answer", "correct", "key_cos", "value_cos",
+                                  "key_cos_fact", "key_cos_floor", "weight"]]
+    tables = {**summarize(answers), "answers": answers}
+    seconds = time.perf_counter() - t0
+    manifest = finished(
+        manifest, seconds=seconds, layer_grid=list(setup.layer_grid), metric=METRIC,
+        mask_text=conditions.MASK_TEXT, n_examples=len(items), skipped=skipped,
+        bank={"passages": len(bank.spans), "keys_per_layer_head": bank.n_rows},
+        subspace_ranks={s.name: {"keys": s.ranks()[0], "values": s.ranks()[1],
+                                 "full": model.adapter.n_kv_heads * model.adapter.head_dim} for s in spaces},
+        timing={"setup": round(t_setup, 2), "per_example": round((seconds - t_setup) / len(items), 3)})
+    check_out(out, force=force)  # it may have appeared while the probe ran
+    return write_run(out, manifest, {name: tables[name] for name in TABLES})

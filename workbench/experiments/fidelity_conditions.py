@@ -1,5 +1,5 @@
 """Caches for the fidelity probe: masking, calibrated noise, interpolation, layer corruption,
-bank retrieval, subspace projection and augmentation, plus a batched greedy reader.
+bank retrieval, subspace projection and augmentation.
 
 Every substitute is a `KVCache` over the reader's handed-off span [0, suffix_start)
 (`[layer, kv_head, pos, d_head]`, keys after RoPE). The *substituted rows* of an example are
@@ -17,10 +17,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from workbench.decode import stop_token_ids
 from workbench.errors import WorkbenchError
-from workbench.family import FamilyAdapter, rotate_half
-from workbench.kv import KVCache, prefill
+from workbench.family import FamilyAdapter
+from workbench.kv import KVCache, prefill_many
 from workbench.layout import Layout
 from workbench.models import LoadedModel
 from workbench.tasks import Example, normalize_answer
@@ -195,18 +194,6 @@ def matched_interpolation(floor: KVCache, native: KVCache, start: int, target: f
     return KVCache(keys, values), alphas
 
 
-# --------------------------------------------------------------------------- positions
-
-
-def rotate_rows(adapter: FamilyAdapter, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """Rotate vectors by RoPE at `positions` (negative: undo it). x: [..., pos, d_head]."""
-    x32 = x.float()
-    cos, sin = adapter.rotary(x32, positions.to(x.device)[None])
-    scale = float(getattr(adapter.rotary, "attention_scaling", 1.0) or 1.0)
-    cos, sin = cos[0] / scale, sin[0] / scale  # [pos, d_head]
-    return (x32 * cos + rotate_half(x32) * sin).to(x.dtype)
-
-
 # --------------------------------------------------------------------------- bank
 
 
@@ -234,22 +221,16 @@ class KeyBank:
         return KVCache(self.keys[:, :, a:b], self.values[:, :, a:b])
 
 
-def isolated_passage(model: LoadedModel, prefix: KVCache, ids: torch.Tensor) -> KVCache:
-    """A sender's cache of one passage prefilled after the shared prefix (rows of the passage only)."""
-    start = prefix.n_positions
-    return prefill(model, ids, past=prefix).slice(start, start + len(ids))
-
-
 def build_bank(model: LoadedModel, prefix: KVCache, passage_ids: list[torch.Tensor]) -> KeyBank:
     start = prefix.n_positions
-    parts = [c.slice(start, c.n_positions) for c in prefill_many(model, passage_ids, past=prefix)]
+    parts = [c.slice(start, c.n_positions) for c in prefill_many(model, passage_ids, past=prefix)]  # passage rows
     spans, at = [], 0
     for ids in passage_ids:
         spans.append((at, at + len(ids)))
         at += len(ids)
     cache = KVCache.cat(parts)
     positions = torch.cat([start + torch.arange(b - a) for a, b in spans])
-    free = rotate_rows(model.adapter, cache.keys, -positions)
+    free = model.adapter.rotate_keys(cache.keys, -positions)
     return KeyBank(cache.keys, cache.values, free, positions, spans, start)
 
 
@@ -260,7 +241,7 @@ def bank_neighbours(bank: KeyBank, adapter: FamilyAdapter, native: KVCache, star
     if max_rank > bank.n_rows:
         raise WorkbenchError(f"neighbour rank {max_rank} exceeds the bank's {bank.n_rows} keys")
     end = native.n_positions
-    query = rotate_rows(adapter, native.keys[:, :, start:end], -torch.arange(start, end))
+    query = adapter.rotate_keys(native.keys[:, :, start:end], -torch.arange(start, end))
     q = F.normalize(query.float(), dim=-1)
     b = F.normalize(bank.free.float(), dim=-1)
     out = []
@@ -278,7 +259,7 @@ def bank_substitute(native: KVCache, bank: KeyBank, adapter: FamilyAdapter, neig
     d = bank.free.shape[-1]
     gather = idx[..., None].expand(-1, -1, -1, d)
     nb_free = torch.gather(bank.free, 2, gather)
-    nb_keys = rotate_rows(adapter, nb_free, torch.arange(start, native.n_positions))
+    nb_keys = adapter.rotate_keys(nb_free, torch.arange(start, native.n_positions))
     nb_values = torch.gather(bank.values, 2, gather)
     keys, values = native.keys.clone(), native.values.clone()
     keys[:, :, start:] = torch.lerp(keys[:, :, start:].float(), nb_keys.float(), alpha).to(keys.dtype)
@@ -363,7 +344,7 @@ def subspace_noisy_cache(native: KVCache, start: int, target: float, subspace: S
     whenever the native rows do."""
     end = native.n_positions
     shape = native.keys[:, :, start:].shape
-    key_dir = rotate_rows(adapter, _project(gaussian(shape, generator), subspace.keys), torch.arange(start, end))
+    key_dir = adapter.rotate_keys(_project(gaussian(shape, generator), subspace.keys), torch.arange(start, end))
     value_dir = _project(gaussian(shape, generator), subspace.values)
     return noisy_cache(native, start, target, generator, key_dir=key_dir, value_dir=value_dir)
 
@@ -379,115 +360,6 @@ def augmented_cache(adapter: FamilyAdapter, own: KVCache, senders: list[KVCache]
         parts.append(KVCache(adapter.rerotate(sender.keys, at - sender_start), sender.values))
         at += sender.n_positions
     return KVCache.cat(parts)
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def _chunks(lengths: list[int], chunk: int, row_budget: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches of <= `chunk` caches and <= `row_budget` padded rows."""
-    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and len(groups[-1]) < chunk and (len(groups[-1]) + 1) * lengths[i] <= row_budget:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-@torch.inference_mode()
-def read_batch(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.Tensor,
-               max_new_tokens: int = 12, chunk: int = 64, row_budget: int = 6144) -> list[str]:
-    """Greedy answers (first line, stripped) of the same suffix over many caches, decoded in batches.
-
-    Same stopping rule as `workbench.decode.greedy_answer` (end of turn, a newline, or
-    `max_new_tokens`); rows that stop leave the batch. Caches of different lengths are padded at
-    their end with masked rows, and the suffix gets each cache's own positions, so padding changes
-    nothing but float rounding. Up to the rounding of batched matrix products each answer is the
-    one `greedy_answer` gives for that cache alone.
-    """
-    from transformers import DynamicCache
-
-    stops, tok = stop_token_ids(model), model.tokenizer
-    answers: list[str] = [""] * len(caches)
-    lengths = [c.n_positions for c in caches]
-    n_suffix = len(suffix_ids)
-    for group in _chunks(lengths, chunk, row_budget):
-        width = max(lengths[i] for i in group)
-        lens = torch.tensor([lengths[i] for i in group], device=model.device)
-        padded = width != int(lens.min())
-
-        def pad(x: torch.Tensor) -> torch.Tensor:
-            return F.pad(x, (0, 0, 0, width - x.shape[2])) if x.shape[2] < width else x
-
-        keys = torch.stack([pad(caches[i].keys) for i in group], dim=1).to(model.device)  # [L, B, H, pos, d]
-        values = torch.stack([pad(caches[i].values) for i in group], dim=1).to(model.device)
-        hf_cache = DynamicCache([(keys[l], values[l]) for l in range(keys.shape[0])], config=model.config)
-        mask = None
-        if padded:
-            mask = (torch.arange(width + n_suffix, device=model.device)[None] < lens[:, None]).long()
-            mask[:, width:] = 1
-        positions = lens[:, None] + torch.arange(n_suffix, device=model.device)[None]
-        ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
-        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=hf_cache, use_cache=True,
-                       logits_to_keep=1)  # only the last position's logits are read
-        generated: list[list[int]] = [[] for _ in group]
-        alive = list(range(len(group)))
-        for step in range(max_new_tokens):
-            picks = out.logits[:, -1].argmax(-1).tolist()
-            keep = []
-            for slot, (row, token) in enumerate(zip(alive, picks)):
-                if token in stops:
-                    continue
-                generated[row].append(token)
-                if "\n" in tok.decode(generated[row]).lstrip():
-                    continue
-                keep.append(slot)
-            if not keep or step == max_new_tokens - 1:
-                break
-            cache = out.cache
-            if len(keep) < len(alive):
-                index = torch.tensor(keep, device=model.device)
-                cache.batch_select_indices(index)
-                mask = None if mask is None else mask[index]
-                lens = lens[index]
-            alive = [alive[slot] for slot in keep]
-            if mask is not None:
-                mask = torch.cat([mask, mask.new_ones(len(alive), 1)], dim=1)
-            nxt = torch.tensor([[generated[row][-1]] for row in alive], device=model.device)
-            positions = (lens + n_suffix + step)[:, None]
-            out = model.hf(input_ids=nxt, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                           logits_to_keep=1)
-        for row, i in enumerate(group):
-            answers[i] = tok.decode(generated[row]).strip().split("\n")[0].strip()
-    return answers
-
-
-@torch.inference_mode()
-def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | None = None,
-                 batch: int = 16) -> list[KVCache]:
-    """`prefill(model, ids_i, past)` for each i, in right-padded batches (causal attention keeps
-    the padding out of every real row); each result covers past + ids_i."""
-    from transformers import DynamicCache
-
-    out: list[KVCache] = []
-    for first in range(0, len(ids), batch):
-        group = ids[first:first + batch]
-        width = max(len(x) for x in group)
-        rows = torch.stack([F.pad(x, (0, width - len(x))) for x in group]).to(model.device)
-        cache = None
-        if past is not None:
-            cache = DynamicCache([(past.keys[l][None].expand(len(group), -1, -1, -1).contiguous(),
-                                   past.values[l][None].expand(len(group), -1, -1, -1).contiguous())
-                                  for l in range(past.n_layers)], config=model.config)
-        result = model.hf(input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1).cache
-        keys = torch.stack([layer.keys for layer in result.layers])  # [L, B, H, pos, d]
-        values = torch.stack([layer.values for layer in result.layers])
-        base = 0 if past is None else past.n_positions
-        for b, x in enumerate(group):
-            out.append(KVCache(keys[:, b, :, :base + len(x)].clone(), values[:, b, :, :base + len(x)].clone()))
-    return out
 
 
 def is_correct(answer: str, gold) -> bool:

@@ -3,55 +3,43 @@
 Paired over examples throughout: McNemar counts the discordant split b/c (b = the selector
 right where the comparison is wrong) and is reported before its p value, as BCR does; p is
 Holm-corrected within each budget, separately for the comparisons against the reference
-selector and against dense.
+selector and against dense. The reference defaults to the first of
+`selectors.COMPARISON_PREFERENCE` the run has; a run with none of them has no reference
+comparison, and the summary says so.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from workbench import stats
 from workbench.errors import WorkbenchError
-from workbench.experiments.runstore import read_manifest
+from workbench.runstore import SweepRun
+from workbench.selectors import comparison_reference
 
 
-@dataclass(frozen=True)
-class Run:
-    """A sweep's folder read back: its manifest, examples and outcomes."""
-
-    folder: Path
-    manifest: dict
-    examples: pd.DataFrame
-    outcomes: pd.DataFrame
-
-    @property
-    def n_failed(self) -> int:
-        return len(self.manifest.get("failures", []))
-
-
-def load_run(folder: str | Path) -> Run:
-    """Read a `kvwb run` folder; a clear error when it is not one or holds no outcomes yet."""
-    folder = Path(folder)
-    manifest = read_manifest(folder, kind="sweep")
-    missing = [name for name in ("examples.parquet", "outcomes.parquet") if not (folder / name).is_file()]
-    if missing:
-        raise WorkbenchError(f"{folder} has no {' or '.join(missing)} yet: no example has finished "
-                             f"(status {manifest.get('status')!r}); run `kvwb run ... --out {folder}` again")
-    return Run(folder, manifest, pd.read_parquet(folder / "examples.parquet"),
-               pd.read_parquet(folder / "outcomes.parquet"))
-
-
-def summarize(run: Run, reference: str = "cacheblend") -> pd.DataFrame:
-    """One row per (selector, budget) with intervals, flips, gap recovered and McNemar tests."""
-    out = run.outcomes.merge(run.examples[["example_id", "dense_em", "spliced_em"]], on="example_id")
-    labels = list(dict.fromkeys(out["selector"]))
+def resolve_reference(run: SweepRun, reference: str | None) -> str | None:
+    """The reference a summary compares against: the one asked for (it must be in the run), or
+    the default one present, or None."""
+    labels = list(dict.fromkeys(run.outcomes["selector"]))
+    if reference is None:
+        return comparison_reference(labels)
     if reference not in labels:
         raise WorkbenchError(f"reference selector {reference!r} is not in this run; it has {', '.join(labels)}")
+    return reference
+
+
+def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
+    """One row per (selector, budget) with intervals, flips, gap recovered and McNemar tests.
+
+    `reference` None picks the default one present (see `resolve_reference`); when the run has
+    none, the `ref_*` columns are missing values."""
+    out = run.outcomes.merge(run.examples[["example_id", "dense_em", "spliced_em"]], on="example_id")
+    labels = list(dict.fromkeys(out["selector"]))
+    reference = resolve_reference(run, reference)
     rows = []
     for budget, at_budget in out.groupby("budget", sort=True):
         ref = at_budget[at_budget["selector"] == reference].set_index("example_id")["em"]
@@ -63,10 +51,11 @@ def summarize(run: Run, reference: str = "cacheblend") -> pd.DataFrame:
             em_low, em_high = stats.wilson_interval(correct, n)
             flip_low, flip_high = stats.wilson_interval(flips, n)
             dense_acc, splice_acc = cell["dense_em"].mean(), cell["spliced_em"].mean()
-            vs_ref = stats.mcnemar_exact(cell["em"].astype(bool), ref.reindex(cell.index).astype(bool))
+            vs_ref = (stats.mcnemar_exact(cell["em"].astype(bool), ref.reindex(cell.index).astype(bool))
+                      if reference is not None else None)
             vs_dense = stats.mcnemar_exact(cell["em"].astype(bool), cell["dense_em"].astype(bool))
             rows.append({
-                "selector": label, "layout": cell["layout"].iloc[0], "budget": budget, "n": n,
+                "selector": label, "unit": cell["unit"].iloc[0], "budget": budget, "n": n,
                 "em": correct / n, "em_low": em_low, "em_high": em_high, "f1": cell["f1"].mean(),
                 "flip_rate": flips / n, "flip_low": flip_low, "flip_high": flip_high,
                 "flip_strict_rate": cell["flip_strict"].mean(),
@@ -74,30 +63,35 @@ def summarize(run: Run, reference: str = "cacheblend") -> pd.DataFrame:
                 "rows_per_example": cell["n_recomputed"].mean(),
                 "share_recomputed": (cell["n_recomputed"] / cell["n_reused"]).mean(),
                 "dense_logprob": cell["dense_logprob"].mean(),
-                "ref_b": vs_ref.b, "ref_c": vs_ref.c, "ref_p": vs_ref.p_value,
+                "ref_b": vs_ref.b if vs_ref else pd.NA, "ref_c": vs_ref.c if vs_ref else pd.NA,
+                "ref_p": vs_ref.p_value if vs_ref else np.nan,
                 "dense_b": vs_dense.b, "dense_c": vs_dense.c, "dense_p": vs_dense.p_value,
             })
     table = pd.DataFrame(rows)
-    for prefix in ("ref", "dense"):
+    table.attrs["reference"] = reference
+    for prefix in ("ref", "dense") if reference is not None else ("dense",):
         table[f"{prefix}_p_holm"] = np.nan
         for budget, idx in table.groupby("budget").groups.items():
             tested = [i for i in idx if table.at[i, f"{prefix}_b"] + table.at[i, f"{prefix}_c"] > 0
                       and not (prefix == "ref" and table.at[i, "selector"] == reference)]
             if tested:
                 table.loc[tested, f"{prefix}_p_holm"] = stats.holm(table.loc[tested, f"{prefix}_p"].to_numpy())
+    if reference is None:
+        table["ref_p_holm"] = np.nan
     return table
 
 
-def attribution_table(run: Run) -> pd.DataFrame:
+def attribution_table(run: SweepRun) -> pd.DataFrame:
     """Per example, the AtP check's Spearman rho for K+V, K only and V only (runs made with
     --attribution); empty when the run did not compute it."""
     rows = []
-    for folder in sorted((run.folder / "diagnoses").glob("*/diagnosis.json")):
-        info = json.loads(folder.read_text())["info"]
-        corr = info.get("attribution_correlations") or {}
+    for example_id in run.example_ids:
+        doc = json.loads((run.diagnosis_folder(example_id) / "diagnosis.json").read_text())
+        attribution = doc.get("attribution") or (  # schema 1 kept it in info
+            {"correlations": doc["info"].get("attribution_correlations")} if "info" in doc else None)
+        corr = (attribution or {}).get("correlations") or {}
         if corr:
-            rows.append({"example_id": json.loads(folder.read_text())["example"]["id"],
-                         **{f"rho_{kind}": c["rho"] for kind, c in corr.items()},
+            rows.append({"example_id": example_id, **{f"rho_{kind}": c["rho"] for kind, c in corr.items()},
                          "n_tokens": corr["kv"]["n"]})
     return pd.DataFrame(rows)
 
@@ -119,25 +113,29 @@ def tokens_to_target(summary: pd.DataFrame, examples: pd.DataFrame, share_of_den
     return pd.DataFrame(rows)
 
 
-def summary_markdown(run: Run, table: pd.DataFrame, targets: pd.DataFrame) -> str:
+def summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataFrame) -> str:
     """The summary as a markdown report: header facts, the main table, the targets."""
     ex = run.examples
     lines = [
         f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest['model']['name']}, "
-        f"data set {run.manifest['args']['dataset']}",
+        f"data set {(run.manifest.get('args') or {}).get('dataset')}",
         f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
         f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}",
         "",
     ]
+    reference = table.attrs.get("reference")
     shown = table.assign(
         em=[f"{e:.2f} [{lo:.2f}, {hi:.2f}]" for e, lo, hi in zip(table.em, table.em_low, table.em_high)],
         flips=[f"{f:.2f} [{lo:.2f}, {hi:.2f}]" for f, lo, hi in zip(table.flip_rate, table.flip_low, table.flip_high)],
-        vs_ref=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
+        vs_ref=[f"{b}/{c} p={p:.3g}" if reference else "–" for b, c, p in
+                zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
         vs_dense=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
     )[["budget", "selector", "em", "f1", "flips", "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]]
     lines.append(_markdown(shown))
     lines += ["", "McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within "
-              "each budget.", "", _markdown(targets)]
+              "each budget. " + (f"vs_ref compares against {reference}." if reference else
+                                 "No reference selector (cacheblend or random) is in this run: the comparison "
+                                 "against a reference is left out."), "", _markdown(targets)]
     atp = attribution_table(run)
     if not atp.empty:
         worse = int((atp["rho_k"] < atp["rho_v"]).sum())

@@ -7,78 +7,76 @@ from __future__ import annotations
 
 import torch
 
-from workbench.selectors.layouts import random_scores
+from workbench.selectors.units import random_scores
 from workbench.selectors.registry import register_selector
-from workbench.signals.bundle import SignalSet
+from workbench.signals.signal_set import SignalSet
 
 CADENCE = "CADENCE (papers/000)"
 BCR = "BCR, Budgeted Cache Repair (papers/001)"
 
 
-@register_selector("none", fixed="none", layouts=("single",), source="both papers: reuse-all baseline",
+@register_selector("none", fixed="none", units=("single",), source="both papers: reuse-all baseline",
                    description="reuse every spliced row (b = 0)")
 def none(signals: SignalSet) -> torch.Tensor:
     return torch.zeros(signals.ctx.n_reused)
 
 
-@register_selector("full", fixed="all", layouts=("single",), source="both papers: full re-prefill (b = 1)",
+@register_selector("full", fixed="all", units=("single",), source="both papers: full re-prefill (b = 1)",
                    description="recompute every reused row: reproduces dense")
 def full(signals: SignalSet) -> torch.Tensor:
     return torch.zeros(signals.ctx.n_reused)
 
 
-@register_selector("random", source=f"{BCR}: the coin control", description="a seeded coin, any layout")
+@register_selector("random", source=f"{BCR}: the coin control", description="a seeded coin, any unit")
 def coin(signals: SignalSet) -> torch.Tensor:
-    return random_scores(signals.ctx.n_reused, signals.seed)
+    return random_scores(signals.ctx.n_reused, signals.options.seed)
 
 
 @register_selector("cacheblend", uses=("check_layer",), source="CacheBlend as shipped (check layer 1, values)",
                    description="||dV||^2 at the check layer after a partial recompute of layers 0..check")
 def cacheblend(signals: SignalSet) -> torch.Tensor:
-    return signals.check_layer.value_deviation
+    return signals.token("cacheblend")
 
 
 @register_selector("relay", uses=("check_layer",), source="RelayCaching's idea; definition in docs/ARCHITECTURE.md",
                    description="check-layer value deviation x attention received from later tokens")
 def relay(signals: SignalSet) -> torch.Tensor:
-    return signals.check_layer.relay
+    return signals.token("relay")
 
 
 @register_selector("densedev", uses=("deviation",), needs_dense=True, source=f"{CADENCE}: DenseDev",
                    description="exact squared K+V deviation from dense, summed over layers")
 def densedev(signals: SignalSet) -> torch.Tensor:
-    dev = signals.deviation
-    return (dev[("k", "l2")].square() + dev[("v", "l2")].square()).sum(0)
+    return signals.token("densedev")
 
 
 @register_selector("cadence", uses=("saliency",), needs_dense=True, source=f"{CADENCE}: gated CADENCE",
                    description="|sum over layers of <dL/dKV, dense - splice>|")
 def cadence(signals: SignalSet) -> torch.Tensor:
-    return signals.saliency.cadence
+    return signals.token("cadence")
 
 
 @register_selector("cadence-grad", uses=("saliency",), source=f"{CADENCE}: CADENCE-Grad",
                    description="sum over layers of ||dL/dK||^2 + ||dL/dV||^2 (no dense reference)")
 def cadence_grad(signals: SignalSet) -> torch.Tensor:
-    return signals.saliency.cadence_grad
+    return signals.token("cadence_grad")
 
 
-@register_selector("bcr", uses=("draft",), default_layout="chunk", source=f"{BCR}: draft attention, k = 2",
+@register_selector("bcr", uses=("draft",), default_unit="chunk", default_units=("chunk", "grow", "single"),
+                   source=f"{BCR}: draft attention, k = 2",
                    description="attention of a rolled-back 2-token draft, layers >= 1")
 def bcr(signals: SignalSet) -> torch.Tensor:
-    return signals.draft.scores(signals.ctx.reused_positions)
+    return signals.token("draft_attention")
 
 
 @register_selector("qattn", uses=("question",), source="question-suffix attention (a separate signal)",
                    description="attention of the question-suffix queries, layers >= 1")
 def qattn(signals: SignalSet) -> torch.Tensor:
-    return signals.question.scores(signals.ctx.reused_positions)
+    return signals.token("question_attention")
 
 
 @register_selector("oracle-patch", uses=("saliency", "patch"), needs_dense=True, expensive=True,
                    source="actual single-token patching (upper-bound reference, expensive)",
                    description="|change in decision loss| when a token's dense K/V rows are patched in")
 def oracle_patch(signals: SignalSet) -> torch.Tensor:
-    frame = signals.patch
-    effect = torch.tensor(frame["delta_loss"].to_numpy(), dtype=torch.float32)  # [n] in reused order
-    return effect.abs()
+    return signals.token("patch_effect").float().abs()  # [n] in reused order

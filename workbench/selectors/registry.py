@@ -1,13 +1,16 @@
 """The selector registry: name -> a function that scores every reused token.
 
 A selector is a plain function of a `SignalSet` returning one score per reused row
-(`[n_reused]`, higher = recompute first). It declares which signals it reads, so its cost
-record is the sum of theirs, and a default layout; any score can be spent in any layout
-(`workbench.selectors.layouts`). Register your own with the decorator:
+(`[n_reused]`, higher = recompute first). It declares the records it reads (`uses`), so its
+cost record is the sum of theirs, and a default unit of choice; any score can be spent in
+any unit (`workbench.selectors.units`). Register your own with the decorator:
 
-    @register_selector("my-score", uses=("deviation",), default_layout="single")
+    @register_selector("my-score", uses=("deviation",), default_unit="single")
     def my_score(signals):
-        return signals.deviation[("v", "l2")][1:].sum(0)   # [n_reused]
+        return signals["deviation"][("v", "l2")][1:].sum(0)   # [n_reused]
+
+The registry also answers which selectors are the reference bounds (`none`: reuse all,
+`full`: recompute all) and which specs run by default.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.selectors.layouts import LAYOUTS
-from workbench.signals.bundle import Cost, SignalSet
+from workbench.selectors.units import UNITS
+from workbench.signals.registry import Cost, record_names
+from workbench.signals.signal_set import SignalSet
 
-SIGNAL_NAMES = ("deviation", "saliency", "draft", "question", "check_layer", "patch")
+# The comparison every summary runs by default, when the run has it: the practical baseline
+# the source texts measure against (CacheBlend), else the coin.
+COMPARISON_PREFERENCE = ("cacheblend", "random")
 
 
 @dataclass(frozen=True)
@@ -30,42 +36,50 @@ class SelectorInfo:
 
     name: str
     score: Callable[[SignalSet], torch.Tensor]
-    uses: tuple[str, ...]  # signals read (their costs add up to the selector's)
-    default_layout: str
-    layouts: tuple[str, ...]
-    fixed: str | None  # "none" / "all": ignores scores and budget
+    uses: tuple[str, ...]  # records read (their costs add up to the selector's)
+    default_unit: str
+    units: tuple[str, ...]
+    fixed: str | None  # "none" / "all": a reference bound that ignores scores and budget
     description: str
     source: str  # where the definition comes from
     needs_dense: bool = False  # reads the dense reference (a full prefill a real receiver skips)
-    expensive: bool = False  # an upper-bound reference, not a practical method
+    expensive: bool = False  # an upper-bound reference, not a practical method: not run by default
+    default_units: tuple[str, ...] = ()  # units run by default (the default unit when empty)
+
+    @property
+    def is_reference(self) -> bool:
+        return self.fixed is not None
 
     def cost(self, signals: SignalSet) -> Cost:
-        """The summed cost of the signals this selector read (computed once, shared)."""
+        """The summed cost of the records this selector read (computed once, shared)."""
         total = Cost()
         for name in self.uses:
             total = total + signals.costs.get(name, Cost())
-        return Cost(**{**total.__dict__, "needs_dense": self.needs_dense})
+        return Cost(**{**total.to_dict(), "needs_dense": self.needs_dense})
 
 
 _REGISTRY: dict[str, SelectorInfo] = {}
 
 
-def register_selector(name: str, *, uses: tuple[str, ...] = (), default_layout: str = "single",
-                      layouts: tuple[str, ...] = LAYOUTS, fixed: str | None = None, description: str = "",
-                      source: str = "", needs_dense: bool = False, expensive: bool = False):
+def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: str = "single",
+                      units: tuple[str, ...] = UNITS, fixed: str | None = None, description: str = "",
+                      source: str = "", needs_dense: bool = False, expensive: bool = False,
+                      default_units: tuple[str, ...] = ()):
     """Decorator: register `fn(signals) -> scores [n_reused]` under `name`."""
     if ":" in name or not name:
         raise WorkbenchError(f"selector names must be non-empty and contain no ':', got {name!r}")
-    unknown = [u for u in uses if u not in SIGNAL_NAMES]
+    unknown = [u for u in uses if u not in record_names()]
     if unknown:
-        raise WorkbenchError(f"selector {name!r} uses unknown signals {unknown}; known: {SIGNAL_NAMES}")
-    if default_layout not in layouts or not set(layouts) <= set(LAYOUTS):
-        raise WorkbenchError(f"selector {name!r}: layouts must be among {LAYOUTS} and include the default")
+        raise WorkbenchError(f"selector {name!r} uses unknown records {unknown}; known: {record_names()}")
+    if default_unit not in units or not set(units) <= set(UNITS) or not set(default_units) <= set(units):
+        raise WorkbenchError(f"selector {name!r}: units must be among {UNITS} and include the default ones")
+    if fixed not in (None, "none", "all"):
+        raise WorkbenchError(f"selector {name!r}: fixed must be None, 'none' or 'all', got {fixed!r}")
 
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_layout, tuple(layouts), fixed, doc,
-                                       source, needs_dense, expensive)
+        _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
+                                       source, needs_dense, expensive, tuple(default_units) or (default_unit,))
         return fn
     return decorate
 
@@ -80,29 +94,51 @@ def get_selector(name: str) -> SelectorInfo:
     return _REGISTRY[name]
 
 
+def reference_selectors() -> tuple[str, ...]:
+    """The reference bounds: reuse every row (`none`) and recompute every row (`full`)."""
+    return tuple(name for name, info in _REGISTRY.items() if info.is_reference)
+
+
+def default_selectors(expensive: bool = False) -> tuple[str, ...]:
+    """The default specs, in registration order; `expensive` adds the upper-bound references."""
+    specs = []
+    for info in _REGISTRY.values():
+        if info.expensive and not expensive:
+            continue
+        specs += [info.name if unit == info.default_unit else f"{info.name}:{unit}" for unit in info.default_units]
+    return tuple(specs)
+
+
+def comparison_reference(labels) -> str | None:
+    """The selector a summary compares against by default: the first of COMPARISON_PREFERENCE
+    present in `labels`, else None (the comparison is then left out)."""
+    present = set(labels)
+    return next((name for name in COMPARISON_PREFERENCE if name in present), None)
+
+
 @dataclass(frozen=True)
 class SelectorSpec:
-    """A selector with the layout to spend its scores in, written `name` or `name:layout`."""
+    """A selector with the unit to spend its scores in, written `name` or `name:unit`."""
 
     info: SelectorInfo
-    layout: str
+    unit: str
 
     @property
     def label(self) -> str:
-        return self.info.name if self.layout == self.info.default_layout else f"{self.info.name}:{self.layout}"
+        return self.info.name if self.unit == self.info.default_unit else f"{self.info.name}:{self.unit}"
 
     def __str__(self) -> str:
-        return f"{self.info.name}:{self.layout}"
+        return f"{self.info.name}:{self.unit}"
 
 
 def parse_selector(spec: str) -> SelectorSpec:
-    """`bcr`, `bcr:grow`, `random:chunk` -> SelectorSpec; clear errors for unknown names/layouts."""
-    name, _, layout = spec.strip().partition(":")
+    """`bcr`, `bcr:grow`, `random:chunk` -> SelectorSpec; clear errors for unknown names/units."""
+    name, _, unit = str(spec).strip().partition(":")
     info = get_selector(name)
-    layout = layout or info.default_layout
-    if layout not in info.layouts:
-        raise WorkbenchError(f"selector {name!r} cannot use layout {layout!r}; it can use {', '.join(info.layouts)}")
-    return SelectorSpec(info, layout)
+    unit = unit or info.default_unit
+    if unit not in info.units:
+        raise WorkbenchError(f"selector {name!r} cannot use unit {unit!r}; it can use {', '.join(info.units)}")
+    return SelectorSpec(info, unit)
 
 
 def parse_selectors(specs) -> list[SelectorSpec]:

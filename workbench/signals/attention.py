@@ -10,8 +10,8 @@ with grouped-query keys expanded to query heads. The paper counts layers from 1,
 skips the first layer: with our 0-indexed layers the sum runs over layers 1..L-1.
 `question_attention` is the same score from every question-suffix query, without drafting.
 
-Queries are recorded by forward pre-hooks on each layer's attention module (its input is
-already layer-normed), projected with the family adapter and rotated at their true
+Queries are recorded by the family adapter's attention-input recorder (each layer's
+attention input is already layer-normed), projected with the family adapter and rotated at their true
 positions; keys are the post-RoPE keys of the HF cache after the last step. The draft is
 discarded: the input cache is wrapped in a fresh DynamicCache and never changed.
 """
@@ -116,19 +116,8 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
     Returns (per layer the layer-normed hidden rows of the kept queries [row, hidden], the HF
     cache after the last step, the greedy ids). k=None keeps every suffix row and drafts nothing.
     """
-    ad = model.adapter
-    recorded: list[list[torch.Tensor]] = [[] for _ in range(ad.n_layers)]
     keep_all = k is None
-
-    def hook(layer: int):
-        def pre_hook(module, args, kwargs):
-            x = args[0] if args else kwargs["hidden_states"]  # [1, seq, hidden]
-            recorded[layer].append(x[0] if keep_all else x[0, -1:])
-        return pre_hook
-
-    handles = [layer.self_attn.register_forward_pre_hook(hook(l), with_kwargs=True)
-               for l, layer in enumerate(ad.layers)]
-    try:
+    with model.adapter.record_attention_inputs(keep=None if keep_all else (lambda x: x[-1:])) as recorded:
         out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(model.config),
                        use_cache=True)
         draft_ids: list[int] = []
@@ -143,8 +132,5 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
                     break
                 out = model.hf(input_ids=torch.tensor([[next_id]], device=model.device),
                                cache=out.cache, use_cache=True)
-    finally:
-        for handle in handles:
-            handle.remove()
     hidden = [torch.cat(rows) for rows in recorded]  # per layer [row, hidden]
     return hidden, out.cache, tuple(draft_ids)

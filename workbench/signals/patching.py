@@ -39,20 +39,11 @@ def check_reused(ctx, positions) -> torch.Tensor:
 def _patched_batch(cache: KVCache, dense: KVCache, jobs: list[tuple[int, str]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer, (keys, values) of len(jobs) copies of `cache` ([batch, kv_head, pos, d_head]);
     copy b has the dense rows of job b = (position, kind) patched in (kind "" patches nothing)."""
-    device = cache.keys.device
-    rows = {kind: (torch.tensor([b for b, (_, k) in enumerate(jobs) if kind in k], dtype=torch.long, device=device),
-                   torch.tensor([p for p, k in jobs if kind in k], dtype=torch.long, device=device))
-            for kind in ("k", "v")}  # batch indices and positions to patch, per kind
-    layers = []
-    for l in range(cache.n_layers):
-        pair = []
-        for kind, ours, ref in (("k", cache.keys[l], dense.keys[l]), ("v", cache.values[l], dense.values[l])):
-            b, p = rows[kind]
-            batch = ours.expand(len(jobs), -1, -1, -1).clone()
-            batch[b, :, p] = ref[:, p].transpose(0, 1).to(batch.dtype)  # [m, kv_head, d_head]
-            pair.append(batch)
-        layers.append(tuple(pair))
-    return layers
+    copies = [cache.with_rows(dense, [p], keys="k" in kind, values="v" in kind) if kind else cache
+              for p, kind in jobs]
+    keys = torch.stack([c.keys for c in copies], dim=1)  # [layer, batch, kv_head, pos, d_head]
+    values = torch.stack([c.values for c in copies], dim=1)
+    return [(keys[l], values[l]) for l in range(cache.n_layers)]
 
 
 def _batch_losses(model: LoadedModel, layers, suffix_ids: torch.Tensor, answer: list[int]) -> torch.Tensor:

@@ -40,6 +40,15 @@ def f1_score(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def is_flip(answer: str, dense_answer: str) -> bool:
+    """The workbench's flip: the answer differs from the dense answer after normalization.
+
+    Token-exact differences (`flip_strict`) are a separate, stricter reading of the same
+    question; they compare generated ids, not text.
+    """
+    return normalize_answer(answer) != normalize_answer(dense_answer)
+
+
 def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
     """Best exact match and best F1 over accepted answers; (0.0, 0.0) when there are none."""
     golds = list(golds)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -123,3 +124,19 @@ def _check_options(parsed: DatasetSpec, options: dict[str, Any]) -> None:
     if unknown:
         raise WorkbenchError(f"unknown synthetic option(s) {unknown}; valid: "
                              f"{', '.join(SYNTHETIC_OPTIONS)}")
+
+
+def dataset_fingerprint(spec: str | DatasetSpec) -> str | None:
+    """The SHA-256 of a file data set's content (None for generated data): a run's identity
+    includes it, so an edited file is never paired with answers computed for the old one."""
+    parsed = parse_dataset_spec(spec)
+    if parsed.kind == "synthetic":
+        return None
+    path = Path(parsed.arg)
+    if not path.is_file():
+        raise WorkbenchError(f"{path}: no such file")
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

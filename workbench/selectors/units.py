@@ -1,23 +1,23 @@
-"""Layouts: how a per-row score and a row budget become the rows to recompute.
+"""Units of choice: how a per-row score and a row budget become the rows to recompute.
 
 A selector gives one score per reused row (`scores [n]`, higher = recompute first, aligned
-to the reused rows in context order). A layout spends a budget of `n_rows` rows on those
-scores. Layouts never look at what the score means, so any score can be spent in any layout
-(BCR §4.2: the value of choosing falls as the unit of choice grows; the layouts are that
-unit).
+to the reused rows in context order). A unit spends a budget of `n_rows` rows on those
+scores. Units never look at what the score means, so any score can be spent in any unit
+(BCR §4.2 calls this the *unit of choice*: the value of choosing falls as it grows).
 
     single  the n_rows top-scoring rows (the token-level choice of CacheBlend-style methods)
-    chunk   BCR App. B, Algorithm 1: consecutive B-row chunks, each scored by the mean of
-            its rows; skip rule; round(n_rows / B) best chunks
+    chunk   consecutive B-row chunks, each scored by the mean of its rows, counted by
+            BCR App. B Algorithm 1 (skip rule; round(n_rows / B) best chunks) or by BCR
+            Table 8's rule (max(1, round(share * n_chunks)) chunks, no skip)
     grow    regions grown from the best rows while the neighbours keep up with the seed
 
-Every layout returns row indices into 0..n-1, sorted ascending, unique, int64.
+Every unit returns row indices into 0..n-1, sorted ascending, unique, int64.
 
-`segments` (optional, all layouts) is a 1-D integer tensor [n] giving a segment id per row
+`segments` (optional, all units) is a 1-D integer tensor [n] giving a segment id per row
 (e.g. the passage each reused row came from); a segment is a maximal run of equal ids.
 Chunks are cut inside each segment (the last chunk of each segment may be short) and grown
 regions never cross a segment boundary, so a unit never straddles two sender caches. The
-`single` layout only validates it. Without `segments`, rows 0..n-1 form one segment.
+`single` unit only validates it. Without `segments`, rows 0..n-1 form one segment.
 """
 
 from __future__ import annotations
@@ -30,20 +30,30 @@ import torch
 
 from workbench.errors import WorkbenchError
 
-LAYOUTS = ("single", "chunk", "grow")
+UNITS = ("single", "chunk", "grow")
+CHUNK_COUNTINGS = ("algorithm1", "table8")
 
-__all__ = ["LAYOUTS", "Selection", "select_rows", "random_scores"]
+__all__ = ["CHUNK_COUNTINGS", "UNITS", "Selection", "UnitOptions", "random_scores", "select_rows"]
+
+
+@dataclass(frozen=True)
+class UnitOptions:
+    """The knobs of the units: chunk size B, grow threshold tau, and how chunks are counted."""
+
+    chunk_size: int = 64
+    tau: float = 0.25
+    chunk_counting: str = "algorithm1"  # or "table8" (BCR Table 8: no skip, max(1, round(share * n_chunks)))
 
 
 @dataclass(frozen=True)
 class Selection:
-    """The rows a layout chose.
+    """The rows a unit chose.
 
     rows:          [k] int64, sorted ascending, unique, indices into the n scored rows
-    layout:        "single" | "chunk" | "grow"
+    unit:          "single" | "chunk" | "grow"
     n_requested:   the row budget asked for (n_rows)
     n_units:       units chosen: rows (single), chunks (chunk), regions (grow)
-    skipped:       True when the layout declined to spend the budget (chunk skip rule)
+    skipped:       True when the unit declined to spend the budget (chunk skip rule)
     budget_matched: len(rows) == n_requested (chunk may over- or under-spend: it takes
                    whole chunks, round(n_rows / B) of them, and short chunks exist)
     spans:         the chosen units as half-open (start, end) row ranges, ascending; for
@@ -51,7 +61,7 @@ class Selection:
     """
 
     rows: torch.Tensor  # [k] int64
-    layout: str
+    unit: str
     n_requested: int
     n_units: int
     skipped: bool
@@ -123,7 +133,7 @@ def _merge_runs(rows: list[int]) -> tuple[tuple[int, int], ...]:
     return tuple(spans)
 
 
-# ----------------------------------------------------------------------------- layouts
+# ----------------------------------------------------------------------------- units
 
 def _order(s: torch.Tensor) -> list[int]:
     """Row indices by descending score, ties by lower index (stable sort)."""
@@ -135,17 +145,23 @@ def _single(s: torch.Tensor, n_rows: int):
     return rows, len(rows), False, _merge_runs(rows)
 
 
-def _chunk(s: torch.Tensor, n_rows: int, chunk_size: int, seg_spans):
+def _chunk(s: torch.Tensor, n_rows: int, chunk_size: int, seg_spans, counting: str, share: float | None):
     n = s.numel()
-    # BCR Algorithm 1, line 1: "if M < 2B or rho*M < B then serve unrepaired" (rho*M = n_rows)
-    if n < 2 * chunk_size or n_rows < chunk_size:
-        return [], 0, True, ()
     chunks = [(a, min(a + chunk_size, end)) for start, end in seg_spans
               for a in range(start, end, chunk_size)]
+    if counting == "table8":
+        # BCR Table 8: no skip; max(1, round(share * n_chunks)) chunks (Python's round).
+        k = min(len(chunks), max(1, round(share * len(chunks)))) if chunks else 0
+    else:
+        # BCR Algorithm 1, line 1: "if M < 2B or rho*M < B then serve unrepaired" (rho*M = n_rows)
+        if n < 2 * chunk_size or n_rows < chunk_size:
+            return [], 0, True, ()
+        # Line 2: rows of the round(rho*M / B) highest-scoring chunks. Python's round() (half to
+        # even: round(2.5) == 2, round(3.5) == 4), as the reference implementation's Python does.
+        k = min(round(n_rows / chunk_size), len(chunks))
+    if k == 0:
+        return [], 0, False, ()
     means = torch.stack([s[a:b].mean() for a, b in chunks])
-    # Line 2: rows of the round(rho*M / B) highest-scoring chunks. Python's round() (half to
-    # even: round(2.5) == 2, round(3.5) == 4), as the reference implementation's Python does.
-    k = min(round(n_rows / chunk_size), len(chunks))
     picked = sorted(_order(means)[:k])
     spans = tuple(chunks[c] for c in picked)
     rows = [r for a, b in spans for r in range(a, b)]
@@ -191,9 +207,9 @@ def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans):
     return rows, len(spans), False, tuple(sorted(spans))
 
 
-def select_rows(scores: torch.Tensor, n_rows: int, layout: str = "single", *,
-                chunk_size: int = 64, tau: float = 0.25,
-                segments: torch.Tensor | None = None) -> Selection:
+def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
+                chunk_size: int = 64, tau: float = 0.25, segments: torch.Tensor | None = None,
+                chunk_counting: str = "algorithm1", share: float | None = None) -> Selection:
     """Choose which of the n scored rows to recompute with a budget of `n_rows` rows.
 
     scores: [n] real, finite; higher = recompute first. n_rows: 0..n.
@@ -207,7 +223,10 @@ def select_rows(scores: torch.Tensor, n_rows: int, layout: str = "single", *,
         unrepaired"). Otherwise the round(n_rows / B) chunks with the highest mean row score
         are taken whole (Python's round, i.e. half to even; ties between chunk means go to
         the earlier chunk). The rows spent therefore need not equal n_rows (rounding, short
-        chunks): see `budget_matched` and `n_spent`.
+        chunks): see `budget_matched` and `n_spent`. With `chunk_counting="table8"` (BCR
+        Table 8's rule, used by the unit-of-choice curve) there is no skip rule and the
+        max(1, round(share * n_chunks)) best chunks are taken, `share` being the nominal
+        budget fraction (required).
 
     grow (region growing, tau in (0, 1]): seed on the best unchosen row (ties: lower index),
         then extend the region one row at a time to whichever unchosen neighbour (left of
@@ -225,11 +244,15 @@ def select_rows(scores: torch.Tensor, n_rows: int, layout: str = "single", *,
         one); they are counted separately in `n_units`.
 
     Raises WorkbenchError on: non-tensor or non-1-D scores, NaN/inf scores (with counts),
-    n_rows outside [0, n], unknown layout, chunk_size < 1, tau outside (0, 1], segments of
-    the wrong shape or dtype.
+    n_rows outside [0, n], unknown unit, chunk_size < 1, tau outside (0, 1], segments of
+    the wrong shape or dtype, an unknown chunk counting or a Table 8 count without `share`.
     """
-    if layout not in LAYOUTS:
-        raise WorkbenchError(f"unknown layout {layout!r}; valid layouts: {', '.join(LAYOUTS)}")
+    if unit not in UNITS:
+        raise WorkbenchError(f"unknown unit {unit!r}; valid units: {', '.join(UNITS)}")
+    if chunk_counting not in CHUNK_COUNTINGS:
+        raise WorkbenchError(f"unknown chunk counting {chunk_counting!r}; valid: {', '.join(CHUNK_COUNTINGS)}")
+    if chunk_counting == "table8" and (share is None or not 0.0 < float(share) <= 1.0):
+        raise WorkbenchError(f"the Table 8 chunk count needs the budget share in (0, 1], got {share!r}")
     s = _check_scores(scores)
     n = s.numel()
     n_rows = _as_int(n_rows, "n_rows")
@@ -246,24 +269,24 @@ def select_rows(scores: torch.Tensor, n_rows: int, layout: str = "single", *,
         raise WorkbenchError(f"tau must be in (0, 1], got {tau}")
     seg_spans = _check_segments(segments, n)
 
-    if n_rows == 0 and layout != "chunk":
+    if n_rows == 0 and unit != "chunk":
         rows, n_units, skipped, spans = [], 0, False, ()
-    elif layout == "single":
+    elif unit == "single":
         rows, n_units, skipped, spans = _single(s, n_rows)
-    elif layout == "chunk":
-        rows, n_units, skipped, spans = _chunk(s, n_rows, chunk_size, seg_spans)
+    elif unit == "chunk":
+        rows, n_units, skipped, spans = _chunk(s, n_rows, chunk_size, seg_spans, chunk_counting, share)
     else:
         rows, n_units, skipped, spans = _grow(s, n_rows, tau, seg_spans)
 
     out = torch.tensor(rows, dtype=torch.int64, device=scores.device)
-    return Selection(rows=out, layout=layout, n_requested=n_rows, n_units=n_units,
+    return Selection(rows=out, unit=unit, n_requested=n_rows, n_units=n_units,
                      skipped=skipped, budget_matched=len(rows) == n_rows, spans=spans)
 
 
 def random_scores(n: int, seed: int) -> torch.Tensor:
     """[n] float32 uniform scores from a seeded torch.Generator: the coin selector.
 
-    Same (n, seed) -> same scores on any machine's CPU generator; spend them in any layout
+    Same (n, seed) -> same scores on any machine's CPU generator; spend them in any unit
     (in `chunk`, the mean of random rows ranks chunks at random too).
     """
     n = _as_int(n, "n")

@@ -1,0 +1,99 @@
+"""`DiagnoseConfig`: everything that decides what a Diagnosis computes, typed and validated once.
+
+    config = DiagnoseConfig(selectors=("cadence-grad", "bcr:grow"), budgets=(0.1, 0.2))
+    d = diagnose(model, example, config)
+
+The same object is recorded in every Diagnosis and, inside a `SweepConfig`, in every run
+manifest; `to_dict` / `from_dict` round-trip it through JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from workbench.errors import WorkbenchError
+from workbench.repair import budget_rows
+from workbench.selectors import UnitOptions, default_selectors, parse_selectors
+from workbench.signals import SignalOptions
+
+DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
+
+
+def check_budgets(budgets) -> tuple[float, ...]:
+    """Budgets as sorted unique fractions in [0, 1]; a clear error otherwise."""
+    if isinstance(budgets, (str, bytes)) or not hasattr(budgets, "__iter__"):
+        raise WorkbenchError(f"budgets must be a list of fractions in [0, 1], got {budgets!r}")
+    out = []
+    for b in budgets:
+        budget_rows(b, 1)  # raises a clear error outside [0, 1]
+        out.append(float(b))
+    if not out:
+        raise WorkbenchError("no budgets given")
+    return tuple(sorted(set(out)))
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkbenchError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    """What `diagnose` computes for one example (defaults: every selector, every signal)."""
+
+    selectors: tuple[str, ...] = field(default_factory=lambda: default_selectors(expensive=True))
+    budgets: tuple[float, ...] = DEFAULT_BUDGETS
+    seed: int = 0  # the coin and the attribution sample
+    check_layer: int = 1  # CacheBlend's check layer
+    draft_k: int = 2  # BCR's draft length
+    patch_max_tokens: int = 64  # tokens the attribution check patches
+    chunk_size: int = 64  # B of the chunk unit
+    tau: float = 0.25  # threshold of the grow unit
+    max_new_tokens: int = 24  # greedy answer limit
+    attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
+
+    def checked(self) -> DiagnoseConfig:
+        """A validated, normalized copy (selector specs canonical, budgets sorted); raises on bad input."""
+        specs = parse_selectors(self.selectors)
+        _positive_int(self.seed, "seed", 0)
+        _positive_int(self.check_layer, "check_layer", 0)
+        _positive_int(self.draft_k, "draft_k")
+        _positive_int(self.patch_max_tokens, "patch_max_tokens")
+        _positive_int(self.chunk_size, "chunk_size")
+        _positive_int(self.max_new_tokens, "max_new_tokens")
+        try:
+            tau = float(self.tau)
+        except (TypeError, ValueError):
+            raise WorkbenchError(f"tau must be a number in (0, 1], got {self.tau!r}") from None
+        if not (math.isfinite(tau) and 0.0 < tau <= 1.0):
+            raise WorkbenchError(f"tau must be in (0, 1], got {self.tau!r}")
+        if not isinstance(self.attribution, bool):
+            raise WorkbenchError(f"attribution must be True or False, got {self.attribution!r}")
+        return replace(self, selectors=tuple(s.label for s in specs), budgets=check_budgets(self.budgets), tau=tau)
+
+    @property
+    def signal_options(self) -> SignalOptions:
+        return SignalOptions(check_layer=self.check_layer, draft_k=self.draft_k,
+                             patch_max_tokens=self.patch_max_tokens, seed=self.seed)
+
+    @property
+    def unit_options(self) -> UnitOptions:
+        return UnitOptions(chunk_size=self.chunk_size, tau=self.tau)
+
+    def to_dict(self) -> dict:
+        """JSON-safe: tuples become lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> DiagnoseConfig:
+        """From `to_dict` output (unknown keys are refused, missing ones take their defaults)."""
+        if not isinstance(data, dict):
+            raise WorkbenchError(f"a diagnose config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise WorkbenchError(f"unknown diagnose settings {unknown}; known: {sorted(known)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**values)

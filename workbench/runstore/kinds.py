@@ -1,0 +1,141 @@
+"""The kinds of run folder, what each must hold, and discovery under a runs directory.
+
+    runs/NAME/                       kind       written by
+      manifest.json + examples.parquet, outcomes.parquet, diagnoses/ID/   sweep   kvwb run
+      manifest.json + curve.parquet, summary.parquet                      curve   kvwb curve
+      manifest.json + conditions/anchors/augmentation/answers.parquet     fidelity kvwb fidelity
+      manifest.json + diagnosis.json + tables                             diagnosis kvwb diagnose --out
+      manifest.json + index.html + one .html/.json per example            report  kvwb report --all
+
+`scan_runs(root)` lists the run folders under a runs directory with what each lacks; the app's
+run pickers and the Runs page read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.runstore.manifest import MANIFEST, read_manifest
+from workbench.runstore.paths import subfolders
+
+DIAGNOSES = "diagnoses"  # a sweep's per-example folders
+
+
+@dataclass(frozen=True)
+class RunKind:
+    """What a folder of one kind holds and which command makes it."""
+
+    name: str
+    files: tuple[str, ...]  # required, relative to the run folder
+    columns: dict[str, tuple[str, ...]]  # parquet file -> required columns
+    make: str  # an example command that writes one
+
+    def problems(self, folder: Path) -> list[str]:
+        """What the folder lacks (files, columns), in words; empty when complete."""
+        import pyarrow.parquet as pq
+
+        out = []
+        missing = [name for name in self.files if not (folder / name).exists()]
+        if missing:
+            out.append(f"missing {', '.join(missing)} (re-run `{self.make}` with the same arguments to finish it)")
+        for name, needed in self.columns.items():
+            path = folder / name
+            if not path.is_file():
+                continue
+            try:
+                have = set(pq.read_schema(path).names)
+            except Exception as err:  # noqa: BLE001 - an unreadable file is a message, not a traceback
+                out.append(f"{name} is unreadable ({type(err).__name__}: {err})")
+                continue
+            lacking = [c for c in needed if c not in have]
+            if lacking:
+                out.append(f"{name} lacks columns {', '.join(lacking)} (made by an older version? re-run it)")
+        return out
+
+
+OUTCOME_COLUMNS = ("example_id", "selector", "unit", "budget", "n_reused", "n_recomputed", "answer", "flip",
+                   "flip_strict", "em", "f1", "dense_logprob")
+EXAMPLE_COLUMNS = ("example_id", "folder", "question", "dense_em", "spliced_em", "splice_flip")
+DIAGNOSIS_TABLES = ("tokens", "token_signals", "deviation", "selections", "outcomes", "residual")
+
+KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
+    RunKind("sweep", ("examples.parquet", "outcomes.parquet", DIAGNOSES),
+            {"outcomes.parquet": OUTCOME_COLUMNS, "examples.parquet": EXAMPLE_COLUMNS},
+            "kvwb run --n 12 --out runs/NAME"),
+    RunKind("curve", ("curve.parquet", "summary.parquet"),
+            {"summary.parquet": ("unit", "informed_error", "random_error", "unrepaired_error", "budget_share")},
+            "kvwb curve --tokens 512 --prompts 3 --out runs/NAME"),
+    RunKind("fidelity", tuple(f"{t}.parquet" for t in ("conditions", "anchors", "augmentation", "answers")), {},
+            "kvwb fidelity --n 40 --out runs/NAME"),
+    RunKind("diagnosis", ("diagnosis.json", *(f"{t}.parquet" for t in DIAGNOSIS_TABLES)), {},
+            "kvwb diagnose --example synthetic#3 --out runs/NAME"),
+    RunKind("report", ("index.html",), {}, "kvwb report runs/RUN --all --out runs/NAME"),
+)}
+
+
+def get_kind(name: str) -> RunKind:
+    if name not in KINDS:
+        raise WorkbenchError(f"unknown run kind {name!r}; known: {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+@dataclass
+class RunFolder:
+    """One folder under a runs directory: its kind, manifest and what it lacks."""
+
+    name: str
+    path: Path
+    kind: str | None
+    manifest: dict | None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return str((self.manifest or {}).get("status") or "?")
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def n_done(self) -> int:
+        """Examples finished (sweeps; 1 for a diagnosis)."""
+        if self.kind == "diagnosis":
+            return 1
+        return sum(1 for p in subfolders(self.path / DIAGNOSES) if (p / "diagnosis.json").is_file())
+
+
+def inspect_folder(path: Path) -> RunFolder | None:
+    """The RunFolder of a run-like folder (a manifest, a saved Diagnosis, parquet tables), else None."""
+    if (path / MANIFEST).is_file():
+        try:
+            manifest = read_manifest(path)
+        except WorkbenchError as err:
+            return RunFolder(path.name, path, None, None, [str(err)])
+        kind = manifest.get("kind")
+        run = RunFolder(path.name, path, kind, manifest)
+        if kind not in KINDS:
+            run.problems.append(f"unknown run kind {kind!r} (this version reads {', '.join(KINDS)})")
+        else:
+            run.problems += KINDS[kind].problems(path)
+        return run
+    if (path / "diagnosis.json").is_file():  # a Diagnosis saved with Diagnosis.save (no manifest)
+        return RunFolder(path.name, path, "diagnosis", None, KINDS["diagnosis"].problems(path))
+    if any(path.glob("*.parquet")) or (path / DIAGNOSES).is_dir():
+        return RunFolder(path.name, path, None, None, ["missing manifest.json: not a complete run folder "
+                                                       "(interrupted before it began, or not made by kvwb)"])
+    return None
+
+
+def scan_runs(root: Path, kinds: tuple[str, ...] | None = None) -> list[RunFolder]:
+    """Run folders directly under `root` (of `kinds`, when given), by name."""
+    found = []
+    for path in subfolders(Path(root)):
+        try:
+            run = inspect_folder(path)
+        except OSError as err:
+            run = RunFolder(path.name, path, None, None, [f"unreadable: {err}"])
+        if run is not None and (kinds is None or run.kind in kinds):
+            found.append(run)
+    return found

@@ -1,0 +1,118 @@
+"""Reading run folders back, by kind. Folders of the first version (schema 1) load too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from workbench.diagnosis import Diagnosis
+from workbench.errors import WorkbenchError
+from workbench.runstore.kinds import DIAGNOSES
+from workbench.runstore.manifest import MANIFEST, read_manifest
+
+FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "answers")
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        raise WorkbenchError(f"{path} is unreadable ({type(err).__name__}: {err}); re-run the command "
+                             f"that wrote it") from None
+
+
+def upgrade_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A table of the first version under today's column names (`layout` is now `unit`)."""
+    return table.rename(columns={"layout": "unit"}) if "layout" in table.columns else table
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """A sweep's folder read back: its manifest, examples and outcomes."""
+
+    folder: Path
+    manifest: dict
+    examples: pd.DataFrame  # one row per finished example (column `folder`: its diagnosis folder)
+    outcomes: pd.DataFrame  # one row per example x selector x budget
+
+    @property
+    def n_failed(self) -> int:
+        return len(self.manifest.get("failures") or [])
+
+    @property
+    def failures(self) -> dict[str, dict]:
+        return {str(f.get("example_id")): f for f in self.manifest.get("failures") or []}
+
+    @property
+    def example_ids(self) -> list[str]:
+        return [str(i) for i in self.examples["example_id"]]
+
+    def diagnosis_folder(self, example_id: str) -> Path:
+        rows = self.examples[self.examples["example_id"].astype(str) == str(example_id)]
+        if rows.empty:
+            raise WorkbenchError(f"example {example_id!r} is not in {self.folder}; "
+                                 f"examples there: {', '.join(self.example_ids[:5])}"
+                                 f"{', ...' if len(self.examples) > 5 else ''} ({len(self.examples)} in all)")
+        return self.folder / DIAGNOSES / str(rows.iloc[0]["folder"])
+
+    def diagnosis(self, example_id: str) -> Diagnosis:
+        return Diagnosis.load(self.diagnosis_folder(example_id))
+
+
+def load_sweep(folder: str | Path) -> SweepRun:
+    """Read a `kvwb run` folder; a clear error when it is not one or holds no outcomes yet."""
+    folder = Path(folder)
+    manifest = read_manifest(folder, kind="sweep")
+    missing = [name for name in ("examples.parquet", "outcomes.parquet") if not (folder / name).is_file()]
+    if missing:
+        raise WorkbenchError(f"{folder} has no {' or '.join(missing)} yet: no example has finished "
+                             f"(status {manifest.get('status')!r}); run `kvwb run ... --out {folder}` again")
+    examples = upgrade_table(_read_parquet(folder / "examples.parquet"))
+    if "folder" not in examples.columns:  # the first version named folders by URL-quoting the id
+        examples["folder"] = [quote(str(i), safe="") for i in examples["example_id"]]
+    return SweepRun(folder, manifest, examples, upgrade_table(_read_parquet(folder / "outcomes.parquet")))
+
+
+@dataclass(frozen=True)
+class CurveRun:
+    """A unit-of-choice curve folder read back."""
+
+    folder: Path
+    manifest: dict
+    curve: pd.DataFrame  # one row per prompt x unit x method x seed
+    summary: pd.DataFrame  # one row per unit
+
+
+def load_curve(folder: str | Path) -> CurveRun:
+    """Read a `kvwb curve` folder."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file() and (folder / "diagnosis.json").is_file():
+        raise WorkbenchError(f"{folder} holds a saved Diagnosis, not a curve run (make one with "
+                             f"`kvwb curve --out {folder}`)")
+    manifest = read_manifest(folder, kind="curve")
+    missing = [n for n in ("curve", "summary") if not (folder / f"{n}.parquet").is_file()]
+    if missing:
+        raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)}")
+    return CurveRun(folder, manifest, _read_parquet(folder / "curve.parquet"), _read_parquet(folder / "summary.parquet"))
+
+
+@dataclass(frozen=True)
+class FidelityRun:
+    """A fidelity-probe folder read back: conditions, anchors, augmentation and answers tables."""
+
+    folder: Path
+    manifest: dict
+    tables: dict[str, pd.DataFrame]
+
+
+def load_fidelity(folder: str | Path) -> FidelityRun:
+    """Read a `kvwb fidelity` folder."""
+    folder = Path(folder)
+    manifest = read_manifest(folder, kind="fidelity")
+    missing = [n for n in FIDELITY_TABLES if not (folder / f"{n}.parquet").is_file()]
+    if missing:
+        raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)}")
+    return FidelityRun(folder, manifest, {n: _read_parquet(folder / f"{n}.parquet") for n in FIDELITY_TABLES})

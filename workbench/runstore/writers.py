@@ -1,0 +1,151 @@
+"""Writing run folders: a one-shot folder (curve, fidelity, one diagnosis) and a sweep's store,
+which grows one example at a time and can be resumed.
+
+    runs/NAME/                         (a sweep)
+      manifest.json                    the run's identity, status and failures
+      examples.parquet                 one row per finished example
+      outcomes.parquet                 one row per example x selector x budget
+      diagnoses/FOLDER/                each example's Diagnosis (FOLDER = paths.folder_name(id))
+
+Every file is written atomically; the tables are rewritten from rows held in memory after
+each example (no saved diagnosis is read again), so a run of n examples costs O(n) reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.atomic import atomic_folder, dumps, write_parquet
+from workbench.diagnosis import Diagnosis
+from workbench.errors import WorkbenchError
+from workbench.runstore.kinds import DIAGNOSES
+from workbench.runstore.manifest import (
+    MANIFEST, finished, identity_differences, new_manifest, read_manifest, write_manifest,
+)
+from workbench.runstore.paths import folder_name, subfolders
+
+
+def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
+    """A whole run folder at once: the manifest, parquet tables and other JSON documents, atomically
+    (the caller checked `out` with `paths.check_out`)."""
+    with atomic_folder(out) as tmp:
+        for name, data in (files or {}).items():
+            (tmp / name).write_text(dumps(data))
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
+        (tmp / MANIFEST).write_text(dumps(manifest))
+    return Path(out)
+
+
+def write_diagnosis_run(out: Path, diagnosis: Diagnosis, model_identity: dict) -> Path:
+    """One Diagnosis as a run folder of kind "diagnosis" (`kvwb diagnose --out`)."""
+    manifest = finished(new_manifest("diagnosis", model_identity, {"example_id": diagnosis.example_id,
+                                                                     "config": diagnosis.config.to_dict()}),
+                        seconds=diagnosis.timing.total_s)
+    return write_run(out, manifest, diagnosis.tables, {"diagnosis.json": diagnosis.to_document()})
+
+
+def example_row(diagnosis: Diagnosis, folder: str) -> dict:
+    """A sweep's examples.parquet row for one diagnosis."""
+    ex, answers = diagnosis.example, diagnosis.answers
+    return {"example_id": ex.id, "folder": folder, "question": ex.question, "gold": " | ".join(ex.gold),
+            "type": ex.meta.get("type"), "n_tokens": diagnosis.context.n_tokens,
+            "n_reused": diagnosis.context.n_reused, "dense_answer": answers.dense.text,
+            "spliced_answer": answers.spliced.text, "dense_em": answers.dense.em, "dense_f1": answers.dense.f1,
+            "spliced_em": answers.spliced.em, "spliced_f1": answers.spliced.f1,
+            "splice_flip": answers.splice_flip, "splice_flip_strict": answers.splice_flip_strict}
+
+
+class SweepStore:
+    """A sweep's run folder, opened new or resumed; one writer holds it (see `lock.run_lock`)."""
+
+    def __init__(self, out: Path, manifest: dict):
+        self.out = Path(out)
+        self.manifest = manifest
+        self.failures: dict[str, dict] = {f["example_id"]: f for f in manifest.get("failures") or []}
+        self.corrupt: list[str] = []  # example folders found unreadable on resume (moved aside, recomputed)
+        self._rows: dict[str, dict] = {}
+        self._outcomes: dict[str, pd.DataFrame] = {}
+        self._started = time.perf_counter()
+        for folder in subfolders(self.out / DIAGNOSES):
+            self._read_back(folder)
+
+    @classmethod
+    def open(cls, out: Path, model_identity: dict, args: dict) -> SweepStore:
+        """A new run in `out`, or the run already there when its identity matches (else a clear
+        error listing every difference)."""
+        out = Path(out)
+        if (out / MANIFEST).is_file():
+            manifest = read_manifest(out, kind="sweep")
+            recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
+            diffs = identity_differences(recorded, {"model": model_identity.get("fingerprint"), **args})
+            if diffs:
+                raise WorkbenchError(f"{out} holds a run made with other settings; use a new --out or the same "
+                                     f"settings. Differences: " + "; ".join(diffs))
+            manifest = {**manifest, "status": "running", "end": None}
+        else:
+            manifest = new_manifest("sweep", model_identity, args)
+        (out / DIAGNOSES).mkdir(parents=True, exist_ok=True)
+        write_manifest(out, manifest)
+        return cls(out, manifest)
+
+    def _read_back(self, folder: Path) -> None:
+        """Hold the rows of a finished example; move an unreadable one aside to recompute it."""
+        doc_path = folder / "diagnosis.json"
+        if not doc_path.is_file():
+            return
+        try:
+            doc = json.loads(doc_path.read_text())
+            outcomes = pd.read_parquet(folder / "outcomes.parquet")
+            diagnosis = Diagnosis.from_document(doc, {"outcomes": outcomes})
+        except Exception as err:  # noqa: BLE001 - any damage: recompute the example
+            aside = folder.with_name(f".corrupt-{folder.name}-{int(time.time())}")
+            os.rename(folder, aside)
+            self.corrupt.append(f"{folder.name} ({type(err).__name__}: {err})")
+            return
+        self._rows[diagnosis.example_id] = example_row(diagnosis, folder.name)
+        self._outcomes[diagnosis.example_id] = outcomes
+
+    def done(self, example_id: str) -> bool:
+        return example_id in self._rows
+
+    @property
+    def n_done(self) -> int:
+        return len(self._rows)
+
+    def save(self, diagnosis: Diagnosis, order: list[str]) -> None:
+        """Save one example's Diagnosis and rewrite the run's tables (rows in `order` of ids)."""
+        name = folder_name(diagnosis.example_id)
+        diagnosis.save(self.out / DIAGNOSES / name, overwrite=True)
+        self._rows[diagnosis.example_id] = example_row(diagnosis, name)
+        self._outcomes[diagnosis.example_id] = diagnosis.outcomes
+        self.failures.pop(diagnosis.example_id, None)
+        self.write_tables(order)
+
+    def fail(self, example_id: str, error: str, traceback: str) -> None:
+        """Record an example that raised (the run goes on)."""
+        self.failures[example_id] = {"example_id": example_id, "error": error, "traceback": traceback}
+        self.manifest["failures"] = list(self.failures.values())
+        write_manifest(self.out, self.manifest)
+
+    def write_tables(self, order: list[str]) -> None:
+        """examples.parquet and outcomes.parquet from the rows in memory, in the data set's order."""
+        ids = [i for i in order if i in self._rows] + [i for i in self._rows if i not in set(order)]
+        if not ids:
+            return
+        write_parquet(self.out / "examples.parquet", pd.DataFrame([self._rows[i] for i in ids]))
+        write_parquet(self.out / "outcomes.parquet", pd.concat([self._outcomes[i] for i in ids], ignore_index=True))
+
+    def finish(self, status: str, order: list[str], **details) -> dict:
+        """Stamp the end of this session of the run: status, failures, examples done."""
+        self.write_tables(order)
+        self.manifest = finished({**self.manifest, "failures": list(self.failures.values())}, status,
+                                 seconds=time.perf_counter() - self._started,
+                                 **{"n_done": self.n_done, **details})
+        write_manifest(self.out, self.manifest)
+        return self.manifest

@@ -1,0 +1,76 @@
+"""`SignalSet`: the signals of one Context, each computed once on first use, with its cost.
+
+Selectors read records from here (``signals["saliency"]``), so one computation serves every
+selector and budget: CADENCE-Grad and gated CADENCE share one backward; `bcr` in any unit
+shares one draft.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from workbench.context import Context
+from workbench.errors import WorkbenchError
+from workbench.signals.registry import Cost, get_signal, signals_of
+
+
+@dataclass(frozen=True)
+class SignalOptions:
+    """The knobs of the built-in signals."""
+
+    check_layer: int = 1  # CacheBlend's check layer
+    draft_k: int = 2  # BCR's draft: query rows kept
+    patch_max_tokens: int = 64  # attribution check: tokens patched (stratified sample)
+    seed: int = 0  # the coin selector and the attribution sample
+
+
+class SignalSet:
+    """Lazily computed signals of `ctx`; `costs[name]` records what each record took."""
+
+    def __init__(self, ctx: Context, options: SignalOptions = SignalOptions()):
+        self.ctx = ctx
+        self.options = options
+        self.costs: dict[str, Cost] = {}
+        self._values: dict[str, object] = {}
+
+    def __getitem__(self, name: str):
+        """The record `name`, computed on first use."""
+        if name not in self._values:
+            info = get_signal(name, "record")
+            start = time.perf_counter()
+            value = info.compute(self)
+            cost = info.cost(self, value) if info.cost else Cost()
+            self._values[name] = value
+            self.costs[name] = Cost(**{**cost.to_dict(), "needs_dense": cost.needs_dense or info.needs_dense,
+                                       "seconds": time.perf_counter() - start})
+        return self._values[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    @property
+    def computed(self) -> tuple[str, ...]:
+        """Names of the records computed so far."""
+        return tuple(self._values)
+
+    @property
+    def n_layers(self) -> int:
+        return self.ctx.model.adapter.n_layers
+
+    def token(self, name: str) -> torch.Tensor:
+        """The token signal `name` ([n_reused]), computing the records it reads if needed."""
+        return get_signal(name, "token").compute(self)
+
+    def values(self, per: str) -> dict[str, torch.Tensor]:
+        """Every registered token (`[n_reused]`) or layer (`[layer, n_reused]`) signal whose records
+        were computed, by name; nothing is computed here."""
+        if per not in ("token", "layer"):
+            raise WorkbenchError(f"per must be 'token' or 'layer', got {per!r}")
+        out = {}
+        for info in signals_of(per):
+            if all(r in self._values for r in info.reads):
+                out[info.name] = info.compute(self)
+        return out
