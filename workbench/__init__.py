@@ -16,8 +16,7 @@ from workbench.kv import KVCache
 from workbench.layout import Layout, PromptFormat
 from workbench.models import LoadedModel, load_model, wrap_model
 from workbench.tasks import Example, load_dataset, load_example
-
-__version__ = "0.1.0"
+from workbench.version import __version__
 
 __all__ = [
     "Context", "Example", "KVCache", "Layout", "LoadedModel", "PromptFormat", "WorkbenchError",

@@ -74,13 +74,12 @@ def context_of(source: Context | Diagnosis) -> Context:
     if isinstance(source, Context):
         return source
     if isinstance(source, Diagnosis):
-        ctx = source.__dict__.get("ctx")
-        if ctx is None:
+        if source.ctx is None:
             raise WorkbenchError(
                 f"diagnosis of example {source.example_id!r} holds no caches (a Diagnosis loaded from "
-                f"disk keeps only its tables): re-run workbench.diagnose.diagnose(model, example, ...) "
+                f"disk keeps only its tables): re-run workbench.diagnosis.diagnose(model, example, ...) "
                 f"in this process")
-        return ctx
+        return source.ctx
     raise WorkbenchError(f"expected a Context or a Diagnosis, got {type(source).__name__}")
 
 
@@ -169,23 +168,12 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     bad = [l for l in layers if not 0 <= l < ad.n_layers]
     if bad:
         raise WorkbenchError(f"layers {bad} out of range [0, {ad.n_layers})")
-    recorded: dict[int, torch.Tensor] = {}
-
-    def hook(layer: int):
-        def pre_hook(module, args, kwargs):
-            recorded[layer] = (args[0] if args else kwargs["hidden_states"])[0]  # [pos, hidden]
-        return pre_hook
-
-    handles = [ad.layers[l].self_attn.register_forward_pre_hook(hook(l), with_kwargs=True) for l in layers]
-    try:
+    with ad.record_attention_inputs() as recorded:
         out = model.hf(input_ids=ids.to(model.device)[None], use_cache=True)
-    finally:
-        for handle in handles:
-            handle.remove()
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
     patterns = {}
     for l in layers:
-        q = ad.rotate(ad.project_qkv(l, recorded[l])[0], positions)  # [pos, head, d_head]
+        q = ad.rotate(ad.project_qkv(l, recorded[l][0])[0], positions)  # [pos, head, d_head]
         keys = out.cache.layers[l].keys[0]  # [kv_head, pos, d_head]
         patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling)[None]
     return patterns

@@ -3,7 +3,6 @@ subspace geometry, batched reading, bad input, and the run folder with its figur
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pandas as pd
@@ -11,12 +10,13 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from workbench.decode import greedy_answer
+from workbench.decode import greedy_answer, greedy_answers
 from workbench.errors import WorkbenchError
 from workbench.experiments import fidelity as fid
 from workbench.experiments import fidelity_conditions as fc
-from workbench.kv import KVCache, prefill
+from workbench.kv import KVCache, prefill, prefill_many, sender_cache
 from workbench.layout import chat_frame
+from workbench.runstore import load_fidelity
 
 SMALL = dict(cosines=(0.99, 0.9), alphas=(0, 0.5, 1), layers=(0, 1, 3), bank_ranks=(1, 2), bank_alphas=(0.5, 1),
              bank_size=4, pool_sizes=(1, 2), proj_cos=(0.95,), max_new_tokens=4, progress=False)
@@ -123,7 +123,7 @@ def test_column_space_projection_stays_in_the_key_space():
     sub = fc.subspace_noisy_cache(native, item.start, 0.95, space, model.adapter, fid._generator(0, "p"))
     assert abs(float(fc.row_cosines(sub.keys[:, :, item.start:], native.keys[:, :, item.start:]).mean()) - 0.95) < 1e-3
     end = native.n_positions
-    delta = fc.rotate_rows(model.adapter, sub.keys[:, :, item.start:] - native.keys[:, :, item.start:],
+    delta = model.adapter.rotate_keys(sub.keys[:, :, item.start:] - native.keys[:, :, item.start:],
                            -torch.arange(item.start, end))
     for layer, u in enumerate(space.keys):
         flat = delta[layer].permute(1, 0, 2).reshape(end - item.start, -1)
@@ -136,7 +136,7 @@ def test_column_space_projection_stays_in_the_key_space():
 def test_augmented_sender_lands_at_the_readers_positions(probe):
     model, _, item, native, _ = probe
     prefix = _prefix(model)
-    sender = fc.isolated_passage(model, prefix, item.layout.ids[item.start:item.suffix_start])
+    sender = sender_cache(model, prefix, item.layout.ids[item.start:item.suffix_start])
     rebuilt = fc.augmented_cache(model.adapter, prefix, [sender], prefix.n_positions)
     assert torch.allclose(rebuilt.keys, native.keys, atol=1e-5)
     twice = fc.augmented_cache(model.adapter, native, [sender], prefix.n_positions)
@@ -151,17 +151,17 @@ def test_batched_reading_matches_greedy_answer_one_by_one(probe):
     noisy = fc.noisy_cache(native, item.start, 0.9, fid._generator(0, "r"))
     longer = fc.augmented_cache(model.adapter, floor, [native.slice(item.start, item.suffix_start)], item.start)
     caches = [native, floor, noisy, longer]  # two lengths: padded batch
-    got = fc.read_batch(model, caches, suffix, max_new_tokens=6)
-    want = [greedy_answer(model, c, suffix, max_new_tokens=6).text for c in caches]
-    assert got == want
-    assert fc.read_batch(model, caches, suffix, max_new_tokens=6, chunk=1) == want
+    got = greedy_answers(model, caches, suffix, max_new_tokens=6)
+    want = [greedy_answer(model, c, suffix, max_new_tokens=6) for c in caches]
+    assert got == want  # text, token ids and the stop flag
+    assert greedy_answers(model, caches, suffix, max_new_tokens=6, chunk=1) == want
 
 
 def test_prefill_many_matches_prefill(probe):
     model, items, *_ = probe
     prefix = _prefix(model)
     ids = [it.layout.ids[it.start:it.fact_end] for it in items]
-    for got, x in zip(fc.prefill_many(model, ids, past=prefix), ids):
+    for got, x in zip(prefill_many(model, ids, past=prefix), ids):
         want = prefill(model, x, past=prefix)
         assert got.n_positions == want.n_positions and torch.allclose(got.keys, want.keys, atol=1e-5)
 
@@ -182,6 +182,7 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the input was checked")
     monkeypatch.setattr(fid, "prefill", boom)
     monkeypatch.setattr(fc, "prefill_many", boom)
+    monkeypatch.setattr(fid, "greedy_answers", boom)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -206,26 +207,14 @@ def test_bad_input_errors_before_any_work(tiny_llama, tmp_path, no_work, bad, ma
     assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []
 
 
-def test_a_non_empty_out_folder_is_refused_without_force(tiny_llama, tmp_path, no_work):
+def test_a_folder_of_other_files_is_never_replaced(tiny_llama, tmp_path, no_work):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(WorkbenchError, match="not empty"):
-        fid.run_fidelity(tiny_llama, out, n=2, **SMALL)
+    for force in (False, True):
+        with pytest.raises(WorkbenchError, match="did not write"):
+            fid.run_fidelity(tiny_llama, out, n=2, force=force, **SMALL)
     assert (out / "keep.txt").read_text() == "mine"
-
-
-def test_cli_parses_lists_and_checks_before_loading_the_model(tmp_path, monkeypatch):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="x")
-    fid.add_fidelity_arguments(parser)
-    args = parser.parse_args(["--out", str(tmp_path / "o"), "--cosines", "0.99,0.9", "--pool-sizes", "1,0"])
-    assert args.cosines == (0.99, 0.9) and args.pool_sizes == (1, 0) and args.n == 200
-    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: pytest.fail("model loaded"))
-    with pytest.raises(WorkbenchError, match="N >= 1"):
-        fid.fidelity_main(args)
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--out", "o", "--cosines", "high"])
 
 
 # --------------------------------------------------------------------------- the run folder
@@ -244,9 +233,9 @@ def test_run_writes_tables_and_manifest_atomically(run):
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["kind"] == "fidelity" and manifest["status"] == "complete"
-    assert manifest["model"]["name"] == "tiny-llama" and manifest["n_examples"] == 4
-    assert manifest["args"]["cosines"] == [0.99, 0.9] and manifest["started"] <= manifest["ended"]
-    tables = fid.load_tables(run)
+    assert manifest["model"]["name"] == "tiny-llama" and manifest["details"]["n_examples"] == 4
+    assert manifest["args"]["cosines"] == [0.99, 0.9] and manifest["start"] <= manifest["end"]
+    tables = load_fidelity(run).tables
     cond = tables["conditions"]
     assert set(cond["condition"]) == {"floor", "reference", "noise", "genuine", "layers", "bank", "projection", "augment"}
     assert (cond["n"] == 4).all() and cond["transfer"].between(0, 1).all()
@@ -263,7 +252,7 @@ def test_run_writes_tables_and_manifest_atomically(run):
 
 def test_force_replaces_a_run_and_a_failed_run_leaves_nothing(tiny_llama, tmp_path, monkeypatch):
     out = tmp_path / "fid"
-    out.mkdir()
+    fid.run_fidelity(tiny_llama, out, n=1, **SMALL)
     (out / "old.txt").write_text("old")
     fid.run_fidelity(tiny_llama, out, n=1, force=True, **SMALL)
     assert not (out / "old.txt").exists() and (out / "manifest.json").is_file()
@@ -279,8 +268,8 @@ def test_force_replaces_a_run_and_a_failed_run_leaves_nothing(tiny_llama, tmp_pa
 def test_figures_build_from_the_tables(run):
     from workbench.plots.fidelity import bank_heatmap, fidelity_figures, layer_sweep, pool_scaling, transfer_vs_cosine
 
-    cond = fid.load_tables(run)["conditions"]
-    figs = fidelity_figures(run)
+    cond = load_fidelity(run).tables["conditions"]
+    figs = fidelity_figures(cond)
     assert set(figs) == {"cosine", "layers", "bank", "pool"}
     assert {t.name for t in transfer_vs_cosine(cond).data} >= {"isotropic noise on the native cache"}
     assert len(layer_sweep(cond).data) == 2

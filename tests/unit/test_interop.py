@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from tests.conftest import small_example, tiny_model
 from workbench import interop
 from workbench.context import build_context
-from workbench.diagnose import diagnose
+from workbench.diagnosis import diagnose
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache

@@ -5,11 +5,13 @@ import torch
 
 import workbench as wb
 from conftest import small_example, tiny_model
-from workbench.diagnose import diagnose
-from workbench.diagnosis import Diagnosis
+from workbench.diagnosis import Diagnosis, diagnose
 from workbench.repair import budget_rows
-from workbench.selectors import parse_selector, parse_selectors, register_selector, selector_names
-from workbench.signals.bundle import SignalSet
+from workbench.selectors import (
+    comparison_reference, default_selectors, parse_selector, parse_selectors, reference_selectors,
+    register_selector, selector_names,
+)
+from workbench.signals import SignalOptions, SignalSet
 
 BUDGETS = (0.1, 0.3)
 
@@ -64,26 +66,26 @@ def test_relay_influence_is_the_attention_later_tokens_pay_at_the_check_layer(ct
     with torch.no_grad():
         attn = eager(ctx.layout.ids[None, :n], output_attentions=True).attentions[1][0]  # [head, q, k]
     expected = attn.mean(0).tril(-1).sum(0)[ctx.reused_positions]
-    sig = SignalSet(ctx).check_layer
+    sig = SignalSet(ctx)["check_layer"]
     assert torch.allclose(sig.influence, expected, atol=1e-5)
     assert torch.allclose(sig.relay, sig.value_deviation * sig.influence)
 
 
 def test_random_is_a_seeded_coin(ctx):
-    a, b, c = (scores("random", SignalSet(ctx, seed=s)) for s in (3, 3, 4))
+    a, b, c = (scores("random", SignalSet(ctx, SignalOptions(seed=s))) for s in (3, 3, 4))
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
 def test_bcr_and_qattn_read_their_attention_signals(ctx, signals):
     pos = ctx.reused_positions
-    assert torch.equal(scores("bcr", signals), signals.draft.scores(pos))
-    assert torch.equal(scores("qattn", signals), signals.question.scores(pos))
-    assert parse_selector("bcr").layout == "chunk"
+    assert torch.equal(scores("bcr", signals), signals["draft"].scores(pos))
+    assert torch.equal(scores("qattn", signals), signals["question"].scores(pos))
+    assert parse_selector("bcr").unit == "chunk"
 
 
 def test_cadence_scores_come_from_one_backward(ctx, signals):
-    assert torch.equal(scores("cadence", signals), signals.saliency.cadence)
-    assert torch.equal(scores("cadence-grad", signals), signals.saliency.cadence_grad)
+    assert torch.equal(scores("cadence", signals), signals["saliency"].cadence)
+    assert torch.equal(scores("cadence-grad", signals), signals["saliency"].cadence_grad)
     assert signals.costs["saliency"].backward_passes == 1
 
 
@@ -94,13 +96,13 @@ def test_oracle_patch_ranks_by_the_actual_patch_effect(ctx, signals):
     patched = wb.KVCache(ctx.spliced.keys.clone(), ctx.spliced.values.clone())
     patched.keys[:, :, position] = ctx.dense.keys[:, :, position]
     patched.values[:, :, position] = ctx.dense.values[:, :, position]
-    answer = signals.saliency.answer_ids
+    answer = signals["saliency"].answer_ids
     delta = ctx.teacher_forced(ctx.spliced, answer).logprob - ctx.teacher_forced(patched, answer).logprob
     assert abs(abs(delta) - float(oracle[top])) < 1e-3 * max(1.0, abs(delta))
     assert parse_selector("oracle-patch").info.expensive
 
 
-def test_selectors_spend_the_budget_in_their_layout(diagnosis):
+def test_selectors_spend_the_budget_in_their_unit(diagnosis):
     out = diagnosis.outcomes.set_index(["selector", "budget"])
     n = int(out["n_reused"].iloc[0])
     for b in BUDGETS:
@@ -114,9 +116,9 @@ def test_selectors_spend_the_budget_in_their_layout(diagnosis):
 
 def test_full_repair_matches_dense_and_reuse_all_matches_the_splice(diagnosis):
     out = diagnosis.outcomes.set_index(["selector", "budget"])
-    dense, spliced = diagnosis.info["answers"]["dense"], diagnosis.info["answers"]["spliced"]
-    assert not out.loc[("full", 0.1), "flip_strict"] and out.loc[("full", 0.1), "answer"] == dense["text"]
-    assert out.loc[("none", 0.1), "answer"] == spliced["text"]
+    dense, spliced = diagnosis.answers.dense, diagnosis.answers.spliced
+    assert not out.loc[("full", 0.1), "flip_strict"] and out.loc[("full", 0.1), "answer"] == dense.text
+    assert out.loc[("none", 0.1), "answer"] == spliced.text
     residual = diagnosis.residual.set_index(["selector", "budget", "kind", "layer"])["value"].sort_index()
     assert residual.loc[("full", 0.1, "v")].max() < 1e-4
     assert residual.loc[("none", 0.1, "v")].iloc[1:].min() > 1e-3
@@ -134,6 +136,8 @@ def test_diagnosis_holds_every_signal_and_saves_without_pickle(diagnosis, tmp_pa
         assert loaded.tables[name].shape == table.shape, name
     assert loaded.picks("densedev", 0.3) == diagnosis.picks("densedev", 0.3)
     assert loaded.example == diagnosis.example
+    assert loaded.answers == diagnosis.answers and loaded.config == diagnosis.config
+    assert loaded.context == diagnosis.context and loaded.ctx is None
     with pytest.raises(wb.WorkbenchError, match="exists"):
         diagnosis.save(folder)
     with pytest.raises(wb.WorkbenchError, match="no diagnosis.json"):
@@ -141,12 +145,12 @@ def test_diagnosis_holds_every_signal_and_saves_without_pickle(diagnosis, tmp_pa
 
 
 def test_bad_selector_specs_fail_before_any_work(model, monkeypatch):
-    import workbench.diagnose as d
+    import workbench.diagnosis.run as d
 
     monkeypatch.setattr(d, "build_context", lambda *a, **k: pytest.fail("work started"))
     with pytest.raises(wb.WorkbenchError, match="valid: none, full"):
         diagnose(model, small_example(), selectors=["nope"])
-    with pytest.raises(wb.WorkbenchError, match="cannot use layout 'chunk'"):
+    with pytest.raises(wb.WorkbenchError, match="cannot use unit 'chunk'"):
         diagnose(model, small_example(), selectors=["none:chunk"])
     with pytest.raises(wb.WorkbenchError, match="budget"):
         diagnose(model, small_example(), selectors=["random"], budgets=[1.5])
@@ -159,10 +163,20 @@ def test_a_registered_selector_is_usable_by_name(ctx, monkeypatch):
 
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # leave the real one untouched
 
-    @register_selector("test-last-rows", default_layout="single")
+    @register_selector("test-last-rows", default_unit="single")
     def last_rows(signals):
         return torch.arange(signals.ctx.n_reused, dtype=torch.float32)
 
     assert "test-last-rows" in selector_names()
     assert torch.equal(parse_selector("test-last-rows").info.score(SignalSet(ctx)),
                        torch.arange(ctx.n_reused, dtype=torch.float32))
+
+
+def test_the_registry_answers_references_defaults_and_the_comparison():
+    assert reference_selectors() == ("none", "full")
+    assert default_selectors() == ("none", "full", "random", "cacheblend", "relay", "densedev", "cadence",
+                                   "cadence-grad", "bcr", "bcr:grow", "bcr:single", "qattn")
+    assert default_selectors(expensive=True)[-1] == "oracle-patch"
+    assert comparison_reference(["cadence-grad", "random", "cacheblend"]) == "cacheblend"
+    assert comparison_reference(["cadence-grad", "random"]) == "random"
+    assert comparison_reference(["cadence-grad"]) is None

@@ -8,16 +8,18 @@ import pytest
 
 import workbench as wb
 from conftest import tiny_model
-from workbench import cli
+from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments import flips
 from workbench.experiments import sweep as sweep_module
-from workbench.experiments.summary import Run, load_run, summarize, tokens_to_target
+from workbench.experiments.summary import summarize, tokens_to_target
 from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.runstore import SweepRun, load_sweep
 
 DATA = f"jsonl:{Path(__file__).parents[1] / 'fixtures' / 'sample.jsonl'}"
-CONFIG = SweepConfig(dataset=DATA, n=3, selectors=("none", "full", "random", "cacheblend", "densedev"),
-                     budgets=(0.2, 0.5), options={"max_new_tokens": 4})
-OUTCOME_COLUMNS = {"example_id", "selector", "layout", "budget", "n_reused", "n_recomputed", "answer",
+DIAGNOSE = DiagnoseConfig(selectors=("none", "full", "random", "cacheblend", "densedev"), budgets=(0.2, 0.5),
+                          max_new_tokens=4, attribution=False)
+CONFIG = SweepConfig(dataset=DATA, n=3, diagnose=DIAGNOSE)
+OUTCOME_COLUMNS = {"example_id", "selector", "unit", "budget", "n_reused", "n_recomputed", "answer",
                    "dense_answer", "flip", "flip_strict", "em", "f1", "dense_logprob", "seconds"}
 
 
@@ -28,7 +30,9 @@ def model():
 
 @pytest.fixture(scope="module")
 def finished(model, tmp_path_factory):
-    return run_sweep(model, CONFIG, tmp_path_factory.mktemp("runs") / "r1", progress=False)
+    out = tmp_path_factory.mktemp("runs") / "r1"
+    run_sweep(model, CONFIG, out, progress=False)
+    return out
 
 
 def test_a_run_writes_manifest_examples_outcomes_and_diagnoses(finished):
@@ -36,10 +40,11 @@ def test_a_run_writes_manifest_examples_outcomes_and_diagnoses(finished):
     assert manifest["kind"] == "sweep" and manifest["status"] == "complete" and manifest["failures"] == []
     assert manifest["model"]["fingerprint"]["spec"] == "tiny-llama" and "torch" in manifest["versions"]
     assert manifest["start"] and manifest["end"]
-    run = load_run(finished)
+    run = load_sweep(finished)
     assert len(run.examples) == 3 and OUTCOME_COLUMNS <= set(run.outcomes.columns)
     assert len(run.outcomes) == 3 * 5 * 2
     assert len(list((finished / "diagnoses").iterdir())) == 3
+    assert run.examples["folder"].tolist() == ["q1", "q2", "q3"]
 
 
 def test_running_a_finished_run_again_recomputes_nothing(model, finished, monkeypatch):
@@ -65,14 +70,15 @@ def test_a_killed_run_resumes_where_it_stopped_and_matches_a_fresh_one(model, fi
     run_sweep(model, CONFIG, tmp_path / "r", progress=False)
     assert len(calls) == 2  # the first example was kept
     timing = ["seconds"]
-    resumed = load_run(tmp_path / "r").outcomes.drop(columns=timing)
-    fresh = load_run(finished).outcomes.drop(columns=timing)
+    resumed = load_sweep(tmp_path / "r").outcomes.drop(columns=timing)
+    fresh = load_sweep(finished).outcomes.drop(columns=timing)
     pd.testing.assert_frame_equal(resumed, fresh)
 
 
 def test_other_arguments_on_an_existing_run_are_refused_with_the_differences(model, finished):
-    other = SweepConfig(**{**CONFIG.__dict__, "seed": 7, "budgets": (0.3,)})
-    with pytest.raises(wb.WorkbenchError, match=r"budgets: .*seed: 0 in the run vs 7 now"):
+    other = SweepConfig(**{**CONFIG.__dict__, "diagnose": DiagnoseConfig(**{**DIAGNOSE.__dict__, "seed": 7,
+                                                                             "budgets": (0.3,)})})
+    with pytest.raises(wb.WorkbenchError, match=r"diagnose: .*'seed': 0.*'seed': 7"):
         run_sweep(model, other, finished, progress=False)
 
 
@@ -85,8 +91,8 @@ def test_a_crashing_example_is_recorded_and_the_run_goes_on(model, tmp_path, mon
         return real(model, example, *args, **kwargs)
 
     monkeypatch.setattr(sweep_module, "diagnose", fails_on_q2)
-    out = run_sweep(model, CONFIG, tmp_path / "r", progress=False)
-    run = load_run(out)
+    run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    run = load_sweep(tmp_path / "r")
     assert run.n_failed == 1 and run.manifest["failures"][0]["error"] == "RuntimeError: boom"
     assert sorted(run.examples["example_id"]) == ["q1", "q3"]
 
@@ -99,14 +105,14 @@ def test_bad_run_folders_and_sizes_get_clear_errors(model, tmp_path):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "manifest.json").write_text("{not json")
     with pytest.raises(wb.WorkbenchError, match="corrupt"):
-        load_run(tmp_path / "bad")
+        load_sweep(tmp_path / "bad")
     with pytest.raises(wb.WorkbenchError, match="3"):
         run_sweep(model, SweepConfig(**{**CONFIG.__dict__, "n": 10}), tmp_path / "big", progress=False)
     with pytest.raises(wb.WorkbenchError, match="not a run folder"):
-        load_run(tmp_path)
+        load_sweep(tmp_path)
 
 
-def hand_run() -> Run:
+def hand_run() -> SweepRun:
     """Four examples with known outcomes: dense right on 0-2, splice right on 0 only."""
     examples = pd.DataFrame({"example_id": ["a", "b", "c", "d"], "dense_em": [1.0, 1, 1, 0],
                              "spliced_em": [1.0, 0, 0, 0], "splice_flip": [False, True, True, True]})
@@ -118,12 +124,12 @@ def hand_run() -> Run:
     }
     for label, (ems, fl, n_rows) in table.items():
         for ex, em, f in zip("abcd", ems, fl):
-            rows.append({"example_id": ex, "selector": label, "layout": "single", "budget": 0.2, "n_reused": 50,
+            rows.append({"example_id": ex, "selector": label, "unit": "single", "budget": 0.2, "n_reused": 50,
                          "n_recomputed": n_rows, "answer": "", "dense_answer": "", "flip": bool(f),
                          "flip_strict": bool(f), "em": float(em), "f1": float(em), "dense_logprob": -1.0,
                          "seconds": 0.1})
-    return Run(Path("."), {"failures": [], "model": {"name": "m"}, "args": {"dataset": "d"}}, examples,
-               pd.DataFrame(rows))
+    return SweepRun(Path("."), {"failures": [], "model": {"name": "m"}, "args": {"dataset": "d"}}, examples,
+                    pd.DataFrame(rows))
 
 
 def test_summary_numbers_by_hand():
@@ -158,17 +164,11 @@ def test_tokens_to_target_and_flip_tables():
     assert rates.loc["none", "flips"] == 3
 
 
-def test_cli_run_and_summary(model, tmp_path, capsys):
-    folder = tmp_path / "tiny"
-    model.hf.save_pretrained(folder)
-    model.tokenizer.save_pretrained(folder)
-    args = ["run", "--model", str(folder), "--dataset", DATA, "--n", "2", "--selectors", "none,full,cacheblend",
-            "--budgets", "0.5", "--out", str(tmp_path / "run")]
-    assert cli.main(args) == 0
-    assert "dense EM" in capsys.readouterr().out
-    assert cli.main(["summary", str(tmp_path / "run"), "--format", "csv", "--html", str(tmp_path / "html")]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("selector,layout,budget") and (tmp_path / "html" / "accuracy.html").is_file()
-    assert "<script" in (tmp_path / "html" / "accuracy.html").read_text()[:200000]
-    assert cli.main(["run", "--model", str(folder), "--dataset", DATA, "--reference", "bcr",
-                     "--selectors", "none", "--out", str(tmp_path / "r2")]) == 2
+def test_without_a_reference_selector_the_comparison_is_left_out():
+    run = hand_run()
+    only = SweepRun(run.folder, run.manifest, run.examples, run.outcomes[run.outcomes["selector"] == "cadence"])
+    table = summarize(only)
+    assert table.attrs["reference"] is None and table["ref_b"].isna().all() and table["ref_p_holm"].isna().all()
+    assert summarize(run).attrs["reference"] == "cacheblend"
+    with pytest.raises(wb.WorkbenchError, match="'bcr' is not in this run"):
+        summarize(run, reference="bcr")

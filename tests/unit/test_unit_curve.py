@@ -1,6 +1,5 @@
 """The unit-of-choice curve (BCR Table 8) on a tiny random Llama: probe, units, run folder, figure."""
 
-import argparse
 import json
 
 import pandas as pd
@@ -8,13 +7,17 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from workbench.bench import context_of_length
+from workbench.context import context_of_length
 from workbench.errors import WorkbenchError
-from workbench.experiments.unit_curve import (
-    add_curve_arguments, attention_probe, chunks_kept, curve_main, load_curve, random_seed_for,
-    restore_rows, run_curve, select_units, summary_markdown, unit_chunks)
-from workbench.selectors.layouts import random_scores
+from workbench.experiments.unit_curve import attention_probe, random_seed_for, run_curve
+from workbench.runstore import load_curve
+from workbench.selectors import random_scores, select_rows
 from workbench.signals.attention import draft_attention
+
+
+def table8(scores, unit, budget):
+    """The unit curve's choice: Table 8's chunk count."""
+    return select_rows(scores, 0, "chunk", chunk_size=unit, chunk_counting="table8", share=budget)
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +72,10 @@ def test_restore_all_is_exact_and_none_is_the_unrepaired_error(ctx, probe):
     assert probe.cache_error(ctx.spliced) == pytest.approx(unrepaired, rel=1e-9)
 
 
-def test_restore_rows_copies_and_matches_the_on_the_fly_mix(ctx, probe):
+def test_restored_rows_copy_and_match_the_on_the_fly_mix(ctx, probe):
     keys_before = ctx.spliced.keys.clone()
     half = ctx.reused_positions[::2]
-    fixed = restore_rows(ctx.spliced, ctx.dense, half)
+    fixed = ctx.spliced.with_rows(ctx.dense, half)
     assert torch.equal(ctx.spliced.keys, keys_before)  # never mutates the context's caches
     assert torch.equal(fixed.keys[:, :, half], ctx.dense.keys[:, :, half])
     assert probe.cache_error(fixed) == pytest.approx(probe.error(half), rel=1e-6)
@@ -88,39 +91,38 @@ def test_error_decreases_weakly_as_more_rows_are_restored(ctx, probe):
 
 def test_table8_chunk_count_rule():
     # Table 8's achieved budgets on a 2048-row segment: 20.0%, 20.3%, 18.8%, 25.0%, 50.0%
-    shares = {}
-    for unit in (1, 16, 64, 256, 1024, 2048):
-        n_chunks = len(unit_chunks(2048, unit))
-        shares[unit] = chunks_kept(n_chunks, 0.2) * unit / 2048
-    assert [round(100 * shares[u], 1) for u in (1, 16, 64, 256, 1024, 2048)] == [20.0, 20.3, 18.8, 25.0, 50.0, 100.0]
-    assert unit_chunks(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    assert chunks_kept(3, 0.01) == 1  # max(1, ...): never nothing
-    assert chunks_kept(4, 1.0) == 4
+    scores = torch.zeros(2048)
+    shares = [table8(scores, unit, 0.2).n_spent / 2048 for unit in (1, 16, 64, 256, 1024, 2048)]
+    assert [round(100 * s, 1) for s in shares] == [20.0, 20.3, 18.8, 25.0, 50.0, 100.0]
+    assert table8(torch.zeros(10), 4, 1.0).spans == ((0, 4), (4, 8), (8, 10))  # the last chunk is short
+    assert table8(torch.zeros(12), 4, 0.01).n_units == 1  # max(1, ...): never nothing, no skip rule
+    with pytest.raises(WorkbenchError, match="budget share"):
+        select_rows(scores, 0, "chunk", chunk_counting="table8")
 
 
-def test_select_units_keeps_best_mean_chunks():
+def test_table8_keeps_the_best_mean_chunks():
     scores = torch.tensor([0.0, 0.0, 5.0, 5.0, 1.0, 1.0, 9.0, 0.0])
-    sel = select_units(scores, 2, 0.5)  # 4 chunks, keep 2: means 0, 5, 1, 4.5
-    assert sel.n_chunks == 4 and sel.n_kept == 2
-    assert sel.rows.tolist() == [2, 3, 6, 7]
-    assert select_units(scores, 1, 0.25).rows.tolist() == [2, 6]  # 2 rows; the tie 5 = 5 goes to row 2
-    assert select_units(scores, 1, 0.375).rows.tolist() == [2, 3, 6]
-    assert select_units(scores, 1, 0.3125).n_kept == 2  # round(2.5) == 2: Python's half to even
-    assert select_units(scores, 100, 0.2).rows.tolist() == list(range(8))
+    sel = table8(scores, 2, 0.5)  # 4 chunks, keep 2: means 0, 5, 1, 4.5
+    assert sel.n_units == 2 and sel.rows.tolist() == [2, 3, 6, 7]
+    assert table8(scores, 1, 0.25).rows.tolist() == [2, 6]  # 2 rows; the tie 5 = 5 goes to row 2
+    assert table8(scores, 1, 0.375).rows.tolist() == [2, 3, 6]
+    assert table8(scores, 1, 0.3125).n_units == 2  # round(2.5) == 2: Python's half to even
+    assert table8(scores, 100, 0.2).rows.tolist() == list(range(8))
 
 
 def test_random_is_seed_reproducible():
-    a = select_units(random_scores(300, random_seed_for(0, 1, 2)), 16, 0.2).rows
-    b = select_units(random_scores(300, random_seed_for(0, 1, 2)), 16, 0.2).rows
-    c = select_units(random_scores(300, random_seed_for(0, 1, 3)), 16, 0.2).rows
+    a = table8(random_scores(300, random_seed_for(0, 1, 2)), 16, 0.2).rows
+    b = table8(random_scores(300, random_seed_for(0, 1, 2)), 16, 0.2).rows
+    c = table8(random_scores(300, random_seed_for(0, 1, 3)), 16, 0.2).rows
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert random_seed_for(0, 1, 2) != random_seed_for(0, 2, 1)
 
 
 def test_run_folder_has_tables_and_manifest(run, model):
-    manifest, curve, summary = load_curve(run)
+    loaded = load_curve(run)
+    manifest, curve, summary = loaded.manifest, loaded.curve, loaded.summary
     assert manifest["kind"] == "curve" and manifest["status"] == "complete"
-    assert manifest["model"] == model.describe()
+    assert {k: manifest["model"][k] for k in model.describe()} == model.describe()
     assert manifest["args"]["units"] == [1, 16, 1024] and manifest["versions"]["torch"]
     assert len(curve) == 2 * 3 * (1 + 2)
     assert set(curve["method"]) == {"informed", "random"}
@@ -134,7 +136,6 @@ def test_run_folder_has_tables_and_manifest(run, model):
     whole = summary.set_index("unit").loc[1024]  # one chunk holds every row: both restore everything
     assert whole["budget_share"] == 1.0 and not whole["budget_matched"] and whole["informed_error"] < 1e-6
     assert bool(summary.set_index("unit").loc[1, "budget_matched"])
-    assert "| 1 |" in summary_markdown(summary)
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
 
 
@@ -149,7 +150,8 @@ def test_skip_first_passage_segment(model, ctx, tmp_path):
     assert probe.error(torch.arange(first.start, first.end)) == pytest.approx(probe.error([]), abs=1e-6)
     out = run_curve(model, tmp_path / "skip", tokens=256, prompts=2, units=(1,), seeds=1, progress=False,
                     skip_first_passage=True)
-    manifest, curve, _ = load_curve(out)
+    loaded = load_curve(out)
+    manifest, curve = loaded.manifest, loaded.curve
     assert manifest["args"]["skip_first_passage"] is True
     assert (curve["n_segment"] == seg.numel()).any()
 
@@ -160,7 +162,7 @@ def test_existing_folder_refused_and_other_kinds_rejected(run, model, tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "manifest.json").write_text(json.dumps({"kind": "sweep"}))
-    with pytest.raises(WorkbenchError, match="kind 'sweep'"):
+    with pytest.raises(WorkbenchError, match="'sweep' run, not a 'curve' run"):
         load_curve(other)
     with pytest.raises(WorkbenchError, match="no manifest"):
         load_curve(tmp_path)
@@ -182,23 +184,10 @@ def test_bad_input_errors_before_work(kwargs, match, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_validates_before_loading_the_model(tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="no-such-model")
-    add_curve_arguments(parser)
-    args = parser.parse_args(["--units", "1,0", "--out", str(tmp_path / "x")])
-    with pytest.raises(WorkbenchError, match="unit"):
-        curve_main(args)
-    args = parser.parse_args(["--out", str(tmp_path)])
-    with pytest.raises(WorkbenchError, match="exists"):
-        curve_main(args)
-
-
 def test_figure_builds(run):
     from workbench.plots.unit_curve import unit_curve_figure
 
-    _, _, summary = load_curve(run)
-    fig = unit_curve_figure(summary)
+    fig = unit_curve_figure(load_curve(run).summary)
     assert fig.layout.xaxis.type == "log"
     assert [t.name for t in fig.data] == ["informed (draft attention)", "random (mean over seeds)"]
     assert any("not matched" in (a.text or "") for a in fig.layout.annotations)

@@ -15,7 +15,6 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-import workbench
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
@@ -30,6 +29,7 @@ from workbench.repair import budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, select_rows
 from workbench.signals import SignalSet, deviation_frame, residual_deviation
 from workbench.tasks import Example, best_em_f1
+from workbench.version import __version__
 
 
 def _record(answer: Answer, example: Example) -> AnswerRecord:
@@ -112,7 +112,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         attribution=AttributionSummary(check.summary(), {k: vars(v) for k, v in check.correlations.items()})
         if check else None,
         draft_ids=tuple(signals["draft"].draft_ids) if "draft" in signals else (),
-        workbench_version=workbench.__version__, ctx=ctx)
+        workbench_version=__version__, ctx=ctx)
 
 
 def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context,

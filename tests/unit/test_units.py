@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.selectors.layouts import LAYOUTS, Selection, random_scores, select_rows
+from workbench.selectors.units import UNITS, Selection, random_scores, select_rows
 
 
 def _rows(sel: Selection) -> list[int]:
@@ -25,7 +25,7 @@ def _contiguous_runs(rows: list[int]) -> list[tuple[int, int]]:
 
 # ----------------------------------------------------------------------------- every layout
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", UNITS)
 @pytest.mark.parametrize("n_rows", [0, 1, 7, 64, 100, 200, 300])
 def test_rows_sorted_unique_in_range(layout, n_rows):
     scores = random_scores(300, seed=3) - 0.3  # mixed signs
@@ -34,31 +34,31 @@ def test_rows_sorted_unique_in_range(layout, n_rows):
     assert sel.rows.dtype == torch.int64 and sel.rows.dim() == 1
     assert rows == sorted(set(rows))
     assert all(0 <= r < 300 for r in rows)
-    assert sel.layout == layout and sel.n_requested == n_rows
+    assert sel.unit == layout and sel.n_requested == n_rows
     assert sel.budget_matched == (len(rows) == n_rows)
     assert sel.n_spent == len(rows)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", UNITS)
 def test_zero_budget_is_empty(layout):
     sel = select_rows(torch.arange(200.0), 0, layout)
     assert sel.rows.numel() == 0 and sel.n_units == 0 and sel.budget_matched
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", UNITS)
 def test_full_budget(layout):
     scores = random_scores(256, seed=1)
     sel = select_rows(scores, 256, layout)
     assert _rows(sel) == list(range(256))
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", UNITS)
 def test_empty_scores(layout):
     sel = select_rows(torch.zeros(0), 0, layout)
     assert sel.rows.numel() == 0
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", UNITS)
 def test_layout_independent_of_score_scale(layout):
     """A layout only ranks: a positive affine map of a positive score changes nothing."""
     scores = random_scores(400, seed=5) + 0.1
@@ -279,7 +279,7 @@ def test_random_scores_reproducible_and_seed_dependent():
     assert a.shape == (500,) and a.is_floating_point()
     assert torch.equal(a, b)
     assert not torch.equal(a, c)
-    for layout in LAYOUTS:
+    for layout in UNITS:
         assert _rows(select_rows(a, 128, layout)) == _rows(select_rows(b, 128, layout))
     assert _rows(select_rows(a, 128, "single")) != _rows(select_rows(c, 128, "single"))
 

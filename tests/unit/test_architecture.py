@@ -1,0 +1,34 @@
+"""The architecture as tests: the import contracts of pyproject.toml (import-linter), module
+sizes, and one version number."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import workbench
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_LINES = 400
+
+
+def test_import_contracts_are_kept():
+    """`lint-imports` checks the layers (nothing imports upward), that plots read no files,
+    that a record never imports its renderer, and that no package's modules import in a cycle."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "broken" in result.stdout and " 0 broken" in result.stdout
+
+
+def test_no_module_is_over_400_lines():
+    """One idea per module: a file that grows past this is split by concern."""
+    big = {str(p.relative_to(ROOT)): n for p in [*ROOT.glob("workbench/**/*.py"), *ROOT.glob("app/**/*.py")]
+           if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def test_one_version_number():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert workbench.__version__ == project["version"]

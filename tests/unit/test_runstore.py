@@ -1,0 +1,179 @@
+"""The run store: safe folders for any example id, out-path checks, one writer at a time,
+resume identity, corrupt examples, manifests of the first version (tiny model, seconds)."""
+
+import json
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import workbench as wb
+from conftest import tiny_model
+from workbench.diagnosis import DiagnoseConfig
+from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.runstore import (
+    check_out, folder_name, load_sweep, read_manifest, run_lock, scan_runs, subfolders,
+)
+
+DIAGNOSE = DiagnoseConfig(selectors=("none", "random"), budgets=(0.5,), max_new_tokens=3, attribution=False)
+PASSAGES = ["Varek Olundi is coached by Mira Tessk.", "Mira Tessk was born in Tressamor."]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+def jsonl(path: Path, ids: list[str], question: str = "Where was the coach born?") -> str:
+    path.write_text("".join(json.dumps({"id": i, "passages": PASSAGES, "question": question,
+                                        "answers": ["Tressamor"]}) + "\n" for i in ids))
+    return f"jsonl:{path}"
+
+
+@pytest.mark.parametrize("example_id", [".", "..", "a/b", "m0", "x y", "~", "%2E", "é" * 40, "题" * 100,
+                                        "a" * 300])
+def test_folder_names_are_safe_bounded_and_distinct(example_id):
+    name = folder_name(example_id)
+    assert name not in (".", "..") and "/" not in name and not name.startswith(".")
+    assert len(name.encode()) <= 96
+    assert name == folder_name(example_id)
+
+
+def test_folder_names_never_collide():
+    ids = [".", "..", "%2E", "%252E", "a.b", "a%2Eb", "a" * 300, "a" * 301, "题" * 100, "题" * 101, "A", "a"]
+    assert len({folder_name(i) for i in ids}) == len(ids)
+
+
+def test_dot_ids_do_not_delete_earlier_diagnoses(model, tmp_path):
+    """An id of '.' once replaced the whole diagnoses/ folder; '..' and a long CJK id crashed."""
+    ids = ["m0", "m1", ".", "..", "题" * 100]
+    data = jsonl(tmp_path / "d.jsonl", ids)
+    run_sweep(model, SweepConfig(dataset=data, n=len(ids), diagnose=DIAGNOSE), tmp_path / "run", progress=False)
+    run = load_sweep(tmp_path / "run")
+    assert run.manifest["status"] == "complete" and run.manifest["failures"] == []
+    assert run.example_ids == ids
+    assert len(subfolders(tmp_path / "run" / "diagnoses")) == len(ids)
+    for example_id in ids:
+        assert run.diagnosis(example_id).example_id == example_id
+
+
+def test_temporary_and_hidden_folders_are_not_examples(model, tmp_path):
+    data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
+    config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    (tmp_path / "run" / "diagnoses" / ".a-x1y2").mkdir()  # left by a kill mid-save
+    (tmp_path / "run" / "diagnoses" / ".a-x1y2" / "diagnosis.json").write_text("{}")
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    assert load_sweep(tmp_path / "run").example_ids == ["a", "b"]
+    assert [r.name for r in scan_runs(tmp_path)] == ["run"]
+
+
+def test_force_never_replaces_a_folder_the_workbench_did_not_write(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    for force in (False, True):
+        with pytest.raises(wb.WorkbenchError, match="did not write"):
+            check_out(mine, force=force)
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "manifest.json").write_text("{}")
+    with pytest.raises(wb.WorkbenchError, match="--force"):
+        check_out(ours)
+    assert check_out(ours, force=True) == ours
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda t: (t / "f").write_text("x") and t / "f", "is a file"),
+    (lambda t: (t / "f").write_text("x") and t / "f" / "run", "is a file, not a folder"),
+])
+def test_out_paths_that_cannot_be_written_are_refused_up_front(tmp_path, make, match):
+    with pytest.raises(wb.WorkbenchError, match=match):
+        check_out(make(tmp_path))
+
+
+def test_a_read_only_parent_is_refused_up_front(tmp_path, monkeypatch):
+    """The check writes a probe folder; a read-only file system (EROFS) refuses it. Root ignores
+    permission bits, so the refusal is simulated at the probe."""
+    import errno
+
+    from workbench.runstore import paths
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(paths.tempfile, "mkdtemp", read_only)
+    with pytest.raises(wb.WorkbenchError, match="not writable .Read-only file system"):
+        check_out(tmp_path / "run")
+
+
+def _hold_lock(folder: str, ready, release) -> None:
+    with run_lock(Path(folder)):
+        ready.set()
+        release.wait(30)
+
+
+def test_a_second_writer_is_refused_at_once_and_a_dead_ones_lock_is_taken_over(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    ready, release = ctx.Event(), ctx.Event()
+    holder = ctx.Process(target=_hold_lock, args=(str(tmp_path), ready, release))
+    holder.start()
+    assert ready.wait(30)
+    started = time.perf_counter()
+    with pytest.raises(wb.WorkbenchError, match=f"process {holder.pid}"):
+        with run_lock(tmp_path):
+            pass
+    assert time.perf_counter() - started < 2
+    holder.kill()  # dies holding the lock: the kernel releases it
+    holder.join()
+    with run_lock(tmp_path):
+        pass
+
+
+def test_resume_refuses_another_dtype_and_an_edited_data_file(model, tmp_path):
+    data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
+    config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    bf16 = tiny_model("llama", dtype=__import__("torch").bfloat16)
+    with pytest.raises(wb.WorkbenchError, match="'dtype': 'float32'.*'dtype': 'bfloat16'"):
+        run_sweep(bf16, config, tmp_path / "run", progress=False)
+    jsonl(tmp_path / "d.jsonl", ["a", "b"], question="Who coaches Varek Olundi?")
+    with pytest.raises(wb.WorkbenchError, match="data_sha256"):
+        run_sweep(model, config, tmp_path / "run", progress=False)
+
+
+def test_a_corrupt_example_is_reported_and_recomputed_on_resume(model, tmp_path):
+    data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
+    config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    outcomes = tmp_path / "run" / "diagnoses" / "b" / "outcomes.parquet"
+    outcomes.write_bytes(outcomes.read_bytes()[:40])  # truncated
+    store = run_sweep(model, config, tmp_path / "run", progress=False)
+    assert len(store.corrupt) == 1 and store.corrupt[0].startswith("b ")
+    run = load_sweep(tmp_path / "run")
+    assert run.example_ids == ["a", "b"] and len(pd.read_parquet(outcomes)) == 2
+
+
+def test_a_run_where_every_example_fails_says_why(model, tmp_path):
+    long = jsonl(tmp_path / "d.jsonl", ["a"])
+    text = Path(long.removeprefix("jsonl:")).read_text().replace("Mira Tessk was born", "x " * 3000)
+    Path(long.removeprefix("jsonl:")).write_text(text)
+    with pytest.raises(wb.WorkbenchError, match="every example failed.*longer than the model's maximum"):
+        run_sweep(model, SweepConfig(dataset=long, n=1, diagnose=DIAGNOSE), tmp_path / "run", progress=False)
+
+
+def test_manifests_of_the_first_version_read_as_schema_2(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "kind": "curve", "schema_version": 1, "model": {"name": "m"}, "args": {"tokens": 64},
+        "versions": {}, "started": "2026-11-29T00:00:00+00:00", "ended": "2026-11-29T00:01:00+00:00",
+        "seconds": 60.0, "status": "complete", "prompts": [], "protocol": {}}))
+    manifest = read_manifest(tmp_path, kind="curve")
+    assert manifest["schema_version"] == 2 and manifest["start"].startswith("2026-11-29")
+    assert manifest["end"] and manifest["details"]["upgraded_from_schema"] == 1 and "protocol" in manifest["details"]
+    (tmp_path / "manifest.json").write_text("[1, 2]")
+    with pytest.raises(wb.WorkbenchError, match="not a JSON object"):
+        read_manifest(tmp_path)
