@@ -14,7 +14,7 @@ import torch
 
 from workbench import decode
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, dense_cache, splice_cache
+from workbench.kv import KVCache, dense_cache, splice
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
 from workbench.repair import repair
@@ -30,6 +30,8 @@ class Context:
     layout: Layout
     spliced: KVCache
     dense: KVCache
+    rerotation: str = "delta"  # how the splice moved its keys ("delta" or "exact", see kv.splice)
+    rope_floor: torch.Tensor | None = None  # [layer]: relative key error of delta-RoPE rounding alone
 
     @property
     def reused_positions(self) -> torch.Tensor:
@@ -67,18 +69,48 @@ class Context:
             "v": float((self.spliced.values[0] - self.dense.values[0]).abs().max()),
         }
 
-    def check_splice(self, atol: float = 1e-4) -> dict[str, float]:
-        """Raise if layer 0 of the splice differs from dense by more than `atol`; else the errors."""
+    def splice_tolerance(self) -> dict[str, float]:
+        """The largest layer-0 |splice - dense| that float rounding explains, for K and V (see
+        `rounding_tolerance`): from the dtype, the largest position and the rows' magnitude."""
+        last = self.layout.suffix_start - 1
+        dtype = self.dense.keys.dtype
+        return {"k": rounding_tolerance(dtype, last, float(self.dense.keys[0].abs().max())),
+                "v": rounding_tolerance(dtype, 0, float(self.dense.values[0].abs().max()))}
+
+    def check_splice(self, atol: float | None = None) -> dict[str, float]:
+        """Raise if layer 0 of the splice differs from dense by more than rounding explains
+        (or than `atol`, when given); else return the errors."""
         err = self.layer0_error()
-        if max(err.values()) > atol:
-            raise WorkbenchError(f"splice self-check failed: layer-0 max abs error {err} > {atol}")
+        limits = {"k": atol, "v": atol} if atol is not None else self.splice_tolerance()
+        bad = {kind: (err[kind], limits[kind]) for kind in err if err[kind] > limits[kind]}
+        if bad:
+            detail = ", ".join(f"max |d{k.upper()}| = {e:.3g} > {t:.3g}" for k, (e, t) in bad.items())
+            raise WorkbenchError(f"splice self-check failed at layer 0: {detail} ({self.dense.keys.dtype}, "
+                                 f"positions up to {self.layout.suffix_start - 1}); the splice is wrong, "
+                                 f"not merely rounded")
         return err
 
 
-def build_context(model: LoadedModel, example: Example, fmt: PromptFormat = PromptFormat()) -> Context:
+def rounding_tolerance(dtype: torch.dtype, max_position: int, max_abs: float) -> float:
+    """An upper bound on what float rounding alone does to a row of magnitude `max_abs`.
+
+    Storage rounding is eps(dtype) per value (twice: splice and dense round independently).
+    RoPE angles p * w are computed in fp32, so their error grows with the position:
+    about p * eps(fp32) radians for w <= 1, on both sides of the comparison. The factor 2 on
+    each term leaves headroom; a wrong rotation (by even one position) errs by O(max_abs).
+    """
+    storage = torch.finfo(dtype).eps
+    angle = max(0, max_position) * torch.finfo(torch.float32).eps
+    return float(max_abs * 2 * (2 * storage + 2 * angle))
+
+
+def build_context(model: LoadedModel, example: Example, fmt: PromptFormat = PromptFormat(),
+                  rerotation: str = "delta") -> Context:
     """Lay out `example`, splice its isolated passage caches and prefill the dense reference."""
     layout = build_layout(model.tokenizer, example, fmt, max_positions=model.max_positions)
-    return Context(model, example, layout, spliced=splice_cache(model, layout), dense=dense_cache(model, layout))
+    spliced = splice(model, layout, rerotation)
+    return Context(model, example, layout, spliced=spliced.cache, dense=dense_cache(model, layout),
+                   rerotation=rerotation, rope_floor=spliced.rope_floor)
 
 
 def context_of_length(model: LoadedModel, n_tokens: int, seed: int = 0) -> Context:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from workbench.errors import WorkbenchError
 from workbench.layout import Layout
 from workbench.models import LoadedModel
 
@@ -112,21 +113,56 @@ def dense_cache(model: LoadedModel, layout: Layout) -> KVCache:
     return prefill(model, layout.ids[: layout.suffix_start])
 
 
-def splice_cache(model: LoadedModel, layout: Layout) -> KVCache:
-    """Prefill each passage in isolation after the shared prefix, re-rotate, concatenate.
+REROTATIONS = ("delta", "exact")
+
+
+@dataclass(frozen=True)
+class Splice:
+    """The receiver's spliced cache, how its keys were moved, and the RoPE rounding floor.
+
+    rope_floor: [layer] relative L2 ||K_delta - K_exact|| / ||K_exact|| over the moved passage
+    rows: how far the delta rotation R(d)R(p) lands from the dense path's own R(p + d) by float
+    rounding alone. Splice error below it is rounding, not lost attention.
+    """
+
+    cache: KVCache
+    rerotation: str  # "delta" (what reuse systems do) or "exact"
+    rope_floor: torch.Tensor  # [layer]
+
+
+def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Splice:
+    """Prefill each passage in isolation after the shared prefix, move its keys, concatenate.
 
     Passage i is computed by its sender at positions [P, P + len_i) (P = prefix length) and
-    moved to its receiver positions [start_i, end_i) by a delta rotation of its keys; values
-    are copied. Passage 1 sits at its sender's positions already (delta 0).
+    moved to its receiver positions [start_i, end_i); values are copied. `rerotation`:
+    "delta" rotates the cached post-RoPE keys by R(start_i - P), as real reuse systems do;
+    "exact" applies the dense path's own RoPE at the receiver positions to the sender's
+    pre-RoPE keys, so layer 0 equals dense bit for bit. Both are computed to report the floor.
     """
+    if rerotation not in REROTATIONS:
+        raise WorkbenchError(f"unknown re-rotation {rerotation!r}; use one of {', '.join(REROTATIONS)}")
+    ad = model.adapter
     prefix_len = layout.prefix.end
     prefix = prefill(model, layout.ids[:prefix_len])
-    parts = [prefix]
+    parts, diff_sq, ref_sq = [prefix], torch.zeros(ad.n_layers), torch.zeros(ad.n_layers)
     for seg in layout.passages:
-        sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
-        keys = model.adapter.rerotate(sent.keys, seg.start - prefix_len)
-        parts.append(KVCache(keys, sent.values))
-    return KVCache.cat(parts)
+        with ad.record_attention_inputs(keep=lambda x: x) as inputs:  # per layer [len, hidden]
+            sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
+        receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
+        with torch.inference_mode():
+            exact = torch.stack([ad.rotate(ad.project_qkv(l, inputs[l][0])[1], receiver).transpose(0, 1)
+                                 for l in range(ad.n_layers)])  # [layer, kv_head, len, d_head]
+        delta = ad.rerotate(sent.keys, seg.start - prefix_len)
+        diff_sq += (delta.float() - exact.float()).flatten(1).square().sum(1).cpu()
+        ref_sq += exact.float().flatten(1).square().sum(1).cpu()
+        parts.append(KVCache(delta if rerotation == "delta" else exact.to(sent.keys.dtype), sent.values))
+    floor = diff_sq.sqrt() / ref_sq.sqrt().clamp_min(1e-30)
+    return Splice(KVCache.cat(parts), rerotation, floor)
+
+
+def splice_cache(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> KVCache:
+    """The spliced cache alone (see `splice`)."""
+    return splice(model, layout, rerotation).cache
 
 
 def relative_error(cache: KVCache, reference: KVCache) -> dict[str, torch.Tensor]:

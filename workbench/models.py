@@ -9,9 +9,13 @@ Specs:
   converted once to plain safetensors under ``$KVWB_CACHE/models/`` (default
   ``~/.cache/kvwb``). Conversion writes to a temporary folder and renames it, so two
   concurrent first loads cannot leave a corrupt cache.
-- a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3).
-- ``hub:ORG/NAME`` or a bare ``ORG/NAME`` that is not a local folder: the only case that may
-  reach the Hugging Face hub, because the user asked for it.
+- a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3), loaded
+  offline by construction (``local_files_only``).
+- ``hub:ORG/NAME``: the only spec that may reach the Hugging Face hub, because the user asked
+  for it. A bare ``ORG/NAME`` is a local path like any other.
+
+A model's own code is never run (``trust_remote_code=False`` everywhere): a folder whose
+config asks for custom code (``auto_map``) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -94,8 +98,14 @@ class LoadedModel:
 
 
 def cache_dir() -> Path:
-    """The workbench's cache folder: ``$KVWB_CACHE`` or ``~/.cache/kvwb``."""
-    return Path(os.environ.get("KVWB_CACHE") or Path.home() / ".cache" / "kvwb")
+    """The workbench's cache folder: ``$KVWB_CACHE`` or ``~/.cache/kvwb``; a clear error when
+    it names a file."""
+    folder = Path(os.environ.get("KVWB_CACHE") or Path.home() / ".cache" / "kvwb").expanduser()
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise WorkbenchError(f"KVWB_CACHE={folder} cannot be a cache folder: {existing} is a file; "
+                             f"point KVWB_CACHE at a folder")
+    return folder
 
 
 def _parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
@@ -110,10 +120,18 @@ def _parse_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch
     return names[dtype]
 
 
+DEVICE_TYPES = ("cpu", "cuda")
+
+
 def _parse_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise WorkbenchError(f"unknown device {device!r}; use one of {', '.join(DEVICE_TYPES)}") from None
+    if device.type not in DEVICE_TYPES:
+        raise WorkbenchError(f"device {str(device)!r} cannot run the workbench; use one of {', '.join(DEVICE_TYPES)}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise WorkbenchError("device 'cuda' was asked for but torch sees no CUDA device")
     return device
@@ -124,20 +142,22 @@ def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = No
     """Load a model by spec (see the module docstring); fp32 on CPU and bf16 on CUDA by default."""
     dev = _parse_device(device)
     dt = _parse_dtype(dtype, dev)
+    if not isinstance(spec, str) or not spec.strip():
+        raise WorkbenchError(f"model spec must be a non-empty string, got {spec!r}")
     if spec in EMBEDDED_MODELS:
         folder = prepare_embedded_model(spec)
         return _load_folder(spec, folder, dev, dt, local_files_only=True)
+    if spec.startswith("hub:"):
+        hub_id = spec.removeprefix("hub:")
+        return _load_folder(hub_id, hub_id, dev, dt, local_files_only=False)
     path = Path(spec).expanduser()
     if path.is_dir():
         return _load_folder(path.name, path, dev, dt, local_files_only=True)
-    hub_id = spec.removeprefix("hub:")
-    if spec.startswith("hub:") or (spec.count("/") == 1 and not path.exists() and not spec.startswith((".", "/", "~"))):
-        return _load_folder(hub_id, hub_id, dev, dt, local_files_only=False)
     if path.exists():
         raise WorkbenchError(f"{spec!r} is a file, not a model folder: pass the folder holding config.json")
     raise WorkbenchError(
-        f"unknown model {spec!r}: use one of {sorted(EMBEDDED_MODELS)}, a local Hugging Face folder "
-        f"(config.json + weights), or a hub id as hub:ORG/NAME")
+        f"no such model folder: {spec!r}; use one of {sorted(EMBEDDED_MODELS)}, a local Hugging Face "
+        f"folder (config.json + weights), or hub:ORG/NAME to download from the Hugging Face hub")
 
 
 def wrap_model(hf_model: torch.nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
@@ -148,32 +168,78 @@ def wrap_model(hf_model: torch.nn.Module, tokenizer, name: str = "custom") -> Lo
                        adapter=FamilyAdapter.from_model(hf_model), source=name)
 
 
+def _check_config_file(folder: Path) -> None:
+    """A local folder's config.json: present, JSON, and asking for no custom code."""
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise WorkbenchError(f"{folder} has no config.json: not a Hugging Face model folder")
+    try:
+        config = json.loads(config_file.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise WorkbenchError(f"{config_file} is not valid JSON ({err})") from None
+    if isinstance(config, dict) and config.get("auto_map"):
+        raise WorkbenchError(f"{folder}: config.json asks to run the model's own code (auto_map "
+                             f"{sorted(config['auto_map'])}); the workbench never runs code shipped with a "
+                             f"model, and it supports only the Llama family of transformers itself")
+
+
+def _check_files(folder: Path) -> None:
+    """A local folder's tokenizer and safetensors weights, checked before transformers reads them."""
+    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        raise WorkbenchError(f"{folder} has no tokenizer (none of {', '.join(_TOKENIZER_FILES)}); save the "
+                             f"tokenizer into the folder with tokenizer.save_pretrained")
+    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+    if not weights:
+        raise WorkbenchError(f"{folder} holds no weights (*.safetensors)")
+    if not any(w.suffix == ".safetensors" for w in weights):
+        raise WorkbenchError(f"{folder} holds only pickled weights ({weights[0].name}), which the workbench "
+                             f"does not load; convert them to safetensors (model.save_pretrained(..., "
+                             f"safe_serialization=True))")
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
+
+
 def _load_folder(name: str, source: str | Path, device: torch.device, dtype: torch.dtype,
                  local_files_only: bool) -> LoadedModel:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     where = "the Hugging Face hub" if not local_files_only else f"folder {source}"
-    if local_files_only and not (Path(source) / "config.json").is_file():
-        raise WorkbenchError(f"{source} has no config.json: not a Hugging Face model folder")
+    if local_files_only:
+        _check_config_file(Path(source))
+    opts = dict(local_files_only=local_files_only, trust_remote_code=False)
     try:
-        config = AutoConfig.from_pretrained(source, local_files_only=local_files_only)
+        config = AutoConfig.from_pretrained(source, **opts)
     except (OSError, ValueError) as err:
-        raise WorkbenchError(f"could not read the model config from {where}: {err}") from err
+        raise WorkbenchError(f"could not read the model config from {where}: {_first_line(err)}") from None
     check_supported_config(config, str(source))
+    if local_files_only:
+        _check_files(Path(source))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_files_only)
-        hf = AutoModelForCausalLM.from_pretrained(
-            source, dtype=dtype, local_files_only=local_files_only, attn_implementation="sdpa")
-    except OSError as err:
-        raise WorkbenchError(f"could not load weights or tokenizer from {where}: {err}") from err
+        tokenizer = AutoTokenizer.from_pretrained(source, **opts)
+    except (OSError, ValueError, TypeError) as err:
+        raise WorkbenchError(f"could not load the tokenizer from {where}: {_first_line(err)}") from None
+    try:
+        hf = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation="sdpa",
+                                                  use_safetensors=True, **opts)
+    except Exception as err:  # noqa: BLE001 - safetensors, torch and transformers raise many types here
+        raise WorkbenchError(f"could not load the weights from {where} (corrupt or truncated file?): "
+                             f"{type(err).__name__}: {_first_line(err)}") from None
     hf.to(device)
     model = wrap_model(hf, tokenizer, name)
     model.source = str(source)
     return model
 
 
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
 def embedded_gguf_path(spec: str = DEFAULT_MODEL) -> Path:
     """Where the embedded model's GGUF lies inside its installed PyPI package."""
+    if spec not in EMBEDDED_MODELS:
+        raise WorkbenchError(f"unknown embedded model {spec!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
     info = EMBEDDED_MODELS[spec]
     found = importlib.util.find_spec(info.package)
     if found is None or not found.submodule_search_locations:
@@ -196,11 +262,17 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL, progress: bool = True) -> 
     The conversion (~40 s on 2 cores) writes into a temporary sibling folder that is renamed
     into place only when complete; a concurrent loader that loses the race discards its copy.
     """
+    if spec not in EMBEDDED_MODELS:
+        raise WorkbenchError(f"unknown embedded model {spec!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
     target = embedded_model_dir(spec)
     if (target / "workbench-source.json").is_file():
         return target
     gguf = embedded_gguf_path(spec)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise WorkbenchError(f"cannot create the model cache {target.parent} ({err.strerror or err}); set "
+                             f"KVWB_CACHE to a writable folder") from None
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec}-", dir=target.parent))
     try:
         if progress:

@@ -1,5 +1,6 @@
 """load_model: local folders of every family, clear refusals, and the embedded-model cache."""
 
+import json
 import threading
 from pathlib import Path
 
@@ -66,31 +67,83 @@ def test_unsupported_family_is_refused(tmp_path):
         wb.load_model(str(tmp_path))
 
 
+def saved_tiny(folder) -> None:
+    model = tiny_model("llama")
+    model.hf.save_pretrained(folder)
+    model.tokenizer.save_pretrained(folder)
+
+
 def test_unknown_names_and_missing_files_get_clear_errors(tmp_path):
-    with pytest.raises(wb.WorkbenchError, match="unknown model 'no-such-model'"):
+    with pytest.raises(wb.WorkbenchError, match="no such model folder: 'no-such-model'"):
         wb.load_model("no-such-model")
     with pytest.raises(wb.WorkbenchError, match="no config.json"):
         wb.load_model(str(tmp_path))
     tiny_config("llama").save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match="has no tokenizer"):
+        wb.load_model(str(tmp_path))
     byte_tokenizer().save_pretrained(tmp_path)
-    with pytest.raises(wb.WorkbenchError, match="could not load weights"):
+    with pytest.raises(wb.WorkbenchError, match="holds no weights"):
         wb.load_model(str(tmp_path))
     (tmp_path / "file.bin").write_text("x")
     with pytest.raises(wb.WorkbenchError, match="is a file"):
         wb.load_model(str(tmp_path / "file.bin"))
 
 
-def test_hub_ids_are_only_tried_when_asked_for(monkeypatch):
+def test_corrupt_safetensors_and_pickled_weights_are_one_line_errors(tmp_path):
+    saved_tiny(tmp_path / "m")
+    weights = next((tmp_path / "m").glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: len(weights.read_bytes()) // 2])  # truncated
+    with pytest.raises(wb.WorkbenchError, match="corrupt or truncated"):
+        wb.load_model(str(tmp_path / "m"))
+    weights.unlink()
+    (tmp_path / "m" / "pytorch_model.bin").write_bytes(b"\x80\x04not really a pickle")
+    with pytest.raises(wb.WorkbenchError, match="only pickled weights"):
+        wb.load_model(str(tmp_path / "m"))
+
+
+def test_a_model_that_ships_its_own_code_is_refused_without_asking(tmp_path, monkeypatch):
+    saved_tiny(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.Evil"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "modeling_evil.py").write_text("raise SystemExit('the model folder ran its own code')\n")
+    monkeypatch.setattr("builtins.input", lambda *a: pytest.fail("asked whether to run remote code"))
+    with pytest.raises(wb.WorkbenchError, match="never runs code shipped with a model"):
+        wb.load_model(str(tmp_path))
+
+
+def test_local_loading_is_offline_by_construction(tmp_path, monkeypatch):
+    """A mistyped path shaped like ORG/NAME is a missing folder, never a hub request."""
     calls = []
     monkeypatch.setattr(models, "_load_folder", lambda name, source, *a, local_files_only: calls.append(
         (source, local_files_only)))
     wb.load_model("hub:org/model")
-    wb.load_model("org/model")
-    assert calls == [("org/model", False), ("org/model", False)]
-    calls.clear()
-    with pytest.raises(wb.WorkbenchError):
-        wb.load_model("no-such-model")
-    assert calls == []
+    assert calls == [("org/model", False)]
+    with pytest.raises(wb.WorkbenchError, match="no such model folder: 'org/model'.*hub:ORG/NAME"):
+        wb.load_model("org/model")
+    assert calls == [("org/model", False)]
+    real = models.__dict__["_load_folder"]
+    monkeypatch.undo()
+    saved_tiny(tmp_path)
+    loaded = wb.load_model(str(tmp_path))
+    assert loaded.adapter.family == "llama" and real is not None
+
+
+@pytest.mark.parametrize("device, match", [("tpu", "unknown device 'tpu'"), ("meta", "cannot run the workbench"),
+                                           ("cuda:7" if not __import__("torch").cuda.is_available() else "tpu",
+                                            "no CUDA device|unknown device")])
+def test_bad_devices_are_refused(device, match):
+    with pytest.raises(wb.WorkbenchError, match=match):
+        models._parse_device(device)
+
+
+def test_bad_cache_folder_and_unknown_embedded_names(tmp_path, monkeypatch):
+    (tmp_path / "afile").write_text("x")
+    monkeypatch.setenv("KVWB_CACHE", str(tmp_path / "afile" / "cache"))
+    with pytest.raises(wb.WorkbenchError, match="KVWB_CACHE=.* is a file"):
+        models.cache_dir()
+    with pytest.raises(wb.WorkbenchError, match="unknown embedded model 'foo'"):
+        models.prepare_embedded_model("foo")
 
 
 def test_concurrent_first_loads_leave_one_complete_cache(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from workbench.errors import WorkbenchError
+from workbench.kv import REROTATIONS
 from workbench.repair import budget_rows
 from workbench.selectors import UnitOptions, default_selectors, parse_selectors
 from workbench.signals import SignalOptions
@@ -53,6 +54,7 @@ class DiagnoseConfig:
     tau: float = 0.25  # threshold of the grow unit
     max_new_tokens: int = 24  # greedy answer limit
     attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
+    rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"
 
     def checked(self) -> DiagnoseConfig:
         """A validated, normalized copy (selector specs canonical, budgets sorted); raises on bad input."""
@@ -69,6 +71,8 @@ class DiagnoseConfig:
             raise WorkbenchError(f"tau must be a number in (0, 1], got {self.tau!r}") from None
         if not (math.isfinite(tau) and 0.0 < tau <= 1.0):
             raise WorkbenchError(f"tau must be in (0, 1], got {self.tau!r}")
+        if self.rerotation not in REROTATIONS:
+            raise WorkbenchError(f"rerotation must be one of {', '.join(REROTATIONS)}, got {self.rerotation!r}")
         if not isinstance(self.attribution, bool):
             raise WorkbenchError(f"attribution must be True or False, got {self.attribution!r}")
         return replace(self, selectors=tuple(s.label for s in specs), budgets=check_budgets(self.budgets), tau=tau)

@@ -85,6 +85,9 @@ class ContextSummary:
     n_reused: int
     segments: tuple[dict, ...]  # {name, kind, start, end} (end exclusive)
     layer0_error: dict  # {"k": max |dK|, "v": max |dV|} of the splice vs dense at layer 0
+    rerotation: str = "delta"  # how the splice moved its keys
+    rope_floor: tuple[float, ...] = ()  # [layer]: relative key error of delta-RoPE rounding alone
+    splice_tolerance: dict = field(default_factory=dict)  # {"k", "v"}: what rounding explains at layer 0
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,8 @@ class Diagnosis:
             config=DiagnoseConfig.from_dict(doc["config"]),
             model=doc.get("model", {}),
             answers=Answers(AnswerRecord.from_dict(answers["dense"]), AnswerRecord.from_dict(answers["spliced"])),
-            context=ContextSummary(**{**doc["context"], "segments": tuple(doc["context"].get("segments", ()))}),
+            context=ContextSummary(**{**doc["context"], "segments": tuple(doc["context"].get("segments", ())),
+                                      "rope_floor": tuple(doc["context"].get("rope_floor", ()))}),
             tables=tables,
             timing=Timing(**doc.get("timing", {})),
             attribution=AttributionSummary(**attribution) if attribution else None,

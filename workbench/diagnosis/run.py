@@ -48,7 +48,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     specs = parse_selectors(config.selectors)
     started = time.perf_counter()
-    ctx = ctx or build_context(model, example)
+    ctx = ctx or build_context(model, example, rerotation=config.rerotation)
     t_context = time.perf_counter() - started
     signals = SignalSet(ctx, config.signal_options)
     dense = _record(ctx.generate(ctx.dense, config.max_new_tokens), example)
@@ -107,7 +107,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                     total_s=time.perf_counter() - started)
     return Diagnosis(
         example=example, config=config, model=model.describe(), answers=Answers(dense, spliced),
-        context=ContextSummary(ctx.layout.n_tokens, ctx.n_reused, segments, ctx.layer0_error()),
+        context=ContextSummary(ctx.layout.n_tokens, ctx.n_reused, segments, ctx.layer0_error(), ctx.rerotation,
+                               tuple(ctx.rope_floor.tolist()) if ctx.rope_floor is not None else (),
+                               ctx.splice_tolerance()),
         tables=tables, timing=timing,
         attribution=AttributionSummary(check.summary(), {k: vars(v) for k, v in check.correlations.items()})
         if check else None,
