@@ -1,20 +1,24 @@
 """`diagnose(model, example, config)`: one example, every signal, every repair.
 
-Signals are computed once (`SignalSet`) and serve every selector and budget; repairs of an
-identical row set are computed once. Each repair's outcome is the receiver's greedy answer,
-its flip against the dense answer, EM/F1 against gold, the dense answer's log-probability
-under the repaired cache, and the deviation left at every layer.
+Signals are computed once (`SignalSet`) and serve every selector and budget. Every distinct
+row set is a cell of one batched pass (`cell_answers.answer_cells`): repair, suffix prefill and
+the dense answer teacher-forced share it, and only answers that leave the dense one decode
+further. Each repair's outcome is the receiver's greedy answer, its flip against the dense
+answer, EM/F1 against gold, the dense answer's log-probability under the repaired cache, and
+the deviation left at every layer.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from workbench.cell_answers import answer_cells
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
@@ -27,7 +31,8 @@ from workbench.diagnosis.tables import (
 from workbench.models import LoadedModel
 from workbench.repair import budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, select_rows
-from workbench.signals import SignalSet, deviation_frame, residual_deviation
+from workbench.signals import SignalSet, deviation_frame
+from workbench.signals.deviation import ResidualMeter
 from workbench.tasks import Example, best_em_f1
 from workbench.version import __version__
 
@@ -37,56 +42,82 @@ def _record(answer: Answer, example: Example) -> AnswerRecord:
     return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1)
 
 
+ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
+STAGES = ("context", "signals", "repairs")
+
+
+def _reporter(progress: bool | ProgressFn, example_id: str) -> ProgressFn:
+    """A callable from `progress`: itself, a tqdm bar (True) or nothing (False)."""
+    if callable(progress):
+        return progress
+    if not progress:
+        return lambda stage, done, total: None
+    bar = tqdm(total=1, desc=f"example {example_id}", unit="step")
+
+    def report(stage: str, done: int, total: int) -> None:
+        bar.set_description(f"example {example_id}: {stage}")
+        bar.total, bar.n = total, done
+        bar.refresh()
+    return report
+
+
 def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None = None, *,
-             ctx: Context | None = None, progress: bool = True, **overrides) -> Diagnosis:
+             ctx: Context | None = None, progress: bool | ProgressFn = True, **overrides) -> Diagnosis:
     """Diagnose one example under `config` (keywords override its fields, e.g. `budgets=(0.2,)`).
 
     Every input is checked before any model work. `ctx` reuses a Context already built for
-    this example. With `config.attribution`, the AtP check runs (first-order estimates vs
-    actual patching of `patch_max_tokens` tokens, K+V, K only, V only).
+    this example. `progress` is True (a progress bar), False, or a callable `(stage, done,
+    total)` called as the stages (`STAGES`) advance: the repairs stage counts cells done.
+    With `config.attribution`, the AtP check runs (first-order estimates vs actual patching
+    of `patch_max_tokens` tokens, K+V, K only, V only).
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     specs = parse_selectors(config.selectors)
+    report = _reporter(progress, example.id)
     started = time.perf_counter()
+    report("context", 0, 1)
     ctx = ctx or build_context(model, example, rerotation=config.rerotation)
     t_context = time.perf_counter() - started
     signals = SignalSet(ctx, config.signal_options)
     dense = _record(ctx.generate(ctx.dense, config.max_new_tokens), example)
-    spliced = _record(ctx.generate(ctx.spliced, config.max_new_tokens), example)
     # The dense answer as a decision: its tokens and the end-of-turn token it stopped on.
     dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
 
-    repairs: dict[tuple[int, ...], dict] = {}  # row set -> outcome, shared across selectors
-
-    def outcome(positions: torch.Tensor) -> dict:
-        key = tuple(positions.tolist())
-        if key not in repairs:
-            start = time.perf_counter()
-            cache = ctx.repair(positions)
-            answer = _record(ctx.generate(cache, config.max_new_tokens), example)
-            flip, flip_strict = answer.flips(dense)
-            repairs[key] = {
-                "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em, "f1": answer.f1,
-                "dense_logprob": ctx.teacher_forced(cache, dense_ids).logprob,
-                "seconds": time.perf_counter() - start,
-                "residual": residual_deviation(cache, ctx.dense, ctx.reused_positions),
-            }
-        return repairs[key]
-
-    selections, outcomes, residuals = [], [], []
-    cells = [(spec, b) for spec in specs for b in config.budgets]
-    for spec, budget in tqdm(cells, desc=f"example {example.id}", disable=not progress, unit="repair"):
+    selections, chosen = [], {}  # chosen: (label, budget) -> positions
+    for i, spec in enumerate(specs):
+        report("signals", i, len(specs))
         scores = spec.info.score(signals)  # [n_reused]; signals are computed once
-        rows, meta = _choose(spec, scores, budget, ctx, config)
-        positions = ctx.reused_positions[rows]
-        result = outcome(positions)
-        label = spec.label
-        selections.append({"selector": label, "unit": spec.unit, "budget": budget, **meta,
-                           "n_recomputed": len(positions), "positions": positions.tolist()})
-        outcomes.append({"example_id": example.id, "selector": label, "unit": spec.unit, "budget": budget,
-                         "n_reused": ctx.n_reused, "n_recomputed": len(positions), "dense_answer": dense.text,
-                         **{k: v for k, v in result.items() if k != "residual"}})
-        residuals += residual_rows(label, spec.unit, budget, result["residual"])
+        for budget in config.budgets:
+            rows, meta = _choose(spec, scores, budget, ctx, config)
+            positions = ctx.reused_positions[rows]
+            chosen[spec.label, budget] = positions
+            selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, **meta,
+                               "n_recomputed": len(positions), "positions": positions.tolist()})
+    row_sets = {(): torch.empty(0, dtype=torch.long)}  # the empty set answers for the splice
+    for positions in chosen.values():
+        row_sets.setdefault(tuple(positions.tolist()), positions)
+    t_repairs = time.perf_counter()
+    cells = answer_cells(model, ctx.spliced, ctx.layout.ids, list(row_sets.values()), ctx.suffix_ids, dense_ids,
+                         config.max_new_tokens, progress=lambda done, total: report("repairs", done, total))
+    t_repairs = time.perf_counter() - t_repairs
+    by_rows = dict(zip(row_sets, cells))
+    spliced = _record(by_rows[()].answer, example)
+    meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
+
+    outcomes, residuals = [], []
+    for spec in specs:
+        for budget in config.budgets:
+            positions = chosen[spec.label, budget]
+            cell = by_rows[tuple(positions.tolist())]
+            answer = _record(cell.answer, example)
+            flip, flip_strict = answer.flips(dense)
+            outcomes.append({"example_id": example.id, "selector": spec.label, "unit": spec.unit, "budget": budget,
+                             "n_reused": ctx.n_reused, "n_recomputed": len(positions), "dense_answer": dense.text,
+                             "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
+                             "f1": answer.f1, "dense_logprob": cell.reference_logprob,
+                             "seconds": t_repairs / len(cells)})
+            residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
+            residuals += residual_rows(spec.label, spec.unit, budget, residual)
     costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
 
     check = signals["attribution"] if config.attribution else None
@@ -103,8 +134,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     }
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
-                    repairs_s=sum(r["seconds"] for r in repairs.values()), n_repairs=len(repairs),
-                    total_s=time.perf_counter() - started)
+                    repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)
+    report("repairs", len(cells), len(cells))
     return Diagnosis(
         example=example, config=config, model=model.describe(), answers=Answers(dense, spliced),
         context=ContextSummary(ctx.layout.n_tokens, ctx.n_reused, segments, ctx.layer0_error(), ctx.rerotation,

@@ -86,3 +86,32 @@ def deviation_frame(ctx, cache: KVCache | None = None, positions=None) -> pd.Dat
     frame = pd.concat(parts, ignore_index=True)
     frame.insert(0, "example_id", ctx.example.id)
     return frame
+
+
+class ResidualMeter:
+    """`residual_deviation` of many repairs of one cache without materializing them.
+
+    Precomputes each reused row's squared deviation from the reference per layer; a repair
+    that rewrote rows R then costs |R| rows: the base's total, minus those rows' old deviation,
+    plus their new one. Equal to `residual_deviation` of the repaired cache up to rounding.
+    """
+
+    def __init__(self, cache: KVCache, reference: KVCache, positions):
+        pos, rows = _rows(cache, reference, positions)
+        self.index = {int(p): i for i, p in enumerate(pos.tolist())}
+        self.reference = reference
+        self.row_sq = {kind: (a - b).square().sum(-1) for kind, (a, b) in rows.items()}  # [layer, n]
+        self.ref_sq = {kind: b.square().sum((1, 2)) for kind, (_, b) in rows.items()}  # [layer]
+
+    def of(self, positions: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Per layer relative L2 after rewriting `positions` ([r], reused rows) with `keys`/`values`
+        ([layer, kv_head, r, d_head]): {"k": [layer], "v": [layer]}."""
+        pos = positions.cpu()
+        idx = torch.tensor([self.index[int(p)] for p in pos.tolist()], dtype=torch.long)
+        out = {}
+        for kind, new, ref in (("k", keys, self.reference.keys), ("v", values, self.reference.values)):
+            old = self.row_sq[kind][:, idx].sum(1)  # [layer]
+            fresh = (new.float().cpu() - ref[:, :, pos.to(ref.device)].float().cpu()).square().sum((1, 2, 3))
+            total = (self.row_sq[kind].sum(1) - old + fresh).clamp_min(0)
+            out[kind] = total.sqrt() / self.ref_sq[kind].sqrt().clamp_min(1e-12)
+        return out

@@ -1,0 +1,114 @@
+"""The receiver's answer from many repaired caches at once, with a reference answer's score.
+
+For each cell (a set of rows to repair over the splice) one batched layer-serial pass
+(`overlay.run_cells`) computes, in order of position,
+
+    the repaired rows  |  the question suffix  |  the reference answer, teacher-forced
+
+which is exactly repair, then suffix prefill, then teacher forcing, because each row only
+attends to rows at earlier positions. The last suffix row and the teacher-forced rows give the
+reference answer's log-probability and, read as a draft, the greedy answer: while the greedy
+token equals the reference token, the next teacher-forced row is the greedy decode's own next
+row. Only cells whose answer leaves the reference decode further, one batched row per step,
+with every row already computed kept as known K/V. The stopping rule is `decode._step`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from workbench.decode import Answer, _answer, _step, stop_token_ids
+from workbench.kv import KVCache
+from workbench.models import LoadedModel
+from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, run_cells
+
+
+@dataclass(frozen=True)
+class CellAnswer:
+    """One repaired cell's outcome: its repaired rows, its greedy answer, the reference's score."""
+
+    repaired: CellRows  # the repaired rows only: K/V per layer at positions [row]
+    answer: Answer
+    reference_logprob: float  # sum of log p(reference token) teacher-forced over the cell
+    decode_steps: int  # rows decoded beyond the teacher-forced pass
+
+
+@dataclass
+class _Walk:
+    """A cell's greedy decode in progress."""
+
+    generated: list[int]
+    known_positions: torch.Tensor  # [known]
+    known_keys: torch.Tensor  # [layer, kv_head, known, d_head]
+    known_values: torch.Tensor
+    steps: int = 0
+    answer: Answer | None = None
+
+
+@torch.inference_mode()
+def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets: list[torch.Tensor],
+                 suffix_ids: torch.Tensor, reference_ids, max_new_tokens: int = 24,
+                 max_bytes: int = DEFAULT_MAX_BYTES,
+                 progress: Callable[[int, int], None] | None = None) -> list[CellAnswer]:
+    """Repair each row set of `row_sets` over `base` and answer from it (see the module docstring).
+
+    ids: the context's token ids [pos] (row sets index into it); suffix_ids: [suffix];
+    reference_ids: the answer to teacher-force (for example the dense answer and its end token).
+    """
+    n, n_suffix = base.n_positions, len(suffix_ids)
+    reference = [int(t) for t in reference_ids]
+    forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
+    tail = torch.arange(n, n + n_suffix + len(forced))
+    tail_ids = torch.cat([suffix_ids.cpu().long(), forced])
+    cells = [Cell(torch.cat([rows.long().cpu(), tail]), torch.cat([ids.cpu()[rows.long().cpu()], tail_ids]))
+             for rows in row_sets]
+    passes = run_cells(model, base, cells, max_bytes, progress)
+    stops = stop_token_ids(model)
+    results, walks = [], {}
+    for c, (rows, done) in enumerate(zip(row_sets, passes)):
+        r = int(rows.numel())
+        first = r + n_suffix - 1  # the row that predicts the first answer token
+        logits = model.adapter.logits(done.hidden[first:first + max(len(reference), 1)]).float()  # [pred, vocab]
+        logp = torch.log_softmax(logits, dim=-1)
+        score = float(sum(logp[i, t] for i, t in enumerate(reference))) if reference else 0.0
+        greedy = logits.argmax(-1).tolist()
+        walk, i = _Walk([], done.positions, done.keys, done.values), 0
+        while walk.answer is None:
+            state = _step(model, walk.generated, greedy[i], stops, True)
+            if state != "go" or len(walk.generated) == max_new_tokens:
+                walk.answer = _answer(model, walk.generated, state == "stop")
+            elif greedy[i] == (reference[i] if i < len(reference) else None) and i + 1 < len(greedy):
+                i += 1  # the next teacher-forced row is the greedy decode's own next row
+            else:  # the answer leaves the reference: keep the rows before its next one
+                keep = r + n_suffix + i
+                walk.known_positions, walk.known_keys = done.positions[:keep], done.keys[:, :, :keep]
+                walk.known_values = done.values[:, :, :keep]
+                walks[c] = walk
+                break
+        repaired = CellRows(done.positions[:r], done.keys[:, :, :r], done.values[:, :, :r], done.hidden[:r])
+        results.append([repaired, walk, score])
+    _decode(model, base, walks, n + n_suffix, max_new_tokens, stops, max_bytes)
+    return [CellAnswer(repaired, walk.answer, score, walk.steps) for repaired, walk, score in results]
+
+
+@torch.inference_mode()
+def _decode(model: LoadedModel, base: KVCache, walks: dict[int, _Walk], first: int, max_new_tokens: int,
+            stops: set[int], max_bytes: int) -> None:
+    """Decode the walks that left the reference, one batched row per step."""
+    alive = dict(walks)
+    while alive:
+        cells = [Cell(torch.tensor([first + len(w.generated) - 1]), torch.tensor([w.generated[-1]]),
+                      w.known_positions, w.known_keys, w.known_values) for w in alive.values()]
+        for (c, walk), row in zip(list(alive.items()), run_cells(model, base, cells, max_bytes)):
+            walk.steps += 1
+            walk.known_positions = torch.cat([walk.known_positions, row.positions.to(walk.known_positions.device)])
+            walk.known_keys = torch.cat([walk.known_keys, row.keys], dim=2)
+            walk.known_values = torch.cat([walk.known_values, row.values], dim=2)
+            token = int(model.adapter.logits(row.hidden[-1:]).float().argmax())
+            state = _step(model, walk.generated, token, stops, True)
+            if state != "go" or len(walk.generated) == max_new_tokens:
+                walk.answer = _answer(model, walk.generated, state == "stop")
+                del alive[c]

@@ -1,0 +1,204 @@
+"""Many row sets over one shared cache in one layer-serial pass (batched recompute).
+
+A *cell* overlays rows on a shared base cache (the splice): rows it recomputes (`positions`,
+with their token ids) and, optionally, rows whose K/V it already knows (`known`). Everything
+else it reads from the base. Per layer, all cells' rows go through the projections, RoPE at
+their true positions and the MLP together; their queries attend over
+
+    base rows not overlaid by the cell  +  the cell's known rows  +  its recomputed rows
+
+under a causal mask built from absolute positions (key position <= query position), with one
+softmax over the three groups. The base is never copied: its scores are one matrix product
+shared by every cell. This is exactly `repair.recompute_rows` on each cell's own copy of the
+cache, up to float rounding, at a fraction of the time: the linear layers run on all cells'
+rows at once.
+
+    cells = [Cell(positions=rows, ids=layout.ids[rows]) for rows in row_sets]
+    out = run_cells(model, spliced, cells)        # per cell: K/V of its rows per layer, hidden
+
+Cells are grouped under a memory budget for the attention scores (`max_bytes`), smallest
+first, so a long context with many cells never holds more than that at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from workbench.errors import WorkbenchError
+from workbench.family import rotate_half
+from workbench.kv import KVCache
+from workbench.models import LoadedModel
+
+DEFAULT_MAX_BYTES = 512 << 20  # attention scores of one group of cells, fp32
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Rows one cell recomputes over the base, and rows whose K/V it already holds."""
+
+    positions: torch.Tensor  # [row] absolute positions to recompute, ascending
+    ids: torch.Tensor  # [row] their token ids
+    known_positions: torch.Tensor | None = None  # [known] ascending, disjoint from positions
+    known_keys: torch.Tensor | None = None  # [layer, kv_head, known, d_head], post-RoPE
+    known_values: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class CellRows:
+    """What one cell computed: its rows' K/V at every layer and their last hidden states."""
+
+    positions: torch.Tensor  # [row]
+    keys: torch.Tensor  # [layer, kv_head, row, d_head], post-RoPE
+    values: torch.Tensor  # [layer, kv_head, row, d_head]
+    hidden: torch.Tensor  # [row, hidden] after the last layer (before the final norm)
+
+
+def check_cell(cell: Cell, base: KVCache, what: str = "cell") -> None:
+    """Raise a clear error for a malformed cell, before any work."""
+    pos = cell.positions
+    if pos.dim() != 1 or cell.ids.shape != pos.shape:
+        raise WorkbenchError(f"{what}: positions and ids must be 1-D of the same length")
+    if pos.numel() and (pos.dtype.is_floating_point or int(pos.min()) < 0):
+        raise WorkbenchError(f"{what}: positions must be non-negative integers")
+    if pos.numel() > 1 and not bool((pos[1:] > pos[:-1]).all()):
+        raise WorkbenchError(f"{what}: positions must be strictly ascending (no duplicates)")
+    known = cell.known_positions if cell.known_positions is not None else pos.new_zeros(0)
+    taken = torch.cat([pos, known])
+    if torch.unique(taken).numel() != taken.numel():
+        raise WorkbenchError(f"{what}: a position is both recomputed and known")
+    beyond = taken[taken >= base.n_positions]
+    span = torch.arange(base.n_positions, int(taken.max()) + 1) if beyond.numel() else beyond
+    if beyond.numel() != span.numel():
+        raise WorkbenchError(f"{what}: rows past the base cache ({base.n_positions} positions) must be "
+                             f"contiguous from its end; missing {sorted(set(span.tolist()) - set(beyond.tolist()))[:8]}")
+
+
+def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: int) -> list[list[int]]:
+    """Cell indices grouped by size (rows, known) so each group's scores fit in `max_bytes`."""
+    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups:
+            members = groups[-1] + [i]
+            rows = max(sizes[j][0] for j in members)
+            known = max(sizes[j][1] for j in members)
+            if len(members) * n_heads * max(rows, 1) * (n_base + known + rows) * 4 <= max_bytes:
+                groups[-1].append(i)
+                continue
+        groups.append([i])
+    return groups
+
+
+def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: int = DEFAULT_MAX_BYTES,
+              progress: Callable[[int, int], None] | None = None) -> list[CellRows]:
+    """Recompute every cell's rows over `base` (see the module docstring); one result per cell.
+    `progress(done, total)` is called after each group of cells."""
+    for i, cell in enumerate(cells):
+        check_cell(cell, base, f"cell {i}")
+    out: list[CellRows | None] = [None] * len(cells)
+    sizes = [(int(c.positions.numel()), 0 if c.known_positions is None else int(c.known_positions.numel()))
+             for c in cells]
+    for group in _groups(sizes, base.n_positions, model.adapter.n_heads, max_bytes):
+        for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group])):
+            out[i] = rows
+        if progress:
+            progress(sum(r is not None for r in out), len(cells))
+    return out
+
+
+def _pad(rows: list[torch.Tensor], width: int, fill=0) -> torch.Tensor:
+    """Stack 1-D tensors, right-padded with `fill` to `width`. [cell, width]"""
+    out = rows[0].new_full((len(rows), width), fill)
+    for c, r in enumerate(rows):
+        out[c, : r.numel()] = r
+    return out
+
+
+@torch.inference_mode()
+def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[CellRows]:
+    ad, device = model.adapter, model.device
+    n_cells, n_base = len(cells), base.n_positions
+    n_rows = [int(c.positions.numel()) for c in cells]
+    n_known = [0 if c.known_positions is None else int(c.known_positions.numel()) for c in cells]
+    width, kwidth = max(max(n_rows), 1), max(n_known)
+    pos = _pad([c.positions.long().cpu() for c in cells], width).to(device)  # [cell, row]
+    ids = _pad([c.ids.long().cpu() for c in cells], width).to(device)
+    valid = torch.arange(width, device=device)[None] < torch.tensor(n_rows, device=device)[:, None]  # [cell, row]
+    kpos = _pad([c.known_positions.long().cpu() if n else torch.zeros(0, dtype=torch.long)
+                 for c, n in zip(cells, n_known)], kwidth, -1).to(device) if kwidth else None  # [cell, known]
+
+    # Masks, by absolute position. Base keys a cell overlays are hidden from it; a padded query
+    # row sees only itself (its output is discarded), so no softmax row is empty.
+    base_pos = torch.arange(n_base, device=device)
+    overlaid = torch.zeros(n_cells, n_base + 1, dtype=torch.bool, device=device)  # last column: a sink
+    overlaid.scatter_(1, torch.where(valid, pos, n_base).clamp(max=n_base), True)
+    if kpos is not None:
+        overlaid.scatter_(1, torch.where(kpos >= 0, kpos, n_base).clamp(max=n_base), True)
+    see_base = (base_pos[None, None] <= pos[:, :, None]) & ~overlaid[:, None, :n_base] & valid[:, :, None]
+    see_new = (pos[:, None, :] <= pos[:, :, None]) & valid[:, None, :] & valid[:, :, None]  # [cell, row, row]
+    see_new |= torch.eye(width, dtype=torch.bool, device=device)[None] & ~valid[:, :, None]
+    see_known = ((kpos[:, None, :] <= pos[:, :, None]) & (kpos >= 0)[:, None, :] & valid[:, :, None]
+                 if kpos is not None else None)  # [cell, row, known]
+    mask = torch.cat([see_base, see_known, see_new] if see_known is not None else [see_base, see_new], dim=-1)
+
+    known_k = known_v = None
+    if kpos is not None:  # [layer, cell, kv_head, known, d_head]
+        shape = (base.n_layers, n_cells, ad.n_kv_heads, kwidth, ad.head_dim)
+        known_k, known_v = base.keys.new_zeros(shape), base.values.new_zeros(shape)
+        for c, (cell, n) in enumerate(zip(cells, n_known)):
+            if n:
+                known_k[:, c, :, :n] = cell.known_keys.to(device, base.keys.dtype)
+                known_v[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
+
+    group = ad.n_heads // ad.n_kv_heads
+    h = ad.embed(ids)  # [cell, row, hidden]
+    cos, sin = ad.cos_sin(pos.flatten(), h)
+    cos, sin = cos.view(n_cells, width, 1, -1), sin.view(n_cells, width, 1, -1)  # [cell, row, 1, d_head]
+    new_keys, new_values = [], []
+    for l, layer in enumerate(ad.layers):
+        x = layer.input_layernorm(h)
+        q, k, v = ad.project_qkv(l, x.reshape(n_cells * width, -1))
+        q = q.view(n_cells, width, ad.n_heads, ad.head_dim)
+        k = k.view(n_cells, width, ad.n_kv_heads, ad.head_dim)
+        v = v.view(n_cells, width, ad.n_kv_heads, ad.head_dim)
+        q = (q * cos + rotate_half(q) * sin).permute(0, 2, 1, 3)  # [cell, head, row, d_head]
+        k = (k * cos + rotate_half(k) * sin).permute(0, 2, 1, 3)  # [cell, kv_head, row, d_head]
+        v = v.permute(0, 2, 1, 3)
+        new_keys.append(k)
+        new_values.append(v)
+        qg = q.view(n_cells, ad.n_kv_heads, group, width, ad.head_dim)  # [cell, kv_head, g, row, d]
+        flat = qg.permute(1, 0, 2, 3, 4).reshape(ad.n_kv_heads, -1, ad.head_dim)  # [kv_head, cell*g*row, d]
+        base_scores = torch.bmm(flat, base.keys[l].transpose(1, 2))  # one product for every cell
+        base_scores = base_scores.view(ad.n_kv_heads, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)
+        parts = [base_scores]
+        if known_k is not None:
+            parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k[l]))
+        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, k))
+        scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
+        probs = scores.softmax(-1).to(v.dtype)  # [cell, kv_head, g, row, key]
+        p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(ad.n_kv_heads, -1, n_base)
+        attn = torch.bmm(p_base, base.values[l]).view(ad.n_kv_heads, n_cells, group, width, ad.head_dim)
+        attn = attn.permute(1, 0, 2, 3, 4)  # [cell, kv_head, g, row, d]
+        if known_k is not None:
+            attn = attn + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + kwidth], known_v[l])
+        attn = attn + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + kwidth:], v)
+        attn = attn.reshape(n_cells, ad.n_heads, width, ad.head_dim).permute(0, 2, 1, 3)
+        h = h + layer.self_attn.o_proj(attn.reshape(n_cells, width, ad.n_heads * ad.head_dim))
+        h = h + layer.mlp(layer.post_attention_layernorm(h))
+    keys, values = torch.stack(new_keys), torch.stack(new_values)  # [layer, cell, kv_head, row, d_head]
+    return [CellRows(cells[c].positions.to(device), keys[:, c, :, : n_rows[c]], values[:, c, :, : n_rows[c]],
+                     h[c, : n_rows[c]]) for c in range(n_cells)]
+
+
+def materialize(base: KVCache, rows: CellRows) -> KVCache:
+    """The cell's full cache: the base with its recomputed rows written in (grown if they pass its end)."""
+    n = max(base.n_positions, int(rows.positions.max()) + 1 if rows.positions.numel() else 0)
+    keys = base.keys.new_zeros(base.n_layers, base.keys.shape[1], n, base.keys.shape[3])
+    values = torch.zeros_like(keys)
+    keys[:, :, : base.n_positions], values[:, :, : base.n_positions] = base.keys, base.values
+    keys[:, :, rows.positions] = rows.keys.to(keys.dtype)
+    values[:, :, rows.positions] = rows.values.to(values.dtype)
+    return KVCache(keys, values)
