@@ -17,6 +17,7 @@ from workbench.layout import Layout, PromptFormat
 from workbench.models import LoadedModel, load_model, wrap_model
 from workbench.tasks import Example, load_dataset, load_example
 from workbench.version import __version__
+from workbench import plots  # noqa: E402,F401  (registers how a Diagnosis draws itself in Jupyter)
 
 __all__ = [
     "Context", "Example", "KVCache", "Layout", "LoadedModel", "PromptFormat", "WorkbenchError",

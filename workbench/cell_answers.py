@@ -24,6 +24,7 @@ from workbench.decode import Answer, _answer, _step, stop_token_ids
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, run_cells
+from workbench.repair import check_positions
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     reference_ids: the answer to teacher-force (for example the dense answer and its end token).
     """
     n, n_suffix = base.n_positions, len(suffix_ids)
+    row_sets = [check_positions(rows, n, f"row set {i}") for i, rows in enumerate(row_sets)]  # before any work
     reference = [int(t) for t in reference_ids]
     forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
     tail = torch.arange(n, n + n_suffix + len(forced))

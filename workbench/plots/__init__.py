@@ -1,7 +1,37 @@
-"""Plotly figure builders shared by the app, notebooks and reports (computation lives elsewhere)."""
+"""Plotly figure builders shared by the app, the reports and the notebooks. Plots compute no
+measurements and read no files: they take tables (or a Diagnosis) and return figures.
 
+    from workbench import plots
+    plots.diagnosis_figures(d)              # the per-example figures (also d.show())
+    plots.budget_curve(summary, "em")       # across a sweep; one colour per selector everywhere
+"""
+
+from workbench.plots.axes import axis_problems
+from workbench.plots.colors import selector_color, selector_style, selector_symbol
 from workbench.plots.curves import budget_curve, flip_matrix_figure, rows_vs_accuracy
-from workbench.plots.tokens import layer_heatmap, layer_profile, picks_matrix, residual_by_layer, token_strip
+from workbench.plots.diagnosis import (
+    deviation_figure,
+    diagnosis_figures,
+    diagnosis_html,
+    layer_signal_figure,
+    picks_figure,
+    residual_figure,
+    show_diagnosis,
+    strip_figure,
+)
+from workbench.plots.fidelity import fidelity_figures
+from workbench.plots.tokens import (
+    layer_heatmap,
+    layer_profile,
+    picks_matrix,
+    residual_by_layer,
+    token_strip,
+)
+from workbench.plots.unit_curve import unit_curve_figure
 
-__all__ = ["budget_curve", "flip_matrix_figure", "layer_heatmap", "layer_profile", "picks_matrix", "residual_by_layer",
-           "rows_vs_accuracy", "token_strip"]
+__all__ = [
+    "axis_problems", "budget_curve", "deviation_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
+    "flip_matrix_figure", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
+    "residual_by_layer", "residual_figure", "rows_vs_accuracy", "selector_color", "selector_style",
+    "selector_symbol", "show_diagnosis", "strip_figure", "token_strip", "unit_curve_figure",
+]

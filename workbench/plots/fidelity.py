@@ -2,13 +2,11 @@
 sweep, the bank grid and sender-pool scaling. Inputs are the run's `conditions` table (one
 row per condition, with Wilson intervals); floor and reference lines come from its own rows.
 
-    tables = workbench.experiments.fidelity.load_tables("runs/fid")
-    transfer_vs_cosine(tables["conditions"]).show()
+    run = workbench.runstore.load_fidelity("runs/fid")
+    transfer_vs_cosine(run.tables["conditions"]).show()
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -125,11 +123,7 @@ def pool_scaling(conditions: pd.DataFrame, title: str = "") -> go.Figure:
     return fig
 
 
-def fidelity_figures(source) -> dict[str, go.Figure]:
-    """All four figures from a run folder or a `conditions` table."""
-    if isinstance(source, (str, Path)):
-        from workbench.experiments.fidelity import load_tables
-
-        source = load_tables(Path(source))["conditions"]
-    return {"cosine": transfer_vs_cosine(source), "layers": layer_sweep(source),
-            "bank": bank_heatmap(source), "pool": pool_scaling(source)}
+def fidelity_figures(conditions: pd.DataFrame) -> dict[str, go.Figure]:
+    """All four figures from a fidelity run's `conditions` table."""
+    return {"cosine": transfer_vs_cosine(conditions), "layers": layer_sweep(conditions),
+            "bank": bank_heatmap(conditions), "pool": pool_scaling(conditions)}

@@ -1,62 +1,85 @@
-"""Per-example figures: the token strip, selectors' picks, layer x token heatmaps, residual
-deviation per layer. Inputs are a Diagnosis's tables; every function returns a plotly Figure.
+"""Per-example figures from a Diagnosis's tables: the token strip, selectors' picks, layer x
+token heatmaps, deviation left per layer. Every function returns a plotly Figure; `title` is
+shown as given, while tokens, segments and selector labels are escaped here.
 """
 
 from __future__ import annotations
-
-import html
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-SEGMENT_COLORS = ("#f2f2f2", "#dbe9f6", "#fde2cf", "#dff0d8", "#eadcf0", "#fff3c4", "#d9f2f2")
+from workbench.plots.colors import selector_style
+from workbench.plots.text import escape, token_text
+
+MAX_CHARS = 8  # a token cell shows at most this many characters (the last an ellipsis); hover shows all
+_CHAR_PX, _CELL_PX, _WIDTH_PX = 6.5, 8, 1000  # font-10 character, cell padding, a typical figure width
 
 
-def _label(token: str) -> str:
-    """A token as display text: escaped, whitespace made visible, never empty."""
-    shown = token.replace("\n", "⏎").replace("\t", "⇥")
-    return html.escape(shown if shown.strip() else "␣" * max(1, len(shown)), quote=False)
+def log10_clipped(values: np.ndarray) -> np.ndarray:
+    """log10 of the values; zeros and negatives take the smallest positive value (NaN if none)."""
+    values = np.asarray(values, dtype=float)
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return np.full_like(values, np.nan)
+    return np.log10(np.where(np.isfinite(values), np.maximum(values, positive.min()), np.nan))
+
+
+def cells_per_line(tokens: pd.Series, max_chars: int = MAX_CHARS) -> int:
+    """How many token cells fit a line of a ~1000 px figure without overprinting (12 to 32)."""
+    longest = max((min(len(str(t)), max_chars) for t in tokens), default=1)
+    return int(np.clip(_WIDTH_PX // (_CHAR_PX * longest + _CELL_PX), 12, 32))
 
 
 def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title: str = "",
-                picks: list[int] | None = None, per_line: int = 24, reused_only: bool = False) -> go.Figure:
+                picks: list[int] | None = None, per_line: int | None = None, reused_only: bool = False,
+                log: bool = False, value_label: str = "") -> go.Figure:
     """The context as wrapped lines of token cells, coloured by `values` (indexed by position).
 
-    Segment boundaries start a new line; `picks` (positions) are outlined. Hover shows the
-    position, segment and value. tokens: a Diagnosis `tokens` table.
+    Segment boundaries start a new line; `picks` (positions) are outlined as "recomputed".
+    Cells show at most MAX_CHARS characters; hover shows the whole token, its position,
+    segment and value. `log` colours by log10 of the values. tokens: a Diagnosis `tokens` table.
+    The legend sits above the strip and the colour bar beside it, so they never overlap.
     """
     rows = tokens[tokens["reused"]] if reused_only else tokens
+    per_line = per_line or cells_per_line(rows["token"])
     cells, y = [], 0
     for _, seg in rows.groupby("segment", sort=False):
         for start in range(0, len(seg), per_line):
             for x, (_, tok) in enumerate(seg.iloc[start:start + per_line].iterrows()):
-                cells.append((x, y, int(tok["position"]), tok["token"], tok["segment"]))
+                cells.append((x, y, int(tok["position"]), tok["token"], str(tok["segment"])))
             y += 1
     frame = pd.DataFrame(cells, columns=["x", "y", "position", "token", "segment"])
-    z = frame["position"].map(values) if values is not None else pd.Series(np.nan, index=frame.index)
+    raw = frame["position"].map(values).to_numpy(dtype=float) if values is not None else np.full(len(frame), np.nan)
+    shown = log10_clipped(raw) if log else raw
     grid = np.full((y, per_line), np.nan)
     text = np.full((y, per_line), "", dtype=object)
     hover = np.full((y, per_line), "", dtype=object)
-    for row, value in zip(frame.itertuples(), z):
-        grid[row.y, row.x] = value
-        text[row.y, row.x] = _label(row.token)
-        hover[row.y, row.x] = (f"pos {row.position} · {html.escape(row.segment)}<br>{_label(row.token)}"
-                               + ("" if pd.isna(value) else f"<br>value {value:.4g}"))
+    for row, value, color in zip(frame.itertuples(), raw, shown):
+        grid[row.y, row.x] = color
+        text[row.y, row.x] = token_text(row.token, MAX_CHARS)
+        hover[row.y, row.x] = (f"pos {row.position} · {escape(row.segment)}<br>{token_text(row.token)}"
+                               + ("" if np.isnan(value) else f"<br>value {value:.4g}"))
+    colorbar = {"title": {"text": value_label + (" (log10)" if log else ""), "side": "right"},
+                "x": 1.01, "xanchor": "left", "y": 0.5, "yanchor": "middle", "len": 1.0, "lenmode": "fraction",
+                "thickness": 14}
     fig = go.Figure(go.Heatmap(z=grid, text=text, texttemplate="%{text}", textfont={"size": 10},
                                customdata=hover, hovertemplate="%{customdata}<extra></extra>",
-                               colorscale="Viridis", showscale=values is not None, xgap=1, ygap=2))
-    if picks:
-        chosen = frame[frame["position"].isin(set(picks))]
-        fig.add_trace(go.Scatter(x=chosen["x"], y=chosen["y"], mode="markers", name="recomputed",
-                                 marker={"symbol": "square-open", "size": 18, "color": "crimson",
-                                         "line": {"width": 2}}, hoverinfo="skip"))
+                               colorscale="Viridis", showscale=values is not None, colorbar=colorbar,
+                               xgap=1, ygap=2))
+    chosen = frame[frame["position"].isin(set(picks or ()))]
+    for i, cell in enumerate(chosen.itertuples()):  # an outline around each recomputed cell
+        fig.add_shape(type="rect", x0=cell.x - 0.5, x1=cell.x + 0.5, y0=cell.y - 0.5, y1=cell.y + 0.5,
+                      line={"color": "crimson", "width": 2}, name="recomputed", legendgroup="recomputed",
+                      showlegend=i == 0)
     starts = frame.groupby("segment", sort=False)["y"].min()
-    fig.update_yaxes(autorange="reversed", tickvals=list(starts), ticktext=[html.escape(s) for s in starts.index],
-                     showgrid=False)
-    fig.update_xaxes(visible=False)
-    fig.update_layout(title=title, height=max(240, 26 * y + 90), margin={"l": 90, "r": 20, "t": 40, "b": 10},
-                      plot_bgcolor="white", showlegend=bool(picks))
+    fig.update_yaxes(autorange="reversed", tickvals=list(starts), ticktext=[escape(s) for s in starts.index],
+                     showgrid=False, zeroline=False)
+    fig.update_xaxes(visible=False, range=[-0.5, per_line - 0.5])
+    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 8}},
+                      height=max(240, 26 * y + 100), margin={"l": 90, "r": 20, "t": 60, "b": 10},
+                      plot_bgcolor="white", showlegend=not chosen.empty,
+                      legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"})
     return fig
 
 
@@ -65,54 +88,63 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
     reused = tokens[tokens["reused"]].reset_index(drop=True)
     positions = reused["position"].tolist()
     labels = list(picks)
-    z = np.array([[p in set(picks[label]) for p in positions] for label in labels], dtype=float)
-    agree = z.sum(0, keepdims=True)
-    hover = [f"pos {p} · {html.escape(s)} · {_label(t)}" for p, s, t in
+    z = np.array([[p in set(picks[label]) for p in positions] for label in labels], dtype=float).reshape(
+        len(labels), len(positions))  # [selector, reused token]
+    agree = z.sum(0, keepdims=True)  # [1, reused token]
+    hover = [f"pos {p} · {escape(s)} · {token_text(t)}" for p, s, t in
              zip(positions, reused["segment"], reused["token"])]
     fig = go.Figure()
-    fig.add_trace(go.Heatmap(z=np.vstack([z, agree / max(1, len(labels))]), y=labels + ["agreement"],
+    fig.add_trace(go.Heatmap(z=np.vstack([z, agree / max(1, len(labels))]),
+                             y=[escape(label) for label in labels] + ["agreement"],
                              x=list(range(len(positions))), customdata=[hover] * (len(labels) + 1),
                              hovertemplate="%{y}<br>%{customdata}<br>%{z:.2f}<extra></extra>",
                              colorscale=[[0, "#f4f4f4"], [1, "#b2182b"]], showscale=False, ygap=2))
     bounds = reused.index[reused["segment"] != reused["segment"].shift()].tolist()[1:]
     for b in bounds:
         fig.add_vline(x=b - 0.5, line={"color": "#333", "width": 1})
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
     fig.update_layout(title=title, height=90 + 28 * (len(labels) + 1), margin={"l": 110, "r": 20, "t": 40, "b": 40})
     return fig
 
 
-def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", log: bool = False) -> go.Figure:
+def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", log: bool = False,
+                  value_label: str = "") -> go.Figure:
     """Layer x token heatmap of one per-layer signal. table: layer, position, value rows."""
     wide = table.pivot_table(index="layer", columns="position", values="value", aggfunc="mean")
-    z = wide.to_numpy()
+    z = wide.to_numpy()  # [layer, reused token]
     if log:
-        z = np.log10(np.abs(z) + 1e-12)
-    text = tokens.set_index("position").reindex(wide.columns)["token"].map(_label)
+        z = log10_clipped(z)
+    text = tokens.set_index("position").reindex(wide.columns)["token"].map(token_text)
     fig = go.Figure(go.Heatmap(z=z, x=list(range(len(wide.columns))), y=list(wide.index),
                                customdata=np.tile(np.array([f"pos {p} · {t}" for p, t in zip(wide.columns, text)],
                                                            dtype=object), (len(wide.index), 1)),
                                hovertemplate="layer %{y}<br>%{customdata}<br>%{z:.4g}<extra></extra>",
-                               colorscale="Magma", colorbar={"title": "log10" if log else ""}))
+                               colorscale="Magma",
+                               colorbar={"title": {"text": value_label + (" (log10)" if log else ""),
+                                                   "side": "right"}}))
     fig.update_xaxes(title="reused token (context order)")
-    fig.update_yaxes(title="layer")
+    fig.update_yaxes(title="layer", dtick=max(1, len(wide.index) // 12))
     fig.update_layout(title=title, height=420, margin={"l": 60, "r": 20, "t": 40, "b": 40})
     return fig
 
 
 def residual_by_layer(residual: pd.DataFrame, budget: float, kind: str = "v", selectors=None,
                       title: str = "") -> go.Figure:
-    """Deviation left per layer after each selector's repair at a budget (relative L2 vs dense)."""
+    """Deviation left per layer after each selector's repair at a budget (relative L2 vs dense),
+    one line per selector in its colour (`plots.colors`)."""
     rows = residual[((residual["budget"] - budget).abs() < 1e-9) & (residual["kind"] == kind)]
     fig = go.Figure()
     for label, line in rows.groupby("selector", sort=False):
         if selectors is not None and label not in selectors:
             continue
-        fig.add_trace(go.Scatter(x=line["layer"], y=line["value"], mode="lines+markers", name=label))
-    fig.update_xaxes(title="layer")
-    fig.update_yaxes(title=f"relative L2 of {'values' if kind == 'v' else 'keys (post-RoPE)'} vs dense")
-    fig.update_layout(title=title or f"deviation left after repair, b = {budget:g}", height=380)
+        line = line.sort_values("layer")
+        fig.add_trace(go.Scatter(x=line["layer"], y=line["value"], mode="lines+markers", name=escape(label),
+                                 **selector_style(label)))
+    what = "values" if kind == "v" else "keys (post-RoPE)"
+    fig.update_xaxes(title="layer", dtick=max(1, int(rows["layer"].nunique()) // 12) if len(rows) else 1)
+    fig.update_yaxes(title=f"relative L2 of {what} vs dense")
+    fig.update_layout(title=title or f"deviation of the {what} left after repair, b = {budget:g}", height=380)
     return fig
 
 
@@ -121,8 +153,8 @@ def layer_profile(lines: dict[str, list[float]], title: str = "", ytitle: str = 
     fig = go.Figure()
     for name, values in lines.items():
         values = [float(v) for v in values]
-        fig.add_trace(go.Scatter(x=list(range(len(values))), y=values, mode="lines+markers", name=name))
-    fig.update_xaxes(title="layer")
+        fig.add_trace(go.Scatter(x=list(range(len(values))), y=values, mode="lines+markers", name=escape(name)))
+    fig.update_xaxes(title="layer", dtick=max(1, max((len(v) for v in lines.values()), default=1) // 12))
     fig.update_yaxes(title=ytitle)
     fig.update_layout(title=title, height=360)
     return fig

@@ -94,6 +94,6 @@ def check_out(out: str | Path, *, force: bool = False, resume: bool = False, fil
             if not (force or resume):
                 raise WorkbenchError(f"{out} exists; pass --force to replace it, or choose another --out")
     check_writable_parent(out)
-    if out.exists() and not os.access(out, os.W_OK | os.X_OK):
+    if out.is_dir() and not os.access(out, os.W_OK | os.X_OK):
         raise WorkbenchError(f"cannot write into {out}: permission denied")
     return out

@@ -1,0 +1,90 @@
+"""The batched engine against the serial reference: many repairs in one pass (overlay), their
+answers and the dense answer's score (cell_answers), and the residual meter (tiny models)."""
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import FAMILIES, small_example, tiny_model
+from workbench.cell_answers import answer_cells
+from workbench.decode import stop_token_ids
+from workbench.overlay import Cell, materialize, run_cells
+from workbench.signals.deviation import ResidualMeter, residual_deviation
+
+MAX_NEW = 8
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-12))
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def setup(request):
+    torch.set_num_threads(1)
+    model = tiny_model(request.param)
+    ctx = wb.build_context(model, small_example())
+    r = ctx.reused_positions
+    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]  # empty, scattered, a span, every row, ...
+    dense = ctx.generate(ctx.dense, MAX_NEW)
+    reference = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
+    return model, ctx, row_sets, reference
+
+
+def test_every_cell_of_a_mixed_batch_equals_the_serial_repair(setup):
+    model, ctx, row_sets, _ = setup
+    cells = run_cells(model, ctx.spliced, [Cell(s, ctx.layout.ids[s]) for s in row_sets])
+    for rows, cell in zip(row_sets, cells):
+        want, got = ctx.repair(rows), materialize(ctx.spliced, cell)
+        assert torch.equal(cell.positions.cpu(), rows)
+        assert rel(got.keys, want.keys) < 1e-5 and rel(got.values, want.values) < 1e-5, len(rows)
+
+
+def test_a_cell_of_every_reused_row_equals_dense(setup):
+    model, ctx, row_sets, _ = setup
+    full = materialize(ctx.spliced, run_cells(model, ctx.spliced, [Cell(row_sets[3], ctx.layout.ids[row_sets[3]])])[0])
+    assert rel(full.keys, ctx.dense.keys) < 1e-5 and rel(full.values, ctx.dense.values) < 1e-5
+
+
+def test_memory_groups_change_nothing(setup):
+    model, ctx, row_sets, _ = setup
+    cells = [Cell(s, ctx.layout.ids[s]) for s in row_sets]
+    one = run_cells(model, ctx.spliced, cells)
+    seen = []
+    split = run_cells(model, ctx.spliced, cells, max_bytes=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (len(cells), len(cells)) and len(seen) == len(cells)  # one cell per group
+    for a, b in zip(one, split):
+        assert rel(b.keys, a.keys) < 1e-5 and rel(b.hidden, a.hidden) < 1e-5
+
+
+def test_answers_and_teacher_forced_scores_equal_the_serial_path(setup):
+    model, ctx, row_sets, reference = setup
+    got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, reference, MAX_NEW)
+    meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
+    for rows, cell in zip(row_sets, got):
+        cache = ctx.repair(rows)
+        assert cell.answer == ctx.generate(cache, MAX_NEW)  # text, token ids and the stop flag
+        assert abs(cell.reference_logprob - ctx.teacher_forced(cache, reference).logprob) < 1e-4
+        want = residual_deviation(cache, ctx.dense, ctx.reused_positions)
+        mine = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
+        for kind in ("k", "v"):
+            torch.testing.assert_close(mine[kind], want[kind], atol=1e-5, rtol=1e-4)
+
+
+def test_an_answer_that_leaves_the_reference_decodes_on(setup):
+    """With a wrong reference every answer leaves it at the first token and is decoded row by row."""
+    model, ctx, row_sets, reference = setup
+    wrong = [(t + 1) % 256 for t in reference] or [1]
+    got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[:3], ctx.suffix_ids, wrong, MAX_NEW)
+    for rows, cell in zip(row_sets[:3], got):
+        assert cell.answer == ctx.generate(ctx.repair(rows), MAX_NEW)
+        assert cell.decode_steps == len(cell.answer.token_ids) - (0 if cell.answer.stopped else 1)
+
+
+def test_bad_row_sets_fail_before_any_work(setup, monkeypatch):
+    model, ctx, row_sets, reference = setup
+    monkeypatch.setattr("workbench.cell_answers.run_cells", lambda *a, **k: pytest.fail("work started"))
+    n = ctx.spliced.n_positions
+    for bad, match in ((torch.tensor([3, 3]), "duplicates"), (torch.tensor([n + 5]), "out of range"),
+                       (torch.tensor([1.5]), "integers")):
+        with pytest.raises(wb.WorkbenchError, match=match):
+            answer_cells(model, ctx.spliced, ctx.layout.ids, [row_sets[1], bad], ctx.suffix_ids, reference)

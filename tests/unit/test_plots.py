@@ -1,0 +1,192 @@
+"""Figures: one colour per selector everywhere, dodged curves, the unit curve's axis, the token
+strip's legend and long tokens, the per-example figures of a Diagnosis, `axis_problems`."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from conftest import small_example, tiny_model
+
+from workbench import plots
+from workbench.diagnosis import Diagnosis, diagnose
+from workbench.plots import colors
+from workbench.plots.tokens import MAX_CHARS
+from workbench.selectors.registry import default_selectors
+
+SELECTORS = ("none", "full", "random", "cacheblend", "cadence-grad", "qattn")
+
+
+@pytest.fixture(scope="module")
+def diagnosis() -> Diagnosis:
+    return diagnose(tiny_model("llama"), small_example(), selectors=SELECTORS, budgets=(0.1, 0.3),
+                    attribution=False, max_new_tokens=4, progress=False)
+
+
+def budget_summary(labels, em=None) -> pd.DataFrame:
+    """A summary table as `experiments.summary.summarize` makes it: every selector at 0.1, 0.2, 0.3."""
+    rows = []
+    for i, label in enumerate(labels):
+        for budget in (0.1, 0.2, 0.3):
+            value = em if em is not None else 0.1 * i + budget
+            rows.append({"selector": label, "unit": "single", "budget": budget, "em": value, "em_low": value - 0.05,
+                         "em_high": value + 0.05, "flip_rate": 1 - value, "flip_low": 0.9 - value,
+                         "flip_high": 1.1 - value, "rows_per_example": budget * 100})
+    return pd.DataFrame(rows)
+
+
+def unit_summary() -> pd.DataFrame:
+    """A unit-curve summary whose units 64 and 256 are not budget-matched."""
+    units = [1, 16, 64, 256, 1024]
+    return pd.DataFrame({"unit": units, "informed_error": [0.1, 0.15, 0.2, 0.25, 0.3],
+                         "random_error": [0.3, 0.3, 0.31, 0.32, 0.33], "unrepaired_error": [0.5] * 5,
+                         "budget_share": [0.2, 0.2, 0.25, 0.4, 0.2], "budget_matched": [True, True, False, False, True],
+                         "prompts_won": [3] * 5, "n_prompts": [3] * 5, "p_value": [0.1] * 5})
+
+
+def trace_colors(fig: go.Figure) -> dict[str, str]:
+    return {html.unescape(t.name): t.line.color for t in fig.data if t.name}
+
+
+# ------------------------------------------------------------------ colours
+
+
+def test_one_colour_per_selector_across_figures(diagnosis):
+    toy = "my-toy-selector"
+    curve = plots.budget_curve(budget_summary(["qattn", toy, "cadence-grad", "random", "cacheblend"]))
+    rows = plots.rows_vs_accuracy(budget_summary(["cacheblend", "random", "cadence-grad", toy, "qattn"]))
+    residual = plots.residual_figure(diagnosis, 0.1)  # another figure kind, other order, from a Diagnosis
+    seen = [trace_colors(curve), trace_colors(rows), trace_colors(residual)]
+    for label in ("random", "cacheblend", "cadence-grad", "qattn"):
+        assert {figure[label] for figure in seen} == {plots.selector_color(label)}
+    assert trace_colors(curve)[toy] == trace_colors(rows)[toy] == plots.selector_color(toy)
+    assert plots.selector_color(toy) == colors.selector_color(toy)  # a stable hash, not registration order
+    builtin = default_selectors(expensive=True)
+    assert len({plots.selector_color(s) for s in builtin}) == len(builtin)  # every built-in its own colour
+    assert plots.selector_color("none") != plots.selector_color("full")
+
+
+def test_coinciding_curves_are_dodged_and_hover_shows_the_true_budget():
+    fig = plots.budget_curve(budget_summary(["random", "cacheblend", "qattn"], em=0.5))
+    xs = [tuple(np.round(t.x, 6)) for t in fig.data]
+    assert len(set(xs)) == 3  # same values, different x
+    for trace in fig.data:
+        true = [float(text.removeprefix("b = ")) for text in trace.text]
+        assert true == [0.1, 0.2, 0.3] and max(abs(np.array(trace.x) - true)) < 0.02
+    assert len({t.marker.symbol for t in fig.data}) == 3
+    assert list(fig.layout.xaxis.tickvals) == [0.1, 0.2, 0.3]
+    rows = plots.rows_vs_accuracy(budget_summary(["random", "cacheblend"], em=0.5))
+    assert tuple(rows.data[0].x) != tuple(rows.data[1].x)
+
+
+def test_references_are_lines_in_their_own_colours():
+    fig = plots.budget_curve(budget_summary(["none", "full", "random"]))
+    assert [t.name for t in fig.data] == ["random"]
+    assert {s.line.color for s in fig.layout.shapes} == {plots.selector_color("none"), plots.selector_color("full")}
+
+
+# ------------------------------------------------------------------ axes
+
+
+def test_unit_curve_axis_covers_its_data():
+    fig = plots.unit_curve_figure(unit_summary())
+    assert plots.axis_problems(fig) == []
+    low, high = fig.layout.xaxis.range
+    assert low < math.log10(1) and high > math.log10(1024) and high < 4  # not 10^256
+    notes = [a for a in fig.layout.annotations if "not matched" in a.text]
+    assert sorted(round(10 ** a.x) for a in notes) == [64, 256]
+
+
+def test_axis_problems_flags_the_old_unit_curve():
+    s = unit_summary()
+    fig = go.Figure(go.Scatter(x=s["unit"], y=s["informed_error"]))
+    for u in (64, 256):  # the first version's notes: data coordinates on a log axis
+        fig.add_annotation(x=u, y=0.3, text="not matched")
+    fig.update_xaxes(type="log")
+    problems = plots.axis_problems(fig)
+    assert len(problems) == 2 and "10^256" in problems[1] and "xaxis" in problems[0]
+
+
+def test_axis_problems_checks_explicit_ranges_and_figure_json():
+    fig = go.Figure(go.Scatter(x=np.array([0.0, 1.0, 2.0]), y=np.array([0.5, 1.5, 0.2])))
+    fig.update_yaxes(range=[0, 1])
+    fig.add_hline(y=1.2)
+    problems = plots.axis_problems(fig)
+    assert len(problems) == 2 and "yaxis shows [0, 1]" in problems[0] and "shape" in problems[1]
+    assert plots.axis_problems(json.loads(fig.to_json())) == problems  # as a browser gets it (typed arrays)
+    fig.update_yaxes(range=[0, 2])
+    assert plots.axis_problems(fig) == []
+    log = go.Figure(go.Scatter(x=[0, 1, 10], y=[1, 2, 3]))
+    log.update_xaxes(type="log")
+    assert "<= 0" in plots.axis_problems(log)[0]
+
+
+# ------------------------------------------------------------------ token strip
+
+
+def long_tokens() -> pd.DataFrame:
+    toks = ["The", " antidisestablishmentarianism", " <script>", "\n", " of", " internationalization"] * 5
+    return pd.DataFrame({"position": range(len(toks)), "token": toks, "segment": ["passage 1"] * len(toks),
+                         "passage": [0] * len(toks), "reused": [True] * len(toks)})
+
+
+def test_token_strip_legend_and_colour_bar_never_overlap():
+    tokens = long_tokens()
+    values = pd.Series(np.linspace(0.01, 1, len(tokens)), index=tokens["position"])
+    fig = plots.token_strip(tokens, values, picks=[1, 4], value_label="score")
+    legend, bar = fig.layout.legend, fig.data[0].colorbar
+    assert fig.layout.showlegend and fig.data[0].showscale
+    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y > 1  # above the plot area
+    assert bar.lenmode == "fraction" and bar.yanchor == "middle"
+    assert bar.y + bar.len / 2 <= 1 and bar.y - bar.len / 2 >= 0 and bar.x >= 1  # beside it, within its height
+    assert [s.name for s in fig.layout.shapes if s.showlegend] == ["recomputed"] and len(fig.layout.shapes) == 2
+    assert plots.axis_problems(fig) == []
+
+
+def test_token_strip_truncates_long_tokens_and_keeps_them_in_hover():
+    fig = plots.token_strip(long_tokens(), None)
+    cells = [html.unescape(t) for t in np.asarray(fig.data[0].text).ravel() if t]
+    assert max(len(t) for t in cells) == MAX_CHARS and " antidi…" in cells and " <scrip…" in cells
+    hover = " ".join(str(h) for h in np.asarray(fig.data[0].customdata).ravel())
+    assert " antidisestablishmentarianism" in hover and "&lt;script&gt;" in hover and "<script>" not in hover
+    assert fig.data[0].x is None and np.asarray(fig.data[0].z).shape[1] <= 1000 // (6.5 * MAX_CHARS)
+
+
+# ------------------------------------------------------------------ per-example figures
+
+
+def test_diagnosis_figures_have_the_expected_keys(diagnosis):
+    layer = list(dict.fromkeys(diagnosis.layer_signals["signal"]))
+    figures = plots.diagnosis_figures(diagnosis)
+    assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual"]
+    assert all(plots.axis_problems(fig) == [] for fig in figures.values())
+    picks = figures["picks"].data[0].y
+    assert list(picks) == ["random", "cacheblend", "cadence-grad", "qattn", "agreement"]  # no references
+    assert "b = 0.1" in figures["tokens"].layout.title.text
+    chosen = plots.diagnosis_figures(diagnosis, budget=0.3, selectors=["qattn"])
+    assert list(chosen["picks"].data[0].y) == ["qattn", "agreement"]
+    assert {t.name for t in chosen["residual"].data} == {"none", "full", "qattn"}
+
+
+def test_layer_signals_take_log_scale_and_label_from_the_registry(diagnosis):
+    fig = plots.layer_signal_figure(diagnosis, "grad_sq_v")
+    assert fig.layout.title.text.startswith("squared gradient, values") and "log10" in fig.data[0].colorbar.title.text
+    plain = plots.layer_signal_figure(diagnosis, "question_attention")
+    assert "log10" not in (plain.data[0].colorbar.title.text or "")
+    strip = plots.strip_figure(diagnosis, signal="cadence_grad")  # registered log=True
+    assert "log10" in strip.data[0].colorbar.title.text
+
+
+def test_a_diagnosis_renders_itself(diagnosis, monkeypatch):
+    page = diagnosis._repr_html_()
+    assert page.count("Plotly.newPlot") == len(plots.diagnosis_figures(diagnosis))
+    assert page.count("window.PlotlyConfig") == 1 and html.escape(diagnosis.example.question, quote=False) in page
+    shown = []
+    monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: shown.append(self))
+    diagnosis.show(budget=0.3)
+    assert len(shown) == len(plots.diagnosis_figures(diagnosis))

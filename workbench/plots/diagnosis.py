@@ -1,0 +1,178 @@
+"""The per-example figures, composed once for the app, the reports and the notebooks.
+
+Each builder takes a Diagnosis and the user's choices and returns a plotly Figure; labels
+and log scales of signals come from the signal registry, the reference selectors from the
+selector registry. Importing this module makes `Diagnosis.show()` and `_repr_html_` draw them.
+
+    figs = diagnosis_figures(d, budget=0.2, selectors=["cacheblend", "cadence-grad"])
+    figs["tokens"].show()
+    d.show()                     # every figure inline in Jupyter
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.diagnosis import Diagnosis, register_renderer
+from workbench.errors import WorkbenchError
+from workbench.plots.embed import figure_div, plotly_script
+from workbench.plots.text import escape
+from workbench.plots.tokens import (
+    layer_heatmap,
+    picks_matrix,
+    residual_by_layer,
+    token_strip,
+)
+from workbench.selectors.registry import reference_selectors
+from workbench.signals.registry import is_log, label
+
+KINDS = {"k": "keys (post-RoPE)", "v": "values"}
+
+
+def table(d: Diagnosis, name: str) -> pd.DataFrame:
+    """A table of the diagnosis, empty when it has none (older records lack some)."""
+    found = d.tables.get(name)
+    return found if found is not None else pd.DataFrame()
+
+
+def budgets(d: Diagnosis) -> list[float]:
+    """The budgets the diagnosis repaired at, ascending."""
+    sel = table(d, "selections")
+    return sorted(float(b) for b in sel["budget"].unique()) if not sel.empty else []
+
+
+def chosen_selectors(d: Diagnosis, selectors=None) -> list[str]:
+    """`selectors` when given, else the diagnosis's selectors that are not references."""
+    if selectors is not None:
+        return list(selectors)
+    sel = table(d, "selections")
+    labels = list(dict.fromkeys(sel["selector"])) if not sel.empty else []
+    return [s for s in labels if s not in reference_selectors()]
+
+
+def _budget(d: Diagnosis, budget: float | None) -> float:
+    if budget is not None:
+        return float(budget)
+    found = budgets(d)
+    if not found:
+        raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no selections (no budget to show)")
+    return found[0]
+
+
+def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "deviation", outline: str | None = None,
+                 layer: int | None = None, kind: str = "v", metric: str = "rel_l2", log: bool | None = None,
+                 reused_only: bool = False) -> go.Figure:
+    """The token strip coloured by a token signal, or by the splice's deviation at one layer
+    (`signal="deviation"`: `layer` defaults to the last, `kind` k or v, `metric` l2/rel_l2/cosine);
+    `outline` a selector whose picks at `budget` are outlined."""
+    if signal == "deviation":
+        dev = table(d, "deviation")
+        if dev.empty:
+            raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no deviation table")
+        layer = int(dev["layer"].max()) if layer is None else int(layer)
+        rows = dev[(dev["layer"] == layer) & (dev["kind"] == kind) & (dev["metric"] == metric)]
+        values, log = rows.set_index("position")["value"], bool(log)
+        what = f"{escape(metric)} deviation of {escape(kind.upper())} at layer {layer}"
+    else:
+        log = is_log(signal, "token") if log is None else log
+        values, what = d.signal(signal), escape(label(signal, "token"))
+    picks = None
+    if outline is not None:
+        budget = _budget(d, budget)
+        picks = d.picks(outline, budget)
+        what += f" · outlined: {escape(outline)} at b = {budget:g}"
+    return token_strip(table(d, "tokens"), values, title=what, picks=picks, log=log, reused_only=reused_only,
+                       value_label="value")
+
+
+def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None) -> go.Figure:
+    """Which reused rows each selector recomputes at `budget` (default: the non-reference ones)."""
+    budget = _budget(d, budget)
+    picks = {s: d.picks(s, budget) for s in chosen_selectors(d, selectors)}
+    return picks_matrix(table(d, "tokens"), picks,
+                        title=f"rows each selector recomputes at b = {budget:g} (last line: share that agree)")
+
+
+def deviation_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> go.Figure:
+    """Splice vs dense deviation per layer and reused token, before any repair."""
+    dev = table(d, "deviation")
+    rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)] if not dev.empty else dev
+    if rows.empty:
+        raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no {kind}/{metric} deviation")
+    return layer_heatmap(rows, table(d, "tokens"), title=f"splice vs dense: {escape(metric)} of {KINDS.get(kind, kind)}",
+                         value_label=escape(metric))
+
+
+def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.Figure:
+    """A per-layer signal as a layer x token heatmap (log10 when the registry says so)."""
+    rows = table(d, "layer_signals")
+    rows = rows[rows["signal"] == name] if not rows.empty else rows
+    if rows.empty:
+        raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no layer signal {name!r}")
+    log = is_log(name, "layer") if log is None else log
+    return layer_heatmap(rows, table(d, "tokens"), log=log, title=f"{escape(label(name, 'layer'))}, per layer and "
+                                                                  f"reused token")
+
+
+def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", selectors=None) -> go.Figure:
+    """Deviation left per layer after each selector's repair at `budget` (all selectors by default)."""
+    budget = _budget(d, budget)
+    return residual_by_layer(table(d, "residual"), budget, kind=kind,
+                             selectors=None if selectors is None else list(selectors))
+
+
+def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None) -> dict[str, go.Figure]:
+    """The per-example figures with sensible defaults (first budget, non-reference selectors):
+    "tokens", "picks", "deviation", one "layer:NAME" per layer signal, "residual"; a figure
+    whose table is empty is left out."""
+    found = budgets(d)
+    budget = float(budget) if budget is not None else (found[0] if found else None)
+    chosen = chosen_selectors(d, selectors)
+    figures = {}
+    signals = table(d, "token_signals")
+    if not table(d, "deviation").empty or not signals.empty:
+        signal = "deviation" if not table(d, "deviation").empty else str(signals["signal"].iloc[0])
+        figures["tokens"] = strip_figure(d, budget, signal, outline=chosen[0] if chosen and budget is not None else None)
+    if chosen and budget is not None:
+        figures["picks"] = picks_figure(d, budget, chosen)
+    if not table(d, "deviation").empty:
+        figures["deviation"] = deviation_figure(d)
+    layer = table(d, "layer_signals")
+    for name in (dict.fromkeys(layer["signal"]) if not layer.empty else ()):
+        figures[f"layer:{name}"] = layer_signal_figure(d, name)
+    if not table(d, "residual").empty and budget is not None:
+        references = [s for s in dict.fromkeys(table(d, "residual")["selector"]) if s in reference_selectors()]
+        figures["residual"] = residual_figure(d, budget, selectors=references + chosen)
+    return figures
+
+
+def _header(d: Diagnosis) -> str:
+    ex, answers = d.example, d.answers
+    flip, strict = answers.spliced.flips(answers.dense)
+    verdict = "flips against dense" if flip else ("same answer, other tokens" if strict else "matches dense")
+    rows = [("question", ex.question), ("gold", " | ".join(ex.gold) or "(none)"),
+            ("dense answer", answers.dense.text), ("spliced answer", f"{answers.spliced.text}  ({verdict})"),
+            ("context", f"{d.context.n_tokens} tokens, {d.context.n_reused} reused · model {d.model.get('name', '?')}")]
+    body = "".join(f'<tr><th style="text-align:left;padding-right:1em">{k}</th>'
+                   f'<td style="white-space:pre-wrap">{escape(v)}</td></tr>' for k, v in rows)
+    return f"<h3>Diagnosis of example {escape(ex.id)}</h3><table>{body}</table>"
+
+
+def diagnosis_html(d: Diagnosis, budget: float | None = None, selectors=None) -> str:
+    """A compact HTML view (header, then every figure) for Jupyter; plotly.js is included once."""
+    prefix = uuid.uuid4().hex[:8]
+    figures = diagnosis_figures(d, budget, selectors)
+    divs = "".join(figure_div(fig, f"kvwb-{prefix}-{i}") for i, fig in enumerate(figures.values()))
+    return f"<div>{_header(d)}{plotly_script() if figures else ''}{divs}</div>"
+
+
+def show_diagnosis(d: Diagnosis, budget: float | None = None, selectors=None) -> None:
+    """Display every per-example figure (`fig.show()`, inline in Jupyter)."""
+    for fig in diagnosis_figures(d, budget, selectors).values():
+        fig.show()
+
+
+register_renderer(diagnosis_html, show_diagnosis)

@@ -1,0 +1,71 @@
+"""Text renderings of results for the CLI and the docs: markdown tables of a sweep's summary
+and of the unit-of-choice curve."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from workbench.experiments.summary import attribution_table
+from workbench.runstore import SweepRun
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A DataFrame as a markdown table (floats with three decimals)."""
+    def cell(v):
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    return "\n".join([head, rule] + ["| " + " | ".join(cell(v) for v in row) + " |"
+                                     for row in frame.itertuples(index=False)])
+
+
+def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataFrame) -> str:
+    """A sweep's summary (`experiments.summary.summarize`) as a markdown report: header facts,
+    the main table, the rows-to-target table, and the attribution check when the run has it."""
+    ex = run.examples
+    lines = [
+        (f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest['model']['name']}, "
+         f"data set {(run.manifest.get('args') or {}).get('dataset')}"),
+        (f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
+         f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"),
+        "",
+    ]
+    reference = table.attrs.get("reference")
+    shown = table.assign(
+        em=[f"{e:.2f} [{lo:.2f}, {hi:.2f}]" for e, lo, hi in zip(table.em, table.em_low, table.em_high)],
+        flips=[f"{f:.2f} [{lo:.2f}, {hi:.2f}]" for f, lo, hi in zip(table.flip_rate, table.flip_low, table.flip_high)],
+        vs_ref=[f"{b}/{c} p={p:.3g}" if reference else "–" for b, c, p in
+                zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
+        vs_dense=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
+    )[["budget", "selector", "em", "f1", "flips", "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]]
+    lines.append(markdown_table(shown))
+    lines += ["", "McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within "
+              "each budget. " + (f"vs_ref compares against {reference}." if reference else
+                                 "No reference selector (cacheblend or random) is in this run: the comparison "
+                                 "against a reference is left out."), "", markdown_table(targets)]
+    atp = attribution_table(run)
+    if not atp.empty:
+        worse = int((atp["rho_k"] < atp["rho_v"]).sum())
+        lines += ["", (f"Attribution patching vs actual patching (Spearman rho over {len(atp)} examples): "
+                       f"median K+V {atp['rho_kv'].median():.2f}, K only {atp['rho_k'].median():.2f}, "
+                       f"V only {atp['rho_v'].median():.2f}; keys tracked worse than values in {worse} of "
+                       f"{len(atp)}.")]
+    return "\n".join(lines)
+
+
+def curve_summary_markdown(summary: pd.DataFrame) -> str:
+    """The unit-of-choice curve's summary (one row per unit) laid out like BCR's Table 8."""
+    header = ("| unit | budget | matched | informed | random | gap | gap / no-repair | "
+              "prompts won (p) | no-repair |")
+    lines = [header, "|" + "---|" * 9]
+    for r in summary.itertuples(index=False):
+        p = "n/a" if math.isnan(r.p_value) else (f"{r.p_value:.2f}" if r.p_value >= 0.01 else f"{r.p_value:.1e}")
+        share = (f"{r.budget_share:.1%}" if r.budget_share_max - r.budget_share_min < 5e-4
+                 else f"{r.budget_share:.1%} ({r.budget_share_min:.1%}-{r.budget_share_max:.1%})")
+        lines.append(
+            f"| {r.unit} | {share} | {'yes' if r.budget_matched else 'no'} | {r.informed_error:.4f} | "
+            f"{r.random_error:.4f} | {r.gap:+.4f} | {r.gap_share:+.1%} | {r.prompts_won}/{r.n_prompts} ({p}) | "
+            f"{r.unrepaired_error:.4f} |")
+    return "\n".join(lines)
