@@ -45,20 +45,19 @@ NOTEBOOKS = {
                  'plots.layer_profile({"keys (post-RoPE)": err["k"], "values": err["v"]}, '
                  '"relative L2 of the splice vs dense", "relative L2")'),
         ("md", "## A Diagnosis: every signal, selector and budget"),
-        ("code", 'from workbench.diagnose import diagnose\n'
-                 'selectors = ["none", "full", "random", "cacheblend", "densedev", "cadence", "cadence-grad", '
-                 '"bcr:single", "qattn"]\n'
-                 'budgets = [0.2] if SMALL else [0.1, 0.2, 0.3]\n'
-                 'd = diagnose(model, example, selectors, budgets, ctx=ctx, attribution=not SMALL)\n'
+        ("code", 'from workbench.diagnosis import DiagnoseConfig, diagnose\n'
+                 'config = DiagnoseConfig(selectors=("none", "full", "random", "cacheblend", "densedev", "cadence",\n'
+                 '                                   "cadence-grad", "bcr:single", "qattn"),\n'
+                 '                        budgets=(0.2,) if SMALL else (0.1, 0.2, 0.3), attribution=not SMALL)\n'
+                 'd = diagnose(model, example, config, ctx=ctx)\n'
                  'd.summary()'),
-        ("code", 'plots.token_strip(d.tokens, d.signal("cadence"), title="gated CADENCE per token", '
-                 'picks=d.picks("cadence", budgets[-1]))'),
-        ("code", 'plots.picks_matrix(d.tokens, {s: d.picks(s, budgets[-1]) for s in '
-                 '["random", "cacheblend", "densedev", "cadence", "bcr:single", "qattn"]}, '
-                 'title=f"rows each selector recomputes at b = {budgets[-1]}")'),
-        ("code", 'grads = d.layer_signals[d.layer_signals["signal"] == "grad_sq_v"]\n'
-                 'plots.layer_heatmap(grads, d.tokens, title="||dL/dV||^2 per layer and token", log=True)'),
-        ("code", 'plots.residual_by_layer(d.residual, budgets[-1])'),
+        ("md", "The Diagnosis draws itself: its token strip, the rows each selector picks, the layer x "
+               "token heatmaps and the deviation left after each repair (`d.show()` does the same)."),
+        ("code", 'd'),
+        ("code", 'b = config.budgets[-1]\n'
+                 'plots.strip_figure(d, b, signal="cadence", outline="cadence")'),
+        ("code", 'plots.layer_signal_figure(d, "grad_sq_v")'),
+        ("code", 'plots.residual_figure(d, b)'),
     ],
     "02_selectors_and_budgets": [
         ("md", "# Selectors and budgets over a small data set\n\n"
@@ -67,21 +66,23 @@ NOTEBOOKS = {
                "recovered and exact McNemar tests (b/c before p, Holm within each budget)."),
         ("code", SETUP),
         ("code", 'import tempfile\nfrom pathlib import Path\n'
+                 'from workbench.diagnosis import DiagnoseConfig\n'
                  'from workbench.experiments.sweep import SweepConfig, run_sweep\n'
-                 'from workbench.experiments.summary import load_run, summarize, tokens_to_target\n'
-                 'config = SweepConfig(dataset="synthetic", n=3 if SMALL else 12,\n'
-                 '                     selectors=("none", "full", "random", "cacheblend", "densedev", "cadence", '
-                 '"bcr:single"),\n'
-                 '                     budgets=(0.2,) if SMALL else (0.1, 0.2, 0.4),\n'
-                 '                     options={"max_new_tokens": 8} if SMALL else {})\n'
-                 'out = run_sweep(model, config, Path(tempfile.mkdtemp()) / "run")\n'
-                 'run = load_run(out)\nrun.examples'),
-        ("code", 'table = summarize(run, reference="cacheblend")\n'
+                 'from workbench.experiments.summary import summarize, tokens_to_target\n'
+                 'from workbench.runstore import load_sweep\n'
+                 'diagnose_config = DiagnoseConfig(\n'
+                 '    selectors=("none", "full", "random", "cacheblend", "densedev", "cadence", "bcr:single"),\n'
+                 '    budgets=(0.2,) if SMALL else (0.1, 0.2, 0.4), max_new_tokens=8 if SMALL else 24, attribution=False)\n'
+                 'config = SweepConfig(dataset="synthetic", n=3 if SMALL else 12, diagnose=diagnose_config)\n'
+                 'out = Path(tempfile.mkdtemp()) / "run"\n'
+                 'run_sweep(model, config, out)\n'
+                 'run = load_sweep(out)\nrun.examples'),
+        ("code", 'table = summarize(run)  # compared against cacheblend, the default reference present\n'
                  'table[["selector", "budget", "em", "em_low", "em_high", "flip_rate", "gap_recovered", '
                  '"ref_b", "ref_c", "ref_p_holm"]]'),
         ("code", 'from workbench import plots\nplots.budget_curve(table, "flip_rate", "flip rate against dense")'),
         ("code", 'from workbench.experiments import flips\n'
-                 'b = config.budgets[-1]\n'
+                 'b = diagnose_config.budgets[-1]\n'
                  'plots.flip_matrix_figure(flips.flip_matrix(run.outcomes, b), f"flips at b = {b}")'),
         ("code", 'flips.rescues(run.outcomes, b)[["selector", "rescued", "broken", "rescued_examples"]]'),
         ("code", 'tokens_to_target(table, run.examples)'),
@@ -94,12 +95,14 @@ NOTEBOOKS = {
                "the curve below is what this model shows."),
         ("code", SETUP),
         ("code", 'import tempfile\nfrom pathlib import Path\n'
-                 'from workbench.experiments.unit_curve import load_curve, run_curve, summary_markdown\n'
+                 'from workbench.experiments.unit_curve import run_curve\n'
+                 'from workbench.report import curve_summary_markdown\n'
+                 'from workbench.runstore import load_curve\n'
                  'settings = dict(tokens=256, prompts=2, units=(1, 16, 64), seeds=2) if SMALL else '
                  'dict(tokens=1024, prompts=4, units=(1, 16, 64, 256), seeds=3)\n'
                  'out = run_curve(model, Path(tempfile.mkdtemp()) / "curve", **settings)\n'
-                 'manifest, curve, summary = load_curve(out)\n'
-                 'print(summary_markdown(summary))'),
+                 'summary = load_curve(out).summary\n'
+                 'print(curve_summary_markdown(summary))'),
         ("code", 'from workbench.plots.unit_curve import unit_curve_figure\nunit_curve_figure(summary)'),
         ("md", "Rows of the first passage are exact in the splice (its sender saw the same prefix at the "
                "same positions), so a coin wastes budget there. `skip_first_passage=True` scores only the "
@@ -114,15 +117,16 @@ NOTEBOOKS = {
                "reference (its own cache). See docs/FIDELITY.md."),
         ("code", SETUP),
         ("code", 'import tempfile\nfrom pathlib import Path\n'
-                 'from workbench.experiments.fidelity import load_tables, run_fidelity\n'
+                 'from workbench.experiments.fidelity import run_fidelity\n'
+                 'from workbench.runstore import load_fidelity\n'
                  'settings = dict(n=4, cosines=(0.999, 0.95), alphas=(0, 1), layers=(0, 1), bank_ranks=(1,), '
                  'bank_alphas=(1,), bank_size=4, pool_sizes=(1, 2)) if SMALL else dict(n=40)\n'
                  'out = run_fidelity(model, Path(tempfile.mkdtemp()) / "fidelity", **settings)\n'
-                 'tables = load_tables(out)\n'
+                 'tables = load_fidelity(out).tables\n'
                  'tables["anchors"]'),
         ("code", 'tables["conditions"].head(20)'),
         ("code", 'from workbench.plots.fidelity import fidelity_figures\n'
-                 'figures = fidelity_figures(out)\n'
+                 'figures = fidelity_figures(tables["conditions"])\n'
                  'list(figures)'),
         ("code", 'next(iter(figures.values()))'),
     ],
@@ -131,9 +135,9 @@ NOTEBOOKS = {
                "Open an nnsight trace of the question suffix over a repaired cache, and read the same "
                "K/V under TransformerLens hook names."),
         ("code", SETUP),
-        ("code", 'from workbench.diagnose import diagnose\n'
+        ("code", 'from workbench.diagnosis import diagnose\n'
                  'example = wb.load_example("synthetic#0")\n'
-                 'd = diagnose(model, example, ["random", "cadence"], [0.3], attribution=False)\n'
+                 'd = diagnose(model, example, selectors=("random", "cadence"), budgets=(0.3,), attribution=False)\n'
                  'd.summary()'),
         ("code", 'from workbench import interop\n'
                  'with interop.trace_suffix(d, ("repair", "cadence", 0.3)) as lm:\n'

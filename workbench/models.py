@@ -256,7 +256,12 @@ def embedded_model_dir(spec: str = DEFAULT_MODEL) -> Path:
     return cache_dir() / "models" / spec
 
 
-def prepare_embedded_model(spec: str = DEFAULT_MODEL, progress: bool = True) -> Path:
+def embedded_model_ready(spec: str = DEFAULT_MODEL) -> bool:
+    """Whether the embedded model has been converted into the cache already."""
+    return (embedded_model_dir(spec) / "workbench-source.json").is_file()
+
+
+def prepare_embedded_model(spec: str = DEFAULT_MODEL) -> Path:
     """Convert the embedded GGUF to a plain safetensors folder once; return that folder.
 
     The conversion (~40 s on 2 cores) writes into a temporary sibling folder that is renamed
@@ -265,7 +270,7 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL, progress: bool = True) -> 
     if spec not in EMBEDDED_MODELS:
         raise WorkbenchError(f"unknown embedded model {spec!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
     target = embedded_model_dir(spec)
-    if (target / "workbench-source.json").is_file():
+    if embedded_model_ready(spec):
         return target
     gguf = embedded_gguf_path(spec)
     try:
@@ -275,8 +280,6 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL, progress: bool = True) -> 
                              f"KVWB_CACHE to a writable folder") from None
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec}-", dir=target.parent))
     try:
-        if progress:
-            print(f"kvwb: converting {gguf.name} to safetensors under {target} (once, ~1 min)", flush=True)
         started = time.perf_counter()
         _convert_gguf(gguf, tmp)
         source = {"gguf": str(gguf), "gguf_sha256": _sha256(gguf), "seconds": time.perf_counter() - started}

@@ -1,17 +1,41 @@
-"""The kvwb command line: help for every subcommand and clear errors for bad input."""
+"""The kvwb command line: help for every option, one-line errors for bad input (one table that
+grows with every command), nothing written and no model loaded before an error, and the
+commands that run on a tiny model."""
 
+import io
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from conftest import tiny_model
 from workbench import cli
+from workbench.cli.common import printable
+
+
+def run_cli(argv) -> int:
+    """`kvwb ARGV` in this process: its exit code, whether returned or raised by argparse."""
+    try:
+        return cli.main([str(a) for a in argv])
+    except SystemExit as stop:
+        return stop.code
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under root with its content (None for a folder)."""
+    return {str(p.relative_to(root)): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+# ----------------------------------------------------------------------------- help
 
 
 def test_every_subcommand_has_help(capsys):
     parser = cli.build_parser()
     subcommands = parser._subparsers._group_actions[0].choices
-    assert {"prepare", "answer", "bench"} <= set(subcommands)
+    commands = {"prepare", "answer", "diagnose", "run", "summary", "curve", "fidelity", "report", "bench"}
+    assert set(subcommands) == commands
     for name in subcommands:
         with pytest.raises(SystemExit) as stop:
             cli.main([name, "--help"])
@@ -22,13 +46,232 @@ def test_every_subcommand_has_help(capsys):
             assert action.help, f"kvwb {name}: option {action.dest} has no help"
 
 
-def test_bad_input_is_one_line_and_exit_code_2(capsys):
-    assert cli.main(["answer", "--example", "nosuchset#1"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("kvwb: error: ") and "Traceback" not in err
-    assert cli.main(["bench", "repair", "--model", "no-such-model"]) == 2
-
-
 def test_console_script_entry_point_runs():
     out = subprocess.run([sys.executable, "-m", "workbench.cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "answer" in out.stdout
+
+
+# ----------------------------------------------------------------------------- bad input: one table
+
+def _file(tmp):
+    (tmp / "afile").write_text("not a folder")
+
+
+def _users_folder(tmp):
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "notes.txt").write_text("a user's file")
+
+
+def _plain_folder(tmp):
+    (tmp / "plain").mkdir()
+    (tmp / "plain" / "data.csv").write_text("a,b\n")
+
+
+def _list_manifest(tmp):
+    (tmp / "listrun").mkdir()
+    (tmp / "listrun" / "manifest.json").write_text("[1, 2, 3]")
+
+
+def _sweep_dir(tmp):
+    (tmp / "run").mkdir()
+
+
+# (argv with {tmp} for the test's folder, what the one-line message says, setup, environment)
+BAD_INPUT = {
+    "unknown selector": (["run", "--selectors", "cadence-grad,nosuch", "--n", "1", "--out", "{tmp}/r"],
+                         "unknown selector 'nosuch'", None, {}),
+    "selector with an unknown unit": (["diagnose", "--selectors", "bcr:blob"], "cannot use unit 'blob'", None, {}),
+    "budget 1.5": (["diagnose", "--budgets", "0.2,1.5", "--out", "{tmp}/d"], "budget must be a fraction in [0, 1]",
+                   None, {}),
+    "budgets not numbers": (["run", "--budgets", "0.1,lots", "--out", "{tmp}/r"], "comma-separated numbers", None, {}),
+    "bench --repeats 0": (["bench", "repair", "--repeats", "0"], "--repeats: must be an integer >= 1", None, {}),
+    "bench --lengths too short": (["bench", "saliency", "--lengths", "4"], "at least 32 tokens", None, {}),
+    "run --out at a file": (["run", "--n", "1", "--out", "{tmp}/afile"], "is a file, not a folder", _file, {}),
+    "run --out under a file": (["run", "--n", "1", "--out", "{tmp}/afile/run"], "is a file, not a folder", _file, {}),
+    "run --reference not among the selectors": (["run", "--selectors", "random", "--reference", "cacheblend",
+                                                 "--out", "{tmp}/r"], "is not among the selectors", None, {}),
+    "run on an unknown data set": (["run", "--dataset", "nosuch:x", "--out", "{tmp}/r"], "unknown data set kind",
+                                   None, {}),
+    "run on a missing file": (["run", "--dataset", "jsonl:{tmp}/missing.jsonl", "--out", "{tmp}/r"], "missing.jsonl",
+                              None, {}),
+    "run without --out": (["run", "--n", "1"], "the following arguments are required: --out", None, {}),
+    "summary of a non-run folder": (["summary", "{tmp}/plain"], "is not a run folder", _plain_folder, {}),
+    "summary of a missing folder": (["summary", "{tmp}/nothing"], "is not a run folder", None, {}),
+    "summary --html at a file": (["summary", "{tmp}/run", "--html", "{tmp}/afile"], "is a file, not a folder",
+                                 lambda t: (_file(t), _sweep_dir(t)), {}),
+    "summary --html at a user's folder": (["summary", "{tmp}/run", "--html", "{tmp}/mine"],
+                                          "did not write", lambda t: (_users_folder(t), _sweep_dir(t)), {}),
+    "summary --target-share 2": (["summary", "{tmp}/run", "--target-share", "2"], "must be a fraction", None, {}),
+    "a manifest that is not a JSON object": (["summary", "{tmp}/listrun"], "is not a JSON object", _list_manifest, {}),
+    "report without --example or --all": (["report", "{tmp}/run", "--out", "{tmp}/r.html"], "give --example ID",
+                                          _sweep_dir, {}),
+    "report with both --example and --all": (["report", "{tmp}/run", "--example", "1", "--all", "--out", "{tmp}/o"],
+                                             "not allowed with", _sweep_dir, {}),
+    "report of a missing folder": (["report", "{tmp}/nothing", "--all", "--out", "{tmp}/o"], "is not a folder",
+                                   None, {}),
+    "diagnose --out --force at a user's folder": (["diagnose", "--out", "{tmp}/mine", "--force"], "did not write",
+                                                  _users_folder, {}),
+    "diagnose on an unknown example": (["diagnose", "--example", "synthetic#x"], "unknown synthetic example id",
+                                       None, {}),
+    "curve with one prompt": (["curve", "--prompts", "1", "--out", "{tmp}/c"], "prompts must be an integer >= 2",
+                              None, {}),
+    "curve --out at a file": (["curve", "--tokens", "64", "--prompts", "2", "--out", "{tmp}/afile"],
+                              "is a file, not a folder", _file, {}),
+    "fidelity with a bad cosine": (["fidelity", "--cosines", "0.5,1.5", "--out", "{tmp}/f"],
+                                   "a cosine target must lie in (0, 1]", None, {}),
+    "fidelity --threads 0": (["fidelity", "--threads", "0", "--out", "{tmp}/f"], "must be an integer >= 1", None, {}),
+    "--device tpu": (["answer", "--device", "tpu"], "unknown device 'tpu'", None, {}),
+    "--device meta": (["diagnose", "--device", "meta", "--out", "{tmp}/d"], "'meta' cannot run the workbench",
+                      None, {}),
+    "--dtype fp8": (["answer", "--dtype", "fp8"], "unknown dtype 'fp8'", None, {}),
+    "a bad KVWB_CACHE": (["answer"], "KVWB_CACHE=", _file, {"KVWB_CACHE": "{tmp}/afile/cache"}),
+    "prepare with a bad KVWB_CACHE": (["prepare"], "KVWB_CACHE=", _file, {"KVWB_CACHE": "{tmp}/afile/cache"}),
+    "prepare --model foo": (["prepare", "--model", "foo"], "unknown embedded model 'foo'", None, {}),
+    "a model that is no folder": (["answer", "--model", "{tmp}/nomodel"], "nomodel", None, {}),
+    "answer --max-new-tokens 0": (["answer", "--max-new-tokens", "0"], "must be an integer >= 1", None, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT), ids=list(BAD_INPUT))
+def test_bad_input_is_one_line_before_any_work_and_writes_nothing(case, tmp_path, monkeypatch, capsys):
+    argv, message, setup, env = BAD_INPUT[case]
+    if setup:
+        setup(tmp_path)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    monkeypatch.setattr("workbench.models._load_folder", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr("workbench.models._convert_gguf", lambda *a, **k: pytest.fail("the model was converted"))
+    before = tree(tmp_path)
+
+    code = run_cli([a.format(tmp=tmp_path) for a in argv])
+
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("kvwb"), err
+    assert message in err, err
+    assert out == ""
+    assert tree(tmp_path) == before, "something was written"
+
+
+def test_a_file_system_error_is_one_line(tmp_path, monkeypatch, capsys):
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "examples.parquet"))
+
+    monkeypatch.setattr("workbench.runstore.load_sweep", denied)
+    assert run_cli(["summary", tmp_path]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kvwb: error: ") and len(err.strip().splitlines()) == 1
+    assert "examples.parquet: Permission denied" in err
+
+
+# ----------------------------------------------------------------------------- printing data
+
+
+def test_printable_escapes_control_characters_on_a_terminal_only():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    text = "red \x1b[31mX\x1b[0m\rover\u202eevil\nnext\tcol"
+    shown = printable(text, stream=Terminal())
+    assert shown == "red \\x1b[31mX\\x1b[0m\\rover\\u202eevil\\nnext\\tcol"
+    assert printable(text, keep_newlines=True, stream=Terminal()).count("\n") == 1
+    assert printable(text, stream=io.StringIO()) == text  # a pipe or file gets the data as it is
+    assert printable("Tressamor é 東京", stream=Terminal()) == "Tressamor é 東京"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model("llama")
+
+
+@pytest.fixture
+def tiny_loaded(tiny, monkeypatch):
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: tiny)
+    return tiny
+
+
+def test_answer_shows_ansi_escapes_in_data_as_text_on_a_terminal(tiny_loaded, tmp_path, monkeypatch, capsys):
+    data = tmp_path / "evil.jsonl"
+    data.write_text(json.dumps({"id": "e\x1b[2J1", "passages": ["Mira was born in \x1b[31mTressamor\x1b[0m."],
+                                "question": "Where was Mira born?\r", "answers": ["Tressamor"]}) + "\n")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert run_cli(["answer", "--example", f"jsonl:{data}#e\x1b[2J1", "--max-new-tokens", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out
+    assert "\\x1b[31mTressamor" in out and "Where was Mira born?\\r" in out and "e\\x1b[2J1" in out
+    for label in ("dense", "spliced", "repaired (all reused rows)", "timings:"):
+        assert label in out
+
+
+# ----------------------------------------------------------------------------- commands on a tiny model
+
+
+@pytest.fixture(scope="module")
+def one_selector_run(tiny, tmp_path_factory):
+    """`kvwb run --selectors cadence-grad --n 1 --out DIR`, nothing more (issue 10)."""
+    out = tmp_path_factory.mktemp("cli") / "grad"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("workbench.models.load_model", lambda *a, **k: tiny)
+        capture = io.StringIO()
+        mp.setattr(sys, "stdout", capture)
+        code = run_cli(["run", "--selectors", "cadence-grad", "--n", "1", "--out", out])
+    return out, code, capture.getvalue()
+
+
+def test_run_with_one_selector_needs_no_other_flag(one_selector_run):
+    out, code, printed = one_selector_run
+    assert code == 0, printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "sweep" and manifest["status"] == "complete"
+    assert manifest["args"]["diagnose"]["selectors"] == ["cadence-grad"]
+    assert "no reference selector" in printed.lower()
+
+
+def test_summary_of_a_run_and_its_html_figures(one_selector_run, tmp_path, capsys):
+    out, _, _ = one_selector_run
+    assert run_cli(["summary", out, "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("selector,")
+    html = tmp_path / "html"
+    assert run_cli(["summary", out, "--html", html]) == 0
+    assert "no reference selector" in capsys.readouterr().out.lower()
+    written = {p.name for p in html.iterdir()}
+    assert {"accuracy.html", "flips.html", "rows.html", "index.html", "manifest.json"} <= written
+    assert run_cli(["summary", out, "--html", html]) == 0  # figures an earlier --html wrote are refreshed
+    assert run_cli(["summary", out, "--html", out]) == 2  # never into the run itself
+    assert "not figures of `kvwb summary --html`" in capsys.readouterr().err
+    assert (out / "manifest.json").is_file() and json.loads((out / "manifest.json").read_text())["kind"] == "sweep"
+
+
+def test_run_reference_must_be_present_but_defaults_to_none(one_selector_run, capsys):
+    out, _, _ = one_selector_run
+    assert run_cli(["summary", out, "--reference", "cacheblend"]) == 2
+    assert "not in this run" in capsys.readouterr().err
+
+
+def test_ctrl_c_during_a_run_says_where_it_stands_and_how_to_resume(tiny_loaded, tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("workbench.experiments.sweep.diagnose", interrupted)
+    out = tmp_path / "r"
+    assert run_cli(["run", "--selectors", "random", "--n", "2", "--out", out]) == 130
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the progress bar
+    assert "Traceback" not in err and last.startswith("kvwb: interrupted: ")
+    assert "0 of 2 examples are saved" in last and f"kvwb run --selectors random --n 2 --out {out}" in last
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def test_diagnose_writes_a_run_folder_and_force_replaces_only_its_own(tiny_loaded, tmp_path, capsys):
+    out = tmp_path / "d"
+    argv = ["diagnose", "--example", "synthetic#1", "--selectors", "none,random", "--budgets", "0.2",
+            "--max-new-tokens", "2", "--out", out]
+    assert run_cli(argv) == 0
+    printed = capsys.readouterr().out
+    assert "random" in printed and f"wrote {out}" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "diagnosis" and (out / "diagnosis.json").is_file()
+    assert run_cli(argv) == 2 and "pass --force" in capsys.readouterr().err
+    assert run_cli([*argv, "--force"]) == 0

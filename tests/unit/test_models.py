@@ -162,7 +162,7 @@ def test_concurrent_first_loads_leave_one_complete_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(models, "_convert_gguf", slow_convert)
     results = []
     threads = [threading.Thread(target=lambda: results.append(
-        models.prepare_embedded_model("smollm2-135m", progress=False))) for _ in range(2)]
+        models.prepare_embedded_model("smollm2-135m"))) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
@@ -185,7 +185,7 @@ def test_a_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
 
     monkeypatch.setattr(models, "_convert_gguf", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        models.prepare_embedded_model("smollm2-135m", progress=False)
+        models.prepare_embedded_model("smollm2-135m")
     assert list((tmp_path / "models").iterdir()) == []
 
 

@@ -1,0 +1,49 @@
+"""`kvwb answer`: one example's dense, spliced and repaired answers."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+
+from workbench.cli.common import add_model_options, load_model, positive_int, printable
+
+NAME = "answer"
+
+
+def add_arguments(p) -> None:
+    add_model_options(p)
+    p.add_argument("--example", default="synthetic#0",
+                   help="DATASET#ID: synthetic[:SEED]#ID, hotpotqa:PATH#ID, 2wiki:PATH#ID or jsonl:PATH#ID")
+    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy decoding limit (default 24)")
+
+
+def command(args) -> int:
+    """Dense, spliced and fully repaired answers of one example, with timings."""
+    from workbench.context import build_context
+    from workbench.tasks import load_example
+
+    example = load_example(args.example)
+    model = load_model(args)
+    t0 = time.perf_counter()
+    ctx = build_context(model, example)
+    t_build = time.perf_counter() - t0
+    err = ctx.check_splice()
+    t0 = time.perf_counter()
+    fixed = ctx.repair(ctx.reused_positions)
+    t_repair = time.perf_counter() - t0
+
+    print(f"example {printable(example.id)}  ({ctx.layout.n_tokens} tokens, {len(example.passages)} passages, "
+          f"{ctx.n_reused} reused rows)")
+    for i, passage in enumerate(example.passages, 1):
+        print(textwrap.fill(printable(passage), 100, initial_indent=f"  [{i}] ", subsequent_indent="      "))
+    print(f"  Q: {printable(example.question)}")
+    print(f"  gold: {printable(' | '.join(example.gold)) or '(none)'}")
+    tol = ctx.splice_tolerance()
+    print(f"layer-0 splice vs dense: max |dK| = {err['k']:.1e}, max |dV| = {err['v']:.1e} "
+          f"(float rounding allows {tol['k']:.1e} and {tol['v']:.1e})")
+    for name, cache in (("dense", ctx.dense), ("spliced", ctx.spliced), ("repaired (all reused rows)", fixed)):
+        t0 = time.perf_counter()
+        text = ctx.answer(cache, max_new_tokens=args.max_new_tokens)
+        print(f"  {name:<28} {printable(repr(text)):<40} ({time.perf_counter() - t0:.2f} s to answer)")
+    print(f"timings: build context (splice + dense) {t_build:.2f} s, repair of all reused rows {t_repair:.2f} s")
+    return 0

@@ -1,0 +1,49 @@
+"""`kvwb bench`: benchmarks as ratios measured in one process, printed as markdown."""
+
+from __future__ import annotations
+
+from workbench.cli.common import add_model_options, command_line, floats, ints, load_model, positive_int, printable, say
+from workbench.errors import WorkbenchError
+
+NAME = "bench"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("what", choices=["repair", "saliency", "diagnose"],
+                   help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
+                        "diagnose: a whole Diagnosis / (dense prefill + answer)")
+    add_model_options(p)
+    p.add_argument("--lengths", type=ints, default=(512, 1024, 2048), help="context lengths in tokens")
+    p.add_argument("--budgets", type=floats, default=(0.05, 0.1, 0.2, 0.4, 1.0),
+                   help="fractions of reused rows repaired")
+    p.add_argument("--repeats", type=positive_int, default=3,
+                   help="timed repeats per cell after one warm-up (median; >= 1)")
+    p.add_argument("--examples", type=positive_int, default=3, help="diagnose: synthetic examples to time")
+
+
+def command(args) -> int:
+    """Benchmarks printed as ratios measured in one process."""
+    from workbench import bench
+    from workbench.diagnosis import check_budgets
+
+    budgets = check_budgets(args.budgets)
+    bad = [n for n in args.lengths if n < 32]
+    if bad:
+        raise WorkbenchError(f"--lengths must be context lengths of at least 32 tokens, got {bad}")
+    model = load_model(args)
+    if args.what == "repair":
+        table = bench.repair_wide(bench.repair_ratios(model, lengths=args.lengths, budgets=budgets,
+                                                      repeats=args.repeats))
+    elif args.what == "saliency":
+        table = bench.saliency_ratios(model, args.lengths, args.repeats)
+    else:
+        table = bench.diagnosis_ratio(model, args.examples)
+    from workbench.report import markdown_table
+
+    info = model.describe()
+    print(f"`{printable(command_line(args))}`")
+    print()
+    print(f"model {printable(info['name'])} ({info['dtype']}, {info['device']}); machine: {bench.machine()}")
+    print()
+    say(markdown_table(table))
+    return 0

@@ -1,0 +1,119 @@
+"""What several commands share: the model options, comma lists, safe printing of data text."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import unicodedata
+
+MODEL_HELP = "model: 'smollm2-135m' (embedded, default), a local HF folder, or hub:ORG/NAME"
+# Unicode format characters that reorder or hide text on a terminal (bidi overrides, isolates).
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+
+
+# ----------------------------------------------------------------------------- printing
+
+def printable(text, keep_newlines: bool = False, stream=None) -> str:
+    """`text` with control characters, ANSI escapes and bidi overrides written as escapes
+    (`\\x1b`, `\\r`, `\\u202e`) when `stream` (default stdout) is a terminal; unchanged otherwise.
+
+    Every data or model string the CLI prints goes through here. `keep_newlines` keeps line
+    breaks (for a multi-line block such as a markdown table that embeds data)."""
+    text = str(text)
+    stream = sys.stdout if stream is None else stream
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if not terminal:
+        return text
+    return "".join(_escaped(ch) if _hidden(ch) and not (ch == "\n" and keep_newlines) else ch for ch in text)
+
+
+def _hidden(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc" or ch in _BIDI
+
+
+def _escaped(ch: str) -> str:
+    return ch.encode("unicode_escape").decode("ascii")
+
+
+def printable_frame(frame):
+    """A DataFrame with every string cell made printable (for `to_string`)."""
+    return frame.map(lambda v: printable(v) if isinstance(v, str) else v)
+
+
+def say(text: str = "") -> None:
+    """Print a block the CLI composed (it may embed data): line breaks kept, the rest escaped."""
+    print(printable(text, keep_newlines=True))
+
+
+def warn(text: str) -> None:
+    """One `kvwb: warning: ...` line on stderr."""
+    print(f"kvwb: warning: {printable(one_line(text), stream=sys.stderr)}", file=sys.stderr)
+
+
+def one_line(text: str) -> str:
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+# ----------------------------------------------------------------------------- comma lists
+
+def _comma_list(kind, name: str):
+    def parse(text: str) -> tuple:
+        try:
+            values = tuple(kind(x.strip()) for x in str(text).split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {name}, got {text!r}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"expected at least one of {name}, got {text!r}")
+        return values
+    parse.__name__ = name
+    return parse
+
+
+floats = _comma_list(float, "numbers")
+ints = _comma_list(int, "integers")
+names = _comma_list(str, "names")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
+def show(values) -> str:
+    """A default tuple as the comma list a user would type."""
+    return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
+# ----------------------------------------------------------------------------- the model
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """--model, --device and --dtype."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", default="smollm2-135m", help=MODEL_HELP)
+    group.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available, else cpu)")
+    group.add_argument("--dtype", default=None,
+                       help="fp32, bf16 or fp16 (default: fp32 on CPU, bf16 on CUDA)")
+
+
+def load_model(args):
+    """The model the options name (looked up on `workbench.models` at call time). The spec, the
+    device, the dtype and KVWB_CACHE are checked there before any weights load."""
+    from workbench import models
+
+    return models.load_model(args.model, device=args.device, dtype=args.dtype)
+
+
+def command_line(args) -> str:
+    """The command as typed, for headers and the resume hint."""
+    import shlex
+
+    return shlex.join(["kvwb", *getattr(args, "argv", [])])

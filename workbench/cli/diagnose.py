@@ -1,0 +1,51 @@
+"""`kvwb diagnose`: one example, every signal and selector, optionally saved as a run folder."""
+
+from __future__ import annotations
+
+from workbench.cli.common import (
+    add_model_options, floats, load_model, names, positive_int, printable, printable_frame, show,
+)
+from workbench.diagnosis import DEFAULT_BUDGETS
+
+NAME = "diagnose"
+
+
+def add_arguments(p) -> None:
+    add_model_options(p)
+    p.add_argument("--example", default="synthetic#0", help="DATASET#ID, e.g. synthetic#3 or jsonl:data.jsonl#q7")
+    p.add_argument("--selectors", type=names, default=None,
+                   help="comma-separated selector specs NAME[:UNIT] (units: single, chunk, grow); "
+                        "default: every registered selector, the expensive references included")
+    p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
+                   help=f"comma-separated fractions of the reused rows to recompute (default {show(DEFAULT_BUDGETS)})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
+    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--out", default=None, help="folder to write the Diagnosis to (manifest, diagnosis.json, parquet)")
+    p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
+
+
+def command(args) -> int:
+    """Diagnose one example: signals, every selector at every budget, outcomes; write it to --out."""
+    from workbench import runstore
+    from workbench.diagnosis import DiagnoseConfig, diagnose
+    from workbench.models import model_identity
+    from workbench.selectors import default_selectors
+    from workbench.tasks import load_example
+
+    config = DiagnoseConfig(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
+                            seed=args.seed, max_new_tokens=args.max_new_tokens).checked()
+    out = runstore.check_out(args.out, force=args.force) if args.out is not None else None
+    example = load_example(args.example)
+    model = load_model(args)
+    diagnosis = diagnose(model, example, config)
+    if out is not None:
+        runstore.check_out(out, force=args.force)  # it may have appeared while the diagnosis ran
+        runstore.write_diagnosis_run(out, diagnosis, model_identity(model))
+    answers = diagnosis.answers
+    print(f"example {printable(example.id)}: gold {printable(' | '.join(example.gold)) or '(none)'}; "
+          f"dense {printable(repr(answers.dense.text))}; spliced {printable(repr(answers.spliced.text))}")
+    print(printable_frame(diagnosis.summary()).to_string(index=False))
+    print(printable(diagnosis.attribution_text))
+    if out is not None:
+        print(f"wrote {printable(out)}")
+    return 0

@@ -1,0 +1,66 @@
+"""The `kvwb` parser and the one place errors become one line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from workbench.cli import answer, bench, curve, diagnose, fidelity, prepare, report, run, summary
+from workbench.cli.common import one_line, printable
+from workbench.errors import WorkbenchError
+
+COMMANDS = (prepare, answer, diagnose, run, summary, curve, fidelity, report, bench)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (the usage is one `--help` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="kvwb", description="KV Repair Workbench: splice isolated KV caches, compare with the "
+                    "dense prefill, and repair a budget of rows exactly. Each command's --help explains its options.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        doc = module.command.__doc__
+        p = sub.add_parser(module.NAME, help=doc, description=doc)
+        module.add_arguments(p)
+        p.set_defaults(func=module.command)
+    return parser
+
+
+def fail(message: str, code: int = 2) -> int:
+    print(f"kvwb: error: {printable(one_line(message), stream=sys.stderr)}", file=sys.stderr)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; bad input and file-system errors end in one line, not a traceback."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    try:
+        return args.func(args)
+    except WorkbenchError as err:
+        return fail(str(err))
+    except BrokenPipeError:  # `kvwb summary RUN | head`: stop quietly
+        _silence_stdout()
+        return 1
+    except OSError as err:
+        where = f"{err.filename}: " if err.filename else ""
+        return fail(f"{where}{err.strerror or err} (a file-system error; fix it and run the command again)", code=1)
+    except KeyboardInterrupt:
+        print("kvwb: interrupted; every output appears only when complete, so nothing half-written is left",
+              file=sys.stderr)
+        return 130
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -1,0 +1,90 @@
+"""`kvwb run`: a sweep over a data set into a resumable run folder, then its summary."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+
+from workbench.cli.common import (
+    add_model_options, command_line, floats, load_model, names, positive_int, printable, say, show, warn,
+)
+from workbench.cli.summary import render, summarize_run
+from workbench.diagnosis import DEFAULT_BUDGETS
+from workbench.errors import WorkbenchError
+
+NAME = "run"
+
+
+def add_arguments(p) -> None:
+    add_model_options(p)
+    p.add_argument("--dataset", default="synthetic",
+                   help="data set spec: synthetic[:SEED], hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
+    p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
+    p.add_argument("--selectors", type=names, default=None,
+                   help="comma-separated selector specs NAME[:UNIT]; default: every registered selector but the "
+                        "expensive references (oracle-patch patches every reused token)")
+    p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
+                   help=f"fractions of reused rows (default {show(DEFAULT_BUDGETS)})")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random selector")
+    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--target-words", type=positive_int, default=None,
+                   help="synthetic only: pad passages with filler to about this many words in all")
+    p.add_argument("--attribution", action="store_true",
+                   help="also run the attribution-patching check (first-order vs actual) per example")
+    p.add_argument("--reference", default=None,
+                   help="selector the summary tests against (default: cacheblend, else random, when the run has "
+                        "one; otherwise that comparison is left out)")
+    p.add_argument("--out", required=True, help="run folder; an existing run with the same arguments resumes")
+
+
+def sweep_config(args):
+    """The SweepConfig the options ask for, validated."""
+    from workbench.experiments.sweep import SWEEP_DIAGNOSE, SweepConfig
+    from workbench.selectors import default_selectors
+
+    diagnose = replace(SWEEP_DIAGNOSE, selectors=tuple(args.selectors or default_selectors()),
+                       budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
+                       max_new_tokens=args.max_new_tokens)
+    options = {} if args.target_words is None else {"target_words": args.target_words}
+    return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=options).checked()
+
+
+def command(args) -> int:
+    """Diagnose every example of a data set into a run folder (resumable; see docs/ARCHITECTURE.md)."""
+    from workbench import runstore
+    from workbench.experiments.sweep import run_sweep
+    from workbench.selectors import parse_selector
+    from workbench.tasks import load_dataset
+
+    config = sweep_config(args)
+    if args.reference is not None and parse_selector(args.reference).label not in config.diagnose.selectors:
+        raise WorkbenchError(f"--reference {args.reference!r} is not among the selectors "
+                             f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
+    load_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
+    out = runstore.check_out(args.out, resume=True)
+    model = load_model(args)
+    try:
+        store = run_sweep(model, config, out)
+    except KeyboardInterrupt:
+        print(f"kvwb: interrupted: {_standing(out, config.n)}; run the same command to resume: "
+              f"{printable(command_line(args), stream=sys.stderr)}", file=sys.stderr)
+        return 130
+    for name in store.corrupt:
+        warn(f"example folder {name} was unreadable; it was moved aside and recomputed")
+    if store.failures:
+        first = next(iter(store.failures.values()))
+        warn(f"{len(store.failures)} example(s) failed and were left out (first {first['example_id']!r}: "
+             f"{first['error']}); see {out / runstore.MANIFEST}")
+    run, table = summarize_run(out, args.reference)
+    say(render(run, table))
+    return 0
+
+
+def _standing(out, n: int) -> str:
+    """Where an interrupted run stands, in words."""
+    from workbench import runstore
+
+    folder = runstore.inspect_folder(out) if out.is_dir() else None
+    if folder is None or folder.kind != "sweep":
+        return f"nothing of the run was written to {out} yet"
+    return f"{folder.n_done()} of {n} examples are saved in {out}"

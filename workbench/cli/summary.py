@@ -1,0 +1,118 @@
+"""`kvwb summary`: a sweep's accuracy, flips, gap recovered and paired tests; figures as HTML."""
+
+from __future__ import annotations
+
+import argparse
+import html
+from pathlib import Path
+
+from workbench.cli.common import printable, say
+from workbench.errors import WorkbenchError
+
+NAME = "summary"
+FIGURES = {"accuracy": "Exact match against budget", "flips": "Flip rate against dense",
+           "rows": "Rows recomputed against exact match"}
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a fraction in [0, 1], got {text!r}")
+    return value
+
+
+def add_arguments(p) -> None:
+    p.add_argument("run", help="a folder written by kvwb run")
+    p.add_argument("--reference", default=None,
+                   help="selector to test every other against (default: cacheblend, else random, when the run "
+                        "has one; otherwise that comparison is left out)")
+    p.add_argument("--format", choices=["markdown", "csv"], default="markdown", help="output format")
+    p.add_argument("--target-share", type=_fraction, default=0.9,
+                   help="tokens-to-target: share of dense EM to reach (default 0.9)")
+    p.add_argument("--max-flip-rate", type=_fraction, default=0.2,
+                   help="tokens-to-target: flip rate to get under (default 0.2)")
+    p.add_argument("--html", default=None,
+                   help="also write the curves as standalone HTML into this folder (new, empty, or one an "
+                        "earlier --html wrote)")
+
+
+def summarize_run(folder, reference: str | None = None):
+    """The sweep folder read back and its summary table."""
+    from workbench.experiments.summary import summarize
+    from workbench.runstore import load_sweep
+
+    run = load_sweep(folder)
+    return run, summarize(run, reference=None if reference is None else _label(reference))
+
+
+def _label(spec: str) -> str:
+    """A selector spec as the run labels it (`bcr:chunk` is `bcr`); an unknown name as written."""
+    from workbench.selectors import parse_selector
+
+    try:
+        return parse_selector(spec).label
+    except WorkbenchError:
+        return spec
+
+
+def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) -> str:
+    """The summary as markdown: the header facts, the main table, tokens-to-target."""
+    from workbench.experiments.summary import tokens_to_target
+    from workbench.report import sweep_summary_markdown
+
+    return sweep_summary_markdown(run, table, tokens_to_target(table, run.examples, target_share, max_flip_rate))
+
+
+def command(args) -> int:
+    """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
+    html_out = check_html_out(args.html) if args.html else None
+    run, table = summarize_run(args.run, args.reference)
+    if args.format == "csv":
+        print(printable(table.to_csv(index=False), keep_newlines=True), end="")
+    else:
+        say(render(run, table, args.target_share, args.max_flip_rate))
+    if html_out is not None:
+        write_figures(html_out, run, table)
+        print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
+    return 0
+
+
+def check_html_out(path) -> Path:
+    """--html must be a new or empty folder, or one an earlier `kvwb summary --html` wrote (its
+    figures are refreshed); never a run or anything else."""
+    from workbench import runstore
+
+    try:
+        out = runstore.check_out(path, resume=True)
+    except WorkbenchError as err:
+        raise WorkbenchError(str(err).replace("--out", "--html")) from None
+    if out.is_dir() and any(out.iterdir()):
+        manifest = runstore.read_manifest(out) if (out / runstore.MANIFEST).is_file() else {}
+        if "figures" not in (manifest.get("details") or {}):
+            raise WorkbenchError(f"{out} holds a {manifest.get('kind') or 'saved diagnosis'} run, not figures of "
+                                 f"`kvwb summary --html`; choose another folder for --html")
+    return out
+
+
+def write_figures(out: Path, run, table) -> None:
+    """The three curves, an index and a manifest, each file written atomically."""
+    from workbench import plots, runstore
+    from workbench.atomic import write_text
+
+    figures = {"accuracy": plots.budget_curve(table, "em", FIGURES["accuracy"]),
+               "flips": plots.budget_curve(table, "flip_rate", FIGURES["flips"]),
+               "rows": plots.rows_vs_accuracy(table, FIGURES["rows"])}
+    out.mkdir(parents=True, exist_ok=True)
+    for name, fig in figures.items():
+        write_text(out / f"{name}.html", fig.to_html(include_plotlyjs=True))
+    title = html.escape(f"kvwb summary: {run.folder.name}")
+    links = "".join(f'<li><a href="{name}.html">{html.escape(FIGURES[name])}</a></li>' for name in figures)
+    write_text(out / "index.html", f"<!doctype html><meta charset=utf-8><title>{title}</title>"
+                                   f"<h1>{title}</h1><ul>{links}</ul>\n")
+    manifest = runstore.new_manifest("report", run.manifest.get("model"),
+                                     {"source": str(run.folder), "reference": table.attrs.get("reference")},
+                                     figures=[f"{name}.html" for name in figures])
+    runstore.write_manifest(out, runstore.finished(manifest))
