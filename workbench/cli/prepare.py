@@ -13,9 +13,10 @@ def add_arguments(p) -> None:
 
 def command(args) -> int:
     """Convert the embedded model's GGUF to safetensors once (later loads take seconds)."""
-    from workbench.models import embedded_model_dir, embedded_model_ready, prepare_embedded_model
+    from workbench.models import embedded_gguf_path, embedded_model_dir, embedded_model_ready, prepare_embedded_model
 
     if not embedded_model_ready(args.model):
+        embedded_gguf_path(args.model)  # an unknown name or a missing package fails before anything is printed
         print(printable(f"kvwb: converting {args.model} to safetensors under {embedded_model_dir(args.model)} "
                         f"(once, about a minute)"), flush=True)
     print(printable(prepare_embedded_model(args.model)))
