@@ -91,26 +91,49 @@ def saliency_ratios(model: LoadedModel, lengths=(512, 1024, 2048), repeats: int 
     return table
 
 
-def diagnosis_ratio(model: LoadedModel, examples: int = 3, budgets=(0.1, 0.2, 0.3, 0.5),
+def diagnosis_floor(d) -> dict[str, float]:
+    """The token-forwards a Diagnosis cannot avoid, as multiples of dense (context + suffix + answer).
+
+    Each distinct cell (a row set, the empty one for the splice) must run its recomputed rows,
+    the suffix and the answer tokens; the signals add the rows of their own passes.
+    """
+    n_suffix = d.context.n_tokens - d.context.segments[-1]["start"]
+    answer = len(d.answers.dense.token_ids) + 1
+    cells = {tuple(p) for p in d.selections["positions"]} | {()}
+    cell_rows = sum(len(c) + n_suffix + answer for c in cells)
+    n_layers = int(d.model.get("n_layers", 1))
+    costs = d.tables.get("signal_costs")
+    signal_rows = float(costs["layer_tokens"].sum()) / n_layers if costs is not None and len(costs) else 0.0
+    dense = d.context.n_tokens + answer
+    return {"cells": len(cells), "floor_cells": cell_rows / dense, "floor": (cell_rows + signal_rows) / dense}
+
+
+def diagnosis_ratio(model: LoadedModel, examples: int = 3, lengths=(None,), budgets=(0.1, 0.2, 0.3, 0.5),
                     seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Whole Diagnosis (every default selector, 4 budgets) / (dense prefill + greedy answer), per
-    example, without and with the expensive references (oracle-patch)."""
+    """A whole Diagnosis (every default selector at 4 budgets, no oracle-patch, no attribution
+    check) / (dense prefill + greedy answer) on synthetic examples, next to its floor
+    (`diagnosis_floor`). A length of None takes the examples as generated (about 200 tokens);
+    a number pads them to that many tokens."""
     from workbench.decode import greedy_answer
     from workbench.diagnosis import DiagnoseConfig, diagnose
     from workbench.selectors import default_selectors
 
-    cheap = DiagnoseConfig(selectors=default_selectors(), budgets=tuple(budgets), seed=seed)
-    full = DiagnoseConfig(selectors=default_selectors(expensive=True), budgets=tuple(budgets), seed=seed)
+    config = DiagnoseConfig(selectors=default_selectors(), budgets=tuple(budgets), seed=seed, attribution=False)
     rows = []
-    for example in tqdm(synthetic_examples(examples, seed=seed), desc="examples", disable=not progress):
-        ctx = build_context(model, example)
+    jobs = [(length, i) for length in lengths for i in range(examples)]
+    for length, i in tqdm(jobs, desc="examples", disable=not progress):
+        ctx = (build_context(model, synthetic_examples(examples, seed=seed)[i]) if length is None
+               else context_of_length(model, length, seed + i))
         base = _time(lambda: greedy_answer(model, prefill(model, ctx.layout.ids[: ctx.layout.suffix_start]),
                                            ctx.suffix_ids))
-        t_cheap = _time(lambda: diagnose(model, example, cheap, progress=False))
-        t_all = _time(lambda: diagnose(model, example, full, progress=False))
-        rows.append({"example": example.id, "n_tokens": ctx.layout.n_tokens, "dense_answer_s": base,
-                     "diagnosis_s": t_cheap, "ratio": t_cheap / base,
-                     "with_oracle_s": t_all, "ratio_with_oracle": t_all / base})
+        diagnose(model, ctx.example, config, progress=False)  # warm-up
+        t_diag = _time(lambda: diagnose(model, ctx.example, config, progress=False))
+        d = diagnose(model, ctx.example, config, progress=False)
+        floor = diagnosis_floor(d)
+        rows.append({"example": ctx.example.id, "n_tokens": ctx.layout.n_tokens, "cells": floor["cells"],
+                     "dense_answer_s": base, "diagnosis_s": t_diag, "ratio": t_diag / base,
+                     "floor": floor["floor"], "ratio_to_floor": t_diag / base / floor["floor"],
+                     "repairs_s": d.timing.repairs_s, "signals_s": d.timing.signals_s})
     return pd.DataFrame(rows)
 
 

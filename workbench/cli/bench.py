@@ -13,7 +13,9 @@ def add_arguments(p) -> None:
                    help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
                         "diagnose: a whole Diagnosis / (dense prefill + answer)")
     add_model_options(p)
-    p.add_argument("--lengths", type=ints, default=(512, 1024, 2048), help="context lengths in tokens")
+    p.add_argument("--lengths", type=ints, default=None, dest="lengths_given",
+                   help="context lengths in tokens (default 512,1024,2048; diagnose: the synthetic examples "
+                        "as generated, about 200 tokens)")
     p.add_argument("--budgets", type=floats, default=(0.05, 0.1, 0.2, 0.4, 1.0),
                    help="fractions of reused rows repaired")
     p.add_argument("--repeats", type=positive_int, default=3,
@@ -27,6 +29,7 @@ def command(args) -> int:
     from workbench.diagnosis import check_budgets
 
     budgets = check_budgets(args.budgets)
+    args.lengths = args.lengths_given or (512, 1024, 2048)
     bad = [n for n in args.lengths if n < 32]
     if bad:
         raise WorkbenchError(f"--lengths must be context lengths of at least 32 tokens, got {bad}")
@@ -37,7 +40,8 @@ def command(args) -> int:
     elif args.what == "saliency":
         table = bench.saliency_ratios(model, args.lengths, args.repeats)
     else:
-        table = bench.diagnosis_ratio(model, args.examples)
+        lengths = (None,) if args.lengths_given is None else args.lengths
+        table = bench.diagnosis_ratio(model, args.examples, lengths=lengths)
     from workbench.report import markdown_table
 
     info = model.describe()

@@ -12,7 +12,8 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
                    answer, flip, flip_strict, em, f1, dense_logprob, seconds
     residual       selector, unit, budget, layer, kind, value   deviation left after repair
     costs          selector, forward_passes, backward_passes, decode_steps, layer_tokens,
-                   needs_dense, seconds
+                   needs_dense, seconds      the summed cost of the records each selector read
+    signal_costs   signal, forward_passes, ..., seconds    what each record computed cost, once
     attribution    position, segment, kind, estimate, actual      AtP check sample
 
 A record never imports its renderer: `show()` and `_repr_html_` call the function that
@@ -38,7 +39,7 @@ from workbench.tasks import Example, is_flip
 SCHEMA_VERSION = 2
 FILE = "diagnosis.json"
 TABLES = ("tokens", "token_signals", "layer_signals", "deviation", "selections", "outcomes", "residual",
-          "costs", "attribution")
+          "costs", "signal_costs", "attribution")
 
 
 @dataclass(frozen=True)

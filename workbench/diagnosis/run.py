@@ -31,7 +31,7 @@ from workbench.diagnosis.tables import (
 from workbench.models import LoadedModel
 from workbench.repair import budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, select_rows
-from workbench.signals import SignalSet, deviation_frame
+from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
 from workbench.tasks import Example, best_em_f1
 from workbench.version import __version__
@@ -130,6 +130,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         "outcomes": pd.DataFrame(outcomes),
         "residual": pd.DataFrame(residuals),
         "costs": pd.DataFrame(costs),
+        "signal_costs": pd.DataFrame([{"signal": name, **cost.to_dict()} for name, cost in signals.costs.items()],
+                                     columns=["signal", *Cost().to_dict()]),
         "attribution": check.frame if check else pd.DataFrame(columns=ATTRIBUTION_COLUMNS),
     }
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)

@@ -7,10 +7,10 @@ import math
 
 import pandas as pd
 
+from workbench.runstore.kinds import FIDELITY_TABLES as TABLES  # noqa: F401  (the folder's tables)
 from workbench.stats import wilson_interval
 
 KEY_COLUMNS = ["condition", "variant", "target_cos", "alpha", "layers", "rank", "pool"]
-TABLES = ("conditions", "anchors", "augmentation", "answers")
 
 
 def summarize(answers: pd.DataFrame) -> dict[str, pd.DataFrame]:

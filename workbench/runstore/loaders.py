@@ -10,10 +10,8 @@ import pandas as pd
 
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
-from workbench.runstore.kinds import DIAGNOSES
+from workbench.runstore.kinds import DIAGNOSES, FIDELITY_TABLES
 from workbench.runstore.manifest import MANIFEST, read_manifest
-
-FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "answers")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
