@@ -76,8 +76,11 @@ def check_cell(cell: Cell, base: KVCache, what: str = "cell") -> None:
                              f"contiguous from its end; missing {sorted(set(span.tolist()) - set(beyond.tolist()))[:8]}")
 
 
-def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: int) -> list[list[int]]:
-    """Cell indices grouped by size (rows, known) so each group's scores fit in `max_bytes`."""
+def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: int,
+            spread: float = 1.5) -> list[list[int]]:
+    """Cell indices grouped by size (rows, known): each group's attention scores fit in
+    `max_bytes`, and its largest cell has at most `spread` times the rows of its smallest (+16),
+    so padding the attention to the largest wastes little."""
     order = sorted(range(len(sizes)), key=lambda i: sizes[i])
     groups: list[list[int]] = []
     for i in order:
@@ -85,7 +88,9 @@ def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: 
             members = groups[-1] + [i]
             rows = max(sizes[j][0] for j in members)
             known = max(sizes[j][1] for j in members)
-            if len(members) * n_heads * max(rows, 1) * (n_base + known + rows) * 4 <= max_bytes:
+            small = sizes[groups[-1][0]][0]
+            fits = len(members) * n_heads * max(rows, 1) * (n_base + known + rows) * 4 <= max_bytes
+            if fits and rows <= spread * small + 16:
                 groups[-1].append(i)
                 continue
         groups.append([i])
@@ -119,30 +124,21 @@ def _pad(rows: list[torch.Tensor], width: int, fill=0) -> torch.Tensor:
 
 @torch.inference_mode()
 def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[CellRows]:
+    """One layer-serial pass for a group of cells. The linear layers run on the cells' rows laid
+    end to end ([token, hidden], no padding); attention runs padded per cell ([cell, row, ...])."""
     ad, device = model.adapter, model.device
     n_cells, n_base = len(cells), base.n_positions
     n_rows = [int(c.positions.numel()) for c in cells]
     n_known = [0 if c.known_positions is None else int(c.known_positions.numel()) for c in cells]
     width, kwidth = max(max(n_rows), 1), max(n_known)
     pos = _pad([c.positions.long().cpu() for c in cells], width).to(device)  # [cell, row]
-    ids = _pad([c.ids.long().cpu() for c in cells], width).to(device)
     valid = torch.arange(width, device=device)[None] < torch.tensor(n_rows, device=device)[:, None]  # [cell, row]
+    cell_of, row_of = valid.nonzero(as_tuple=True)  # [token]: where each real row sits in the padding
+    flat_pos = pos[cell_of, row_of]  # [token]
+    flat_ids = torch.cat([c.ids.long().cpu() for c in cells]).to(device)  # [token], cells in order
     kpos = _pad([c.known_positions.long().cpu() if n else torch.zeros(0, dtype=torch.long)
                  for c, n in zip(cells, n_known)], kwidth, -1).to(device) if kwidth else None  # [cell, known]
-
-    # Masks, by absolute position. Base keys a cell overlays are hidden from it; a padded query
-    # row sees only itself (its output is discarded), so no softmax row is empty.
-    base_pos = torch.arange(n_base, device=device)
-    overlaid = torch.zeros(n_cells, n_base + 1, dtype=torch.bool, device=device)  # last column: a sink
-    overlaid.scatter_(1, torch.where(valid, pos, n_base).clamp(max=n_base), True)
-    if kpos is not None:
-        overlaid.scatter_(1, torch.where(kpos >= 0, kpos, n_base).clamp(max=n_base), True)
-    see_base = (base_pos[None, None] <= pos[:, :, None]) & ~overlaid[:, None, :n_base] & valid[:, :, None]
-    see_new = (pos[:, None, :] <= pos[:, :, None]) & valid[:, None, :] & valid[:, :, None]  # [cell, row, row]
-    see_new |= torch.eye(width, dtype=torch.bool, device=device)[None] & ~valid[:, :, None]
-    see_known = ((kpos[:, None, :] <= pos[:, :, None]) & (kpos >= 0)[:, None, :] & valid[:, :, None]
-                 if kpos is not None else None)  # [cell, row, known]
-    mask = torch.cat([see_base, see_known, see_new] if see_known is not None else [see_base, see_new], dim=-1)
+    mask = _masks(pos, valid, kpos, n_base)  # [cell, row, key]
 
     known_k = known_v = None
     if kpos is not None:  # [layer, cell, kv_head, known, d_head]
@@ -153,44 +149,73 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
                 known_k[:, c, :, :n] = cell.known_keys.to(device, base.keys.dtype)
                 known_v[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
 
-    group = ad.n_heads // ad.n_kv_heads
-    h = ad.embed(ids)  # [cell, row, hidden]
-    cos, sin = ad.cos_sin(pos.flatten(), h)
-    cos, sin = cos.view(n_cells, width, 1, -1), sin.view(n_cells, width, 1, -1)  # [cell, row, 1, d_head]
+    h = ad.embed(flat_ids)  # [token, hidden]
+    cos, sin = ad.cos_sin(flat_pos, h)  # [token, d_head]
     new_keys, new_values = [], []
     for l, layer in enumerate(ad.layers):
-        x = layer.input_layernorm(h)
-        q, k, v = ad.project_qkv(l, x.reshape(n_cells * width, -1))
-        q = q.view(n_cells, width, ad.n_heads, ad.head_dim)
-        k = k.view(n_cells, width, ad.n_kv_heads, ad.head_dim)
-        v = v.view(n_cells, width, ad.n_kv_heads, ad.head_dim)
-        q = (q * cos + rotate_half(q) * sin).permute(0, 2, 1, 3)  # [cell, head, row, d_head]
-        k = (k * cos + rotate_half(k) * sin).permute(0, 2, 1, 3)  # [cell, kv_head, row, d_head]
-        v = v.permute(0, 2, 1, 3)
-        new_keys.append(k)
-        new_values.append(v)
-        qg = q.view(n_cells, ad.n_kv_heads, group, width, ad.head_dim)  # [cell, kv_head, g, row, d]
-        flat = qg.permute(1, 0, 2, 3, 4).reshape(ad.n_kv_heads, -1, ad.head_dim)  # [kv_head, cell*g*row, d]
-        base_scores = torch.bmm(flat, base.keys[l].transpose(1, 2))  # one product for every cell
-        base_scores = base_scores.view(ad.n_kv_heads, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)
-        parts = [base_scores]
-        if known_k is not None:
-            parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k[l]))
-        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, k))
-        scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
-        probs = scores.softmax(-1).to(v.dtype)  # [cell, kv_head, g, row, key]
-        p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(ad.n_kv_heads, -1, n_base)
-        attn = torch.bmm(p_base, base.values[l]).view(ad.n_kv_heads, n_cells, group, width, ad.head_dim)
-        attn = attn.permute(1, 0, 2, 3, 4)  # [cell, kv_head, g, row, d]
-        if known_k is not None:
-            attn = attn + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + kwidth], known_v[l])
-        attn = attn + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + kwidth:], v)
-        attn = attn.reshape(n_cells, ad.n_heads, width, ad.head_dim).permute(0, 2, 1, 3)
-        h = h + layer.self_attn.o_proj(attn.reshape(n_cells, width, ad.n_heads * ad.head_dim))
+        q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [token, head | kv_head, d_head]
+        q = q * cos[:, None] + rotate_half(q) * sin[:, None]
+        k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+        qp = q.new_zeros(n_cells, width, ad.n_heads, ad.head_dim)
+        kp = k.new_zeros(n_cells, width, ad.n_kv_heads, ad.head_dim)
+        vp = torch.zeros_like(kp)
+        qp[cell_of, row_of], kp[cell_of, row_of], vp[cell_of, row_of] = q, k, v
+        kp, vp = kp.transpose(1, 2), vp.transpose(1, 2)  # [cell, kv_head, row, d_head]
+        new_keys.append(kp)
+        new_values.append(vp)
+        attn = _attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
+                       None if known_k is None else known_k[l], None if known_v is None else known_v[l], mask)
+        h = h + layer.self_attn.o_proj(attn[cell_of, row_of])  # [token, hidden]
         h = h + layer.mlp(layer.post_attention_layernorm(h))
     keys, values = torch.stack(new_keys), torch.stack(new_values)  # [layer, cell, kv_head, row, d_head]
+    starts = [sum(n_rows[:c]) for c in range(n_cells)]
     return [CellRows(cells[c].positions.to(device), keys[:, c, :, : n_rows[c]], values[:, c, :, : n_rows[c]],
-                     h[c, : n_rows[c]]) for c in range(n_cells)]
+                     h[starts[c]: starts[c] + n_rows[c]]) for c in range(n_cells)]
+
+
+def _masks(pos: torch.Tensor, valid: torch.Tensor, kpos: torch.Tensor | None, n_base: int) -> torch.Tensor:
+    """Which keys each (cell, row) query sees, by absolute position: [cell, row, base + known + row].
+
+    Base keys a cell overlays are hidden from it; a padded query row sees only itself (its
+    output is discarded), so no softmax row is empty."""
+    n_cells, width = pos.shape
+    device = pos.device
+    overlaid = torch.zeros(n_cells, n_base + 1, dtype=torch.bool, device=device)  # last column: a sink
+    overlaid.scatter_(1, torch.where(valid, pos, n_base).clamp(max=n_base), True)
+    if kpos is not None:
+        overlaid.scatter_(1, torch.where(kpos >= 0, kpos, n_base).clamp(max=n_base), True)
+    base_pos = torch.arange(n_base, device=device)
+    see_base = (base_pos[None, None] <= pos[:, :, None]) & ~overlaid[:, None, :n_base] & valid[:, :, None]
+    see_new = (pos[:, None, :] <= pos[:, :, None]) & valid[:, None, :] & valid[:, :, None]  # [cell, row, row]
+    see_new |= torch.eye(width, dtype=torch.bool, device=device)[None] & ~valid[:, :, None]
+    if kpos is None:
+        return torch.cat([see_base, see_new], dim=-1)
+    see_known = (kpos[:, None, :] <= pos[:, :, None]) & (kpos >= 0)[:, None, :] & valid[:, :, None]
+    return torch.cat([see_base, see_known, see_new], dim=-1)
+
+
+def _attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
+    """One softmax over base, known and new keys for every cell. q: [cell, head, row, d_head];
+    base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v: [cell, kv_head, *, d_head].
+    Returns [cell, row, head * d_head]."""
+    n_cells, _, width, d = q.shape
+    kv, group, n_base = ad.n_kv_heads, ad.n_heads // ad.n_kv_heads, base_k.shape[1]
+    qg = q.reshape(n_cells, kv, group, width, d)  # [cell, kv_head, g, row, d]
+    flat = qg.permute(1, 0, 2, 3, 4).reshape(kv, -1, d)  # [kv_head, cell*g*row, d]
+    base_scores = torch.bmm(flat, base_k.transpose(1, 2))  # one product for every cell
+    parts = [base_scores.view(kv, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)]
+    if known_k is not None:
+        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k))
+    parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k))
+    scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
+    probs = scores.softmax(-1).to(new_v.dtype)  # [cell, kv_head, g, row, key]
+    p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(kv, -1, n_base)
+    out = torch.bmm(p_base, base_v).view(kv, n_cells, group, width, d).permute(1, 0, 2, 3, 4)
+    n_known = 0 if known_k is None else known_k.shape[2]
+    if known_k is not None:
+        out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v)
+    out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v)
+    return out.reshape(n_cells, ad.n_heads, width, d).permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)
 
 
 def materialize(base: KVCache, rows: CellRows) -> KVCache:
