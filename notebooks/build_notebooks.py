@@ -105,8 +105,8 @@ NOTEBOOKS = {
                  'print(curve_summary_markdown(summary))'),
         ("code", 'from workbench.plots.unit_curve import unit_curve_figure\nunit_curve_figure(summary)'),
         ("md", "Rows of the first passage are exact in the splice (its sender saw the same prefix at the "
-               "same positions), so a coin wastes budget there. `skip_first_passage=True` scores only the "
-               "rows the splice changed."),
+               "same positions), so the segment is, by default, the rows computed under a changed prefix "
+               "(`pool=\"changed\"`); `pool=\"all\"` adds the exact rows, where a coin wastes budget."),
     ],
     "04_fidelity_consumability": [
         ("md", "# Fidelity vs consumability\n\n"

@@ -19,6 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.tasks import Example
 
 _SENTINEL = "\u2063KVWB-USER-TEXT\u2063"
+POOLS = ("changed", "all")
 
 
 @dataclass(frozen=True)
@@ -79,8 +80,23 @@ class Layout:
 
     @property
     def reused_positions(self) -> torch.Tensor:
-        """Positions of all passage tokens (the rows a repair budget is counted over). [n_reused]"""
+        """Positions of all passage tokens: every row a sender computed. [n_reused]"""
         return torch.cat([torch.arange(s.start, s.end) for s in self.passages])
+
+    @property
+    def changed_positions(self) -> torch.Tensor:
+        """Positions of the passages after the first: the rows computed under a prefix other than
+        the receiver's. The first passage's sender saw the receiver's own prefix at the same
+        positions, so its rows are exact in the splice by construction. [n_changed]"""
+        rest = [torch.arange(s.start, s.end) for s in self.passages[1:]]
+        return torch.cat(rest) if rest else torch.zeros(0, dtype=torch.long)
+
+    def pool_positions(self, pool: str) -> torch.Tensor:
+        """The candidate rows a repair budget is a fraction of: "changed" (known to the receiver
+        from the layout alone, never by comparing with dense) or "all" reused rows. [n_pool]"""
+        if pool not in POOLS:
+            raise WorkbenchError(f"unknown candidate pool {pool!r}; use one of {', '.join(POOLS)}")
+        return self.changed_positions if pool == "changed" else self.reused_positions
 
     def segment_ids(self) -> torch.Tensor:
         """Per position: -1 prefix, passage number 0..k-1, k for the suffix. [pos]"""

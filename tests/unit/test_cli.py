@@ -129,6 +129,14 @@ BAD_INPUT = {
     "prepare --model foo": (["prepare", "--model", "foo"], "unknown embedded model 'foo'", None, {}),
     "a model that is no folder": (["answer", "--model", "{tmp}/nomodel"], "nomodel", None, {}),
     "answer --max-new-tokens 0": (["answer", "--max-new-tokens", "0"], "must be an integer >= 1", None, {}),
+    "run --pool of an unknown kind": (["run", "--pool", "some", "--out", "{tmp}/r"], "invalid choice: 'some'",
+                                      None, {}),
+    "run --grow-max-span -1": (["run", "--grow-max-span", "-1", "--out", "{tmp}/r"], "--grow-max-span must be >= 0",
+                               None, {}),
+    "summary --contrast without a budget": (["summary", "{tmp}/run", "--contrast", "cadence:random"],
+                                            "A:B@BUDGET", _sweep_dir, {}),
+    "summary --contrast of unknown selectors": (["summary", "{tmp}/run", "--contrast", "a:b@0.2"],
+                                                "does not name two selectors", _sweep_dir, {}),
 }
 
 
@@ -242,6 +250,19 @@ def test_summary_of_a_run_and_its_html_figures(one_selector_run, tmp_path, capsy
     assert run_cli(["summary", out, "--html", out]) == 2  # never into the run itself
     assert "not figures of `kvwb summary --html`" in capsys.readouterr().err
     assert (out / "manifest.json").is_file() and json.loads((out / "manifest.json").read_text())["kind"] == "sweep"
+
+
+def test_summary_runs_a_pre_registered_contrast(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: tiny)
+    out = tmp_path / "pair"
+    assert run_cli(["run", "--selectors", "cadence-grad,random", "--budgets", "0.3", "--n", "2", "--coin-draws", "3",
+                    "--max-new-tokens", "4", "--out", out]) == 0
+    capsys.readouterr()
+    assert run_cli(["summary", out, "--contrast", "cadence-grad:random@0.3"]) == 0
+    printed = capsys.readouterr().out
+    assert "cadence-grad vs random" in printed and "exact p" in printed and "no correction" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["args"]["diagnose"]["coin_draws"] == 3 and manifest["args"]["diagnose"]["pool"] == "changed"
 
 
 def test_run_reference_must_be_present_but_defaults_to_none(one_selector_run, capsys):

@@ -191,8 +191,9 @@ def test_json_round_trips_with_the_same_answers(diagnosis, tmp_path):
     assert [r["answer"] for r in doc["answers"]["repairs"]] == outcomes["answer"].tolist()
     assert [r["flip"] for r in doc["answers"]["repairs"]] == outcomes["flip"].tolist()
     assert doc["flips"]["n_flipped"] == int(outcomes["flip"].sum())
-    picks = {(p["selector"], p["budget"]): p["positions"] for p in doc["picks"]}
-    assert picks["random", 0.3] == diagnosis.picks("random", 0.3)
+    picks = {(p["selector"], p["budget"], p["draw"]): p["positions"] for p in doc["picks"]}
+    assert picks["random", 0.3, 0] == diagnosis.picks("random", 0.3)
+    assert picks["random", 0.3, 4] == diagnosis.picks("random", 0.3, draw=4) != picks["random", 0.3, 0]
     assert set(doc["token_signals"]) == set(diagnosis.token_signals["signal"])
     assert doc["token_signals"]["cadence_grad"]["label"] == "CADENCE-Grad (decision saliency)"
     assert doc["token_signals"]["cadence_grad"]["log"] is True

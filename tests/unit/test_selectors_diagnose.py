@@ -71,9 +71,15 @@ def test_relay_influence_is_the_attention_later_tokens_pay_at_the_check_layer(ct
     assert torch.allclose(sig.relay, sig.value_deviation * sig.influence)
 
 
-def test_random_is_a_seeded_coin(ctx):
-    a, b, c = (scores("random", SignalSet(ctx, SignalOptions(seed=s))) for s in (3, 3, 4))
+def test_random_is_a_coin_drawn_per_example_and_draw(ctx, model):
+    coin = parse_selector("random").info
+    assert coin.drawn
+    a, b, c = (coin.score(SignalSet(ctx, SignalOptions(seed=s)), 0) for s in (3, 3, 4))
     assert torch.equal(a, b) and not torch.equal(a, c)
+    draws = [coin.score(SignalSet(ctx, SignalOptions(seed=3)), d) for d in range(3)]
+    assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])
+    other = wb.build_context(model, small_example(example_id="t1"))  # same length, another example
+    assert not torch.equal(coin.score(SignalSet(other, SignalOptions(seed=3)), 0), a)
 
 
 def test_bcr_and_qattn_read_their_attention_signals(ctx, signals):
@@ -102,16 +108,36 @@ def test_oracle_patch_ranks_by_the_actual_patch_effect(ctx, signals):
     assert parse_selector("oracle-patch").info.expensive
 
 
-def test_selectors_spend_the_budget_in_their_unit(diagnosis):
+def test_selectors_spend_a_budget_of_the_changed_rows_in_their_unit(diagnosis, ctx):
     out = diagnosis.outcomes.set_index(["selector", "budget"])
-    n = int(out["n_reused"].iloc[0])
+    changed = ctx.layout.changed_positions
+    n = len(changed)
+    assert (out["pool"] == "changed").all() and (out["n_pool"] == n).all() and n < ctx.n_reused
+    assert (out["n_spent_exact"] == 0).all()  # no budget goes to the first passage, exact by construction
     for b in BUDGETS:
         assert out.loc[("none", b), "n_recomputed"] == 0
         assert out.loc[("full", b), "n_recomputed"] == n
-        for label in ("random", "densedev", "cadence", "bcr:single", "bcr:grow", "qattn"):
+        for label in ("densedev", "cadence", "bcr:single", "bcr:grow", "qattn"):
             assert out.loc[(label, b), "n_recomputed"] == budget_rows(b, n), label
+        coin = out.loc[("random", b)]
+        assert len(coin) == 5 and sorted(coin["draw"]) == list(range(5))
+        assert (coin["n_recomputed"] == budget_rows(b, n)).all()
+    for label in diagnosis.selections["selector"].unique():
+        for b in BUDGETS:
+            assert set(diagnosis.picks(label, b)) <= set(changed.tolist()), label
     chunk = diagnosis.selections.set_index(["selector", "budget"]).loc[("bcr", 0.1)]
-    assert chunk["skipped"]  # BCR's skip rule: 13 rows (b = 0.1 of 128) buy less than one 64-row chunk
+    assert chunk["skipped"]  # BCR's skip rule: 9 rows (b = 0.1 of 88) buy less than one 64-row chunk
+
+
+def test_the_all_pool_counts_exact_rows_spent(model, ctx):
+    d = diagnose(model, ctx.example, ctx=ctx, selectors=("random", "full"), budgets=(0.5,), pool="all",
+                 attribution=False, progress=False)
+    out = d.outcomes
+    assert (out["n_pool"] == ctx.n_reused).all()
+    first = set(range(ctx.layout.passages[0].start, ctx.layout.passages[0].end))
+    for _, row in d.selections.iterrows():
+        assert row["n_spent_exact"] == len(first & set(row["positions"]))
+    assert out[out["selector"] == "random"]["n_spent_exact"].gt(0).all()  # a coin over all rows wastes some
 
 
 def test_full_repair_matches_dense_and_reuse_all_matches_the_splice(diagnosis):

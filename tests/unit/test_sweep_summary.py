@@ -19,7 +19,7 @@ DATA = f"jsonl:{Path(__file__).parents[1] / 'fixtures' / 'sample.jsonl'}"
 DIAGNOSE = DiagnoseConfig(selectors=("none", "full", "random", "cacheblend", "densedev"), budgets=(0.2, 0.5),
                           max_new_tokens=4, attribution=False)
 CONFIG = SweepConfig(dataset=DATA, n=3, diagnose=DIAGNOSE)
-OUTCOME_COLUMNS = {"example_id", "selector", "unit", "budget", "n_reused", "n_recomputed", "answer",
+OUTCOME_COLUMNS = {"example_id", "selector", "unit", "budget", "draw", "pool", "n_pool", "n_spent_exact", "n_reused", "n_recomputed", "answer",
                    "dense_answer", "flip", "flip_strict", "em", "f1", "dense_logprob", "seconds"}
 
 
@@ -42,7 +42,7 @@ def test_a_run_writes_manifest_examples_outcomes_and_diagnoses(finished):
     assert manifest["start"] and manifest["end"]
     run = load_sweep(finished)
     assert len(run.examples) == 3 and OUTCOME_COLUMNS <= set(run.outcomes.columns)
-    assert len(run.outcomes) == 3 * 5 * 2
+    assert len(run.outcomes) == 3 * (4 + 5) * 2  # the coin is drawn five times per example and budget
     assert len(list((finished / "diagnoses").iterdir())) == 3
     assert run.examples["folder"].tolist() == ["q1", "q2", "q3"]
 
@@ -172,3 +172,53 @@ def test_without_a_reference_selector_the_comparison_is_left_out():
     assert summarize(run).attrs["reference"] == "cacheblend"
     with pytest.raises(wb.WorkbenchError, match="'bcr' is not in this run"):
         summarize(run, reference="bcr")
+
+
+def drawn_run() -> SweepRun:
+    """hand_run plus a coin with three draws: flips on a in draws 0 and 1, on b in draw 2 only."""
+    run = hand_run()
+    rows = []
+    for ex, flips in zip("abcd", ([1, 1, 0], [0, 0, 1], [0, 0, 0], [1, 1, 1])):
+        for draw, f in enumerate(flips):
+            rows.append({**run.outcomes.iloc[0].to_dict(), "example_id": ex, "selector": "random", "draw": draw,
+                         "flip": bool(f), "flip_strict": bool(f), "em": float(not f)})
+    outcomes = pd.concat([run.outcomes.assign(draw=pd.NA), pd.DataFrame(rows)], ignore_index=True)
+    return SweepRun(run.folder, run.manifest, run.examples, outcomes)
+
+
+def test_a_drawn_coin_is_averaged_for_rates_and_voted_for_paired_tests():
+    run = drawn_run()
+    table = summarize(run, reference="cacheblend").set_index("selector")
+    coin = table.loc["random"]
+    assert coin["draws"] == 3 and coin["flip_rate"] == pytest.approx((2 + 1 + 0 + 3) / 12)
+    assert coin["flip_draw_sd"] == pytest.approx(pd.Series([2 / 4, 2 / 4, 2 / 4]).std())  # per-draw rates
+    assert flips.flip_matrix(run.outcomes, 0.2)["random"].tolist() == [True, False, False, True]  # majority
+    from workbench.experiments.summary import contrast
+    c = contrast(run, "cadence", "random", 0.2)
+    # cadence flips on d only; the coin's majority flips on a and d: b = 1 (a), c = 0
+    assert (c.b_count, c.c_count, c.n) == (1, 0, 4) and c.p_value == pytest.approx(1.0)
+    assert c.difference == pytest.approx(0.25 - 0.5) and c.low <= c.difference <= c.high
+
+
+def test_holm_counts_comparisons_without_discordant_pairs():
+    """cadence vs cacheblend: b = 2, c = 0, p = 0.5. Alone in its family Holm leaves 0.5; a twin of
+    the reference (no discordant pair, p = 1) makes a family of two, and Holm gives 1.0."""
+    run = hand_run()
+    kept = run.outcomes[run.outcomes["selector"] != "none"]
+    alone = summarize(SweepRun(run.folder, run.manifest, run.examples, kept), "cacheblend").set_index("selector")
+    assert alone.loc["cadence", "ref_p_holm"] == pytest.approx(0.5)
+    twin = kept[kept["selector"] == "cacheblend"].assign(selector="twin")
+    both = SweepRun(run.folder, run.manifest, run.examples, pd.concat([kept, twin], ignore_index=True))
+    table = summarize(both, reference="cacheblend").set_index("selector")
+    assert (table.loc["twin", "ref_b"], table.loc["twin", "ref_c"]) == (0, 0)
+    assert table.loc["cadence", "ref_p_holm"] == pytest.approx(1.0) and table.loc["twin", "ref_p_holm"] == 1.0
+
+
+def test_contrast_specs_parse_units_and_refuse_nonsense():
+    from workbench.experiments.summary import parse_contrast
+
+    assert parse_contrast("cadence-grad:cacheblend@0.2") == ("cadence-grad", "cacheblend", 0.2)
+    assert parse_contrast("bcr:grow:random@0.3") == ("bcr:grow", "random", 0.3)
+    for bad in ("cadence-grad:cacheblend", "a:b@0.2", "cadence:random@x"):
+        with pytest.raises(wb.WorkbenchError):
+            parse_contrast(bad)

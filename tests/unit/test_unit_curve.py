@@ -139,20 +139,20 @@ def test_run_folder_has_tables_and_manifest(run, model):
     assert not [p for p in run.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
 
 
-def test_skip_first_passage_segment(model, ctx, tmp_path):
+def test_the_segment_is_the_changed_pool_by_default(model, ctx, tmp_path):
     from workbench.experiments.unit_curve import _segment
 
-    seg = _segment(ctx, True)
+    seg = _segment(ctx, "changed")
+    assert torch.equal(_segment(ctx, "all"), ctx.reused_positions)
     first = ctx.layout.passages[0]
     assert seg.numel() == ctx.n_reused - len(first) and int(seg.min()) == ctx.layout.passages[1].start
     # the first passage is exact in the splice: restoring it changes nothing
     probe = attention_probe(ctx)
     assert probe.error(torch.arange(first.start, first.end)) == pytest.approx(probe.error([]), abs=1e-6)
-    out = run_curve(model, tmp_path / "skip", tokens=256, prompts=2, units=(1,), seeds=1, progress=False,
-                    skip_first_passage=True)
+    out = run_curve(model, tmp_path / "skip", tokens=256, prompts=2, units=(1,), seeds=1, progress=False)
     loaded = load_curve(out)
     manifest, curve = loaded.manifest, loaded.curve
-    assert manifest["args"]["skip_first_passage"] is True
+    assert manifest["args"]["pool"] == "changed"
     assert (curve["n_segment"] == seg.numel()).any()
 
 

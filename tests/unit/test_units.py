@@ -362,3 +362,14 @@ def test_selection_is_frozen():
     sel = select_rows(torch.zeros(4), 1)
     with pytest.raises(Exception):
         sel.layout = "chunk"  # type: ignore[misc]
+
+
+def test_grow_regions_stop_at_the_span_cap():
+    """BCR Table 12 caps a grown region at 64 rows; uniform scores would grow one region forever."""
+    scores = torch.ones(300)
+    capped = select_rows(scores, 200, "grow", max_span=64)
+    assert capped.n_spent == 200 and all(b - a <= 64 for a, b in capped.spans) and capped.n_units == 4
+    free = select_rows(scores, 200, "grow")
+    assert free.n_units == 1 and free.spans == ((0, 200),)
+    with pytest.raises(WorkbenchError, match="max_span"):
+        select_rows(scores, 10, "grow", max_span=0)

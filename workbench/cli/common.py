@@ -6,6 +6,8 @@ import argparse
 import sys
 import unicodedata
 
+from workbench.errors import WorkbenchError
+
 MODEL_HELP = "model: 'smollm2-135m' (embedded, default), a local HF folder, or hub:ORG/NAME"
 # Unicode format characters that reorder or hide text on a terminal (bidi overrides, isolates).
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
@@ -117,3 +119,29 @@ def command_line(args) -> str:
     import shlex
 
     return shlex.join(["kvwb", *getattr(args, "argv", [])])
+
+
+# ----------------------------------------------------------------------------- diagnose settings
+
+def add_diagnose_options(p: argparse.ArgumentParser) -> None:
+    """What every command that diagnoses examples lets the user set beyond selectors and budgets."""
+    p.add_argument("--pool", choices=["changed", "all"], default="changed",
+                   help="candidate rows a budget is a fraction of: 'changed' (rows computed under another "
+                        "prefix: every passage after the first; default) or 'all' passage rows (BCR's convention)")
+    p.add_argument("--coin-draws", type=positive_int, default=5,
+                   help="draws of the coin (random), each with its own seed per example (default 5)")
+    p.add_argument("--chunk-scope", choices=["span", "passage"], default="span",
+                   help="chunks over the whole candidate span, as BCR (default), or within each passage")
+    p.add_argument("--grow-max-span", type=int, default=64,
+                   help="rows a grown region may hold at most (BCR Table 12: 64; 0 removes the cap)")
+    p.add_argument("--rerotation", choices=["delta", "exact"], default="delta",
+                   help="how the splice moves keys: 'delta' rotation of cached keys, as reuse systems do "
+                        "(default), or 'exact' (the dense path's RoPE on pre-RoPE keys: layer 0 bit-exact)")
+
+
+def diagnose_settings(args) -> dict:
+    """The DiagnoseConfig fields `add_diagnose_options` sets."""
+    if args.grow_max_span < 0:
+        raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
+    return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
+            "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation}

@@ -19,8 +19,9 @@ def add_arguments(p) -> None:
     p.add_argument("--budget", type=float, default=0.2, help="nominal fraction of reused rows restored")
     p.add_argument("--seeds", type=int, default=5, help="random draws per prompt and unit (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first prompt seed and random-seed base (default 0)")
-    p.add_argument("--skip-first-passage", action="store_true",
-                   help="segment = passages after the first (the first is exact in the splice)")
+    p.add_argument("--pool", choices=["changed", "all"], default="changed",
+                   help="the segment: rows computed under a changed prefix (passages after the first, the "
+                        "paper's setting; default) or all passage rows")
     p.add_argument("--out", required=True, help="run folder to write (manifest.json + parquet)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -37,11 +38,11 @@ def command(args) -> int:
     model = load_model(args)
     t0 = time.perf_counter()
     run_curve(model, out, tokens=tokens, prompts=prompts, units=units, budget=budget, seeds=seeds, seed=seed,
-              progress=args.progress, force=args.force, skip_first_passage=args.skip_first_passage)
+              progress=args.progress, force=args.force, pool=args.pool)
     from workbench.report import curve_summary_markdown
 
     run = load_curve(out)
-    segment = "passages after the first" if args.skip_first_passage else "all passages"
+    segment = "passages after the first" if args.pool == "changed" else "all passages"
     print(f"unit-of-choice curve: {prompts} prompts of ~{tokens} tokens, segment {segment} "
           f"(rows {int(run.curve['n_segment'].min())}-{int(run.curve['n_segment'].max())}), "
           f"budget {budget:g}, {seeds} random seeds; {time.perf_counter() - t0:.0f} s")

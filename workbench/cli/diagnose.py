@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_model_options, floats, load_model, names, positive_int, printable, printable_frame, show,
+    add_diagnose_options, add_model_options, diagnose_settings, floats, load_model, names, positive_int, printable,
+    printable_frame, show,
 )
 from workbench.diagnosis import DEFAULT_BUDGETS
 
@@ -20,6 +21,7 @@ def add_arguments(p) -> None:
                    help=f"comma-separated fractions of the reused rows to recompute (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    add_diagnose_options(p)
     p.add_argument("--out", default=None, help="folder to write the Diagnosis to (manifest, diagnosis.json, parquet)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
 
@@ -33,7 +35,7 @@ def command(args) -> int:
     from workbench.tasks import load_example
 
     config = DiagnoseConfig(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
-                            seed=args.seed, max_new_tokens=args.max_new_tokens).checked()
+                            seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
     out = runstore.check_out(args.out, force=args.force) if args.out is not None else None
     example = load_example(args.example)
     model = load_model(args)

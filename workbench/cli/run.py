@@ -6,7 +6,8 @@ import sys
 from dataclasses import replace
 
 from workbench.cli.common import (
-    add_model_options, command_line, floats, load_model, names, positive_int, printable, say, show, warn,
+    add_diagnose_options, add_model_options, command_line, diagnose_settings, floats, load_model, names,
+    positive_int, printable, say, show, warn,
 )
 from workbench.cli.summary import render, summarize_run
 from workbench.diagnosis import DEFAULT_BUDGETS
@@ -25,12 +26,14 @@ def add_arguments(p) -> None:
                         "expensive references (oracle-patch patches every reused token)")
     p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
                    help=f"fractions of reused rows (default {show(DEFAULT_BUDGETS)})")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random selector")
+    p.add_argument("--seed", type=int, default=0,
+                   help="run seed: each example's coin draws derive from it and the example id")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
     p.add_argument("--target-words", type=positive_int, default=None,
                    help="synthetic only: pad passages with filler to about this many words in all")
     p.add_argument("--attribution", action="store_true",
                    help="also run the attribution-patching check (first-order vs actual) per example")
+    add_diagnose_options(p)
     p.add_argument("--reference", default=None,
                    help="selector the summary tests against (default: cacheblend, else random, when the run has "
                         "one; otherwise that comparison is left out)")
@@ -44,7 +47,7 @@ def sweep_config(args):
 
     diagnose = replace(SWEEP_DIAGNOSE, selectors=tuple(args.selectors or default_selectors()),
                        budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
-                       max_new_tokens=args.max_new_tokens)
+                       max_new_tokens=args.max_new_tokens, **diagnose_settings(args))
     options = {} if args.target_words is None else {"target_words": args.target_words}
     return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=options).checked()
 

@@ -34,6 +34,10 @@ def add_arguments(p) -> None:
                    help="tokens-to-target: share of dense EM to reach (default 0.9)")
     p.add_argument("--max-flip-rate", type=_fraction, default=0.2,
                    help="tokens-to-target: flip rate to get under (default 0.2)")
+    p.add_argument("--contrast", action="append", default=[], metavar="A:B@BUDGET",
+                   help="a pre-registered contrast, e.g. cadence-grad:cacheblend@0.2: exact McNemar b/c and p on "
+                        "flips against dense, no correction, and the flip-rate difference with a 95%% interval "
+                        "(repeat for several)")
     p.add_argument("--html", default=None,
                    help="also write the curves as standalone HTML into this folder (new, empty, or one an "
                         "earlier --html wrote)")
@@ -68,12 +72,21 @@ def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) ->
 
 def command(args) -> int:
     """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
+    from workbench.experiments.summary import contrast, parse_contrast
+
+    for text in args.contrast:
+        parse_contrast(text)  # a malformed contrast fails before the run is read
     html_out = check_html_out(args.html) if args.html else None
     run, table = summarize_run(args.run, args.reference)
+    contrasts = [contrast(run, *parse_contrast(text)) for text in args.contrast]
     if args.format == "csv":
         print(printable(table.to_csv(index=False), keep_newlines=True), end="")
     else:
         say(render(run, table, args.target_share, args.max_flip_rate))
+    if contrasts:
+        from workbench.report import contrasts_markdown
+
+        say("\n" + contrasts_markdown(contrasts))
     if html_out is not None:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")

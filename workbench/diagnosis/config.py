@@ -14,8 +14,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from workbench.errors import WorkbenchError
 from workbench.kv import REROTATIONS
+from workbench.layout import POOLS
 from workbench.repair import budget_rows
 from workbench.selectors import UnitOptions, default_selectors, parse_selectors
+from workbench.selectors.units import CHUNK_SCOPES
 from workbench.signals import SignalOptions
 
 DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
@@ -50,8 +52,12 @@ class DiagnoseConfig:
     check_layer: int = 1  # CacheBlend's check layer
     draft_k: int = 2  # BCR's draft length
     patch_max_tokens: int = 64  # tokens the attribution check patches
+    pool: str = "changed"  # the candidate rows a budget is a fraction of: "changed" or "all" (see Layout)
+    coin_draws: int = 5  # draws of a seeded control (the coin): BCR's five-seed coin mean
     chunk_size: int = 64  # B of the chunk unit
+    chunk_scope: str = "span"  # chunks over the whole candidate span (BCR) or "passage" (within each)
     tau: float = 0.25  # threshold of the grow unit
+    grow_max_span: int | None = 64  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
     max_new_tokens: int = 24  # greedy answer limit
     attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
     rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"
@@ -65,6 +71,13 @@ class DiagnoseConfig:
         _positive_int(self.patch_max_tokens, "patch_max_tokens")
         _positive_int(self.chunk_size, "chunk_size")
         _positive_int(self.max_new_tokens, "max_new_tokens")
+        _positive_int(self.coin_draws, "coin_draws")
+        if self.grow_max_span is not None:
+            _positive_int(self.grow_max_span, "grow_max_span")
+        if self.pool not in POOLS:
+            raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
+        if self.chunk_scope not in CHUNK_SCOPES:
+            raise WorkbenchError(f"chunk_scope must be one of {', '.join(CHUNK_SCOPES)}, got {self.chunk_scope!r}")
         try:
             tau = float(self.tau)
         except (TypeError, ValueError):
@@ -84,7 +97,8 @@ class DiagnoseConfig:
 
     @property
     def unit_options(self) -> UnitOptions:
-        return UnitOptions(chunk_size=self.chunk_size, tau=self.tau)
+        return UnitOptions(chunk_size=self.chunk_size, tau=self.tau, grow_max_span=self.grow_max_span,
+                           chunk_scope=self.chunk_scope)
 
     def to_dict(self) -> dict:
         """JSON-safe: tuples become lists."""

@@ -6,11 +6,15 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
     token_signals  signal, position, value           one score per reused token and signal
     layer_signals  signal, layer, position, value    per-layer signals (gradients, attention)
     deviation      layer, position, segment, token, kind, metric, value   splice vs dense
-    selections     selector, unit, budget, n_requested, n_units, skipped, budget_matched,
-                   n_recomputed, positions (list of absolute positions)
-    outcomes       example_id, selector, unit, budget, n_reused, n_recomputed, dense_answer,
-                   answer, flip, flip_strict, em, f1, dense_logprob, seconds
-    residual       selector, unit, budget, layer, kind, value   deviation left after repair
+    selections     selector, unit, budget, draw, n_requested, n_units, skipped, budget_matched,
+                   n_recomputed, n_spent_exact, positions (list of absolute positions)
+    outcomes       example_id, selector, unit, budget, draw, pool, n_pool, n_reused, n_recomputed,
+                   n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, dense_logprob, seconds
+    residual       selector, unit, budget, draw, layer, kind, value   deviation left after repair
+
+`draw` numbers a seeded control's draws (the coin: 5 by default) and is missing for every other
+selector. `pool` is the candidate set the budget is a fraction of (`n_pool` rows); rows spent on
+rows exact by construction (the first passage) are counted in `n_spent_exact`.
     costs          selector, forward_passes, backward_passes, decode_steps, layer_tokens,
                    needs_dense, seconds      the summed cost of the records each selector read
     signal_costs   signal, forward_passes, ..., seconds    what each record computed cost, once
@@ -156,10 +160,13 @@ class Diagnosis:
             raise WorkbenchError(f"no token signal {name!r}; have {sorted(self.token_signals['signal'].unique())}")
         return rows.set_index("position")["value"]
 
-    def picks(self, selector: str, budget: float) -> list[int]:
-        """Absolute positions a selector (label as in `outcomes`) recomputes at a budget."""
+    def picks(self, selector: str, budget: float, draw: int = 0) -> list[int]:
+        """Absolute positions a selector (label as in `outcomes`) recomputes at a budget; for a
+        drawn control (the coin), those of one draw."""
         sel = self.tables["selections"]
         row = sel[(sel["selector"] == selector) & ((sel["budget"] - budget).abs() < 1e-9)]
+        if "draw" in row and row["draw"].notna().any():
+            row = row[row["draw"] == draw]
         if row.empty:
             raise WorkbenchError(f"no selection for {selector!r} at budget {budget}; have selectors "
                                  f"{sorted(sel['selector'].unique())} and budgets {sorted(sel['budget'].unique())}")

@@ -83,16 +83,22 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     # The dense answer as a decision: its tokens and the end-of-turn token it stopped on.
     dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
 
-    selections, chosen = [], {}  # chosen: (label, budget) -> positions
+    pool = ctx.layout.pool_positions(config.pool)  # [n_pool]
+    exact = ~torch.isin(pool, ctx.layout.changed_positions)  # [n_pool]: rows exact by construction
+    in_reused = torch.searchsorted(ctx.reused_positions, pool)  # [n_pool]: where each sits among the scores
+    selections, chosen = [], {}  # chosen: (label, budget, draw) -> positions
     for i, spec in enumerate(specs):
         report("signals", i, len(specs))
-        scores = spec.info.score(signals)  # [n_reused]; signals are computed once
-        for budget in config.budgets:
-            rows, meta = _choose(spec, scores, budget, ctx, config)
-            positions = ctx.reused_positions[rows]
-            chosen[spec.label, budget] = positions
-            selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, **meta,
-                               "n_recomputed": len(positions), "positions": positions.tolist()})
+        for draw in range(config.coin_draws) if spec.info.drawn else (None,):
+            # [n_reused]: signals are computed once and serve every selector, draw and budget
+            scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
+            for budget in config.budgets:
+                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config)
+                positions = pool[rows]
+                chosen[spec.label, budget, draw] = positions
+                selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, "draw": draw,
+                                   **meta, "n_recomputed": len(positions), "n_spent_exact": int(exact[rows].sum()),
+                                   "positions": positions.tolist()})
     row_sets = {(): torch.empty(0, dtype=torch.long)}  # the empty set answers for the splice
     for positions in chosen.values():
         row_sets.setdefault(tuple(positions.tolist()), positions)
@@ -105,19 +111,20 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
 
     outcomes, residuals = [], []
-    for spec in specs:
-        for budget in config.budgets:
-            positions = chosen[spec.label, budget]
-            cell = by_rows[tuple(positions.tolist())]
-            answer = _record(cell.answer, example)
-            flip, flip_strict = answer.flips(dense)
-            outcomes.append({"example_id": example.id, "selector": spec.label, "unit": spec.unit, "budget": budget,
-                             "n_reused": ctx.n_reused, "n_recomputed": len(positions), "dense_answer": dense.text,
-                             "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
-                             "f1": answer.f1, "dense_logprob": cell.reference_logprob,
-                             "seconds": t_repairs / len(cells)})
-            residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
-            residuals += residual_rows(spec.label, spec.unit, budget, residual)
+    for (label, budget, draw), positions in chosen.items():
+        unit = parse_selectors([label])[0].unit
+        cell = by_rows[tuple(positions.tolist())]
+        answer = _record(cell.answer, example)
+        flip, flip_strict = answer.flips(dense)
+        outcomes.append({"example_id": example.id, "selector": label, "unit": unit, "budget": budget, "draw": draw,
+                         "pool": config.pool, "n_pool": len(pool), "n_reused": ctx.n_reused,
+                         "n_recomputed": len(positions), "n_spent_exact": int((~torch.isin(
+                             positions, ctx.layout.changed_positions)).sum()), "dense_answer": dense.text,
+                         "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
+                         "f1": answer.f1, "dense_logprob": cell.reference_logprob,
+                         "seconds": t_repairs / len(cells)})
+        residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
+        residuals += residual_rows(label, unit, budget, residual, draw)
     costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
 
     check = signals["attribution"] if config.attribution else None
@@ -126,9 +133,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         "token_signals": token_signals_table(signals),
         "layer_signals": layer_signals_table(signals),
         "deviation": deviation_frame(ctx).drop(columns=["example_id"], errors="ignore"),
-        "selections": pd.DataFrame(selections),
-        "outcomes": pd.DataFrame(outcomes),
-        "residual": pd.DataFrame(residuals),
+        "selections": _with_draws(pd.DataFrame(selections)),
+        "outcomes": _with_draws(pd.DataFrame(outcomes)),
+        "residual": _with_draws(pd.DataFrame(residuals)),
         "costs": pd.DataFrame(costs),
         "signal_costs": pd.DataFrame([{"signal": name, **cost.to_dict()} for name, cost in signals.costs.items()],
                                      columns=["signal", *Cost().to_dict()]),
@@ -150,18 +157,24 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         workbench_version=__version__, ctx=ctx)
 
 
-def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context,
+def _with_draws(table: pd.DataFrame) -> pd.DataFrame:
+    """The `draw` column as nullable integers (missing for selectors that are not drawn)."""
+    return table.assign(draw=table["draw"].astype("Int64")) if "draw" in table else table
+
+
+def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context, pool: torch.Tensor,
             config: DiagnoseConfig) -> tuple[torch.Tensor, dict]:
-    """Row indices (into the reused rows) a selector spends at a budget, and the unit's record."""
-    n = ctx.n_reused
+    """Row indices (into the pool) a selector spends at a budget, and the unit's record.
+    scores: [n_pool]; the budget is a fraction of the pool."""
+    n = len(pool)
     if spec.info.fixed == "none":
         return torch.empty(0, dtype=torch.long), {"n_requested": 0, "n_units": 0, "skipped": False,
                                                   "budget_matched": True}
     if spec.info.fixed == "all":
         return torch.arange(n), {"n_requested": n, "n_units": n, "skipped": False, "budget_matched": True}
-    segments = ctx.layout.segment_ids()[ctx.reused_positions]
     units = config.unit_options
+    segments = ctx.layout.segment_ids()[pool] if units.chunk_scope == "passage" else None
     sel = select_rows(scores, budget_rows(budget, n), spec.unit, chunk_size=units.chunk_size, tau=units.tau,
-                      segments=segments)
+                      segments=segments, max_span=units.grow_max_span)
     return sel.rows.cpu(), {"n_requested": sel.n_requested, "n_units": sel.n_units, "skipped": sel.skipped,
                             "budget_matched": sel.budget_matched}

@@ -42,7 +42,8 @@ def layer_signals_table(signals: SignalSet) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=SIGNAL_COLUMNS["layer"])
 
 
-def residual_rows(selector: str, unit: str, budget: float, residual: dict[str, torch.Tensor]) -> list[dict]:
+def residual_rows(selector: str, unit: str, budget: float, residual: dict[str, torch.Tensor],
+                  draw: int | None = None) -> list[dict]:
     """Rows of the residual table for one cell: {"k": [layer], "v": [layer]} -> one row per layer and kind."""
-    return [{"selector": selector, "unit": unit, "budget": budget, "layer": layer, "kind": kind, "value": float(v)}
-            for kind, per_layer in residual.items() for layer, v in enumerate(per_layer)]
+    return [{"selector": selector, "unit": unit, "budget": budget, "draw": draw, "layer": layer, "kind": kind,
+             "value": float(v)} for kind, per_layer in residual.items() for layer, v in enumerate(per_layer)]

@@ -10,26 +10,29 @@ from __future__ import annotations
 import pandas as pd
 
 from workbench import stats
+from workbench.experiments.summary import per_example
 
 
 def flip_matrix(outcomes: pd.DataFrame, budget: float, strict: bool = False) -> pd.DataFrame:
-    """Examples x selectors at one budget: True where the repaired answer flips against dense."""
-    column = "flip_strict" if strict else "flip"
-    cells = outcomes[(outcomes["budget"] - budget).abs() < 1e-9]
+    """Examples x selectors at one budget: True where the repaired answer flips against dense
+    (for a drawn control, the coin: in the majority of its draws)."""
+    cells = per_example(outcomes)
+    cells = cells[(cells["budget"] - budget).abs() < 1e-9]
     order = list(dict.fromkeys(cells["selector"]))
-    matrix = cells.pivot(index="example_id", columns="selector", values=column)
-    return matrix[order].astype(bool)
+    matrix = cells.pivot(index="example_id", columns="selector", values="flip_strict" if strict else "flip")
+    return (matrix[order] > 0.5).astype(bool)
 
 
 def flip_rates(outcomes: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
-    """Flip rate per selector and budget with Wilson 95% intervals."""
+    """Flip rate per selector and budget (draws averaged) with Wilson 95% intervals of the
+    per-example majority."""
     column = "flip_strict" if strict else "flip"
     rows = []
-    for (label, budget), cell in outcomes.groupby(["selector", "budget"], sort=False):
-        flips, n = int(cell[column].sum()), len(cell)
+    for (label, budget), cell in per_example(outcomes).groupby(["selector", "budget"], sort=False):
+        flips, n = int((cell[column] > 0.5).sum()), len(cell)
         low, high = stats.wilson_interval(flips, n)
-        rows.append({"selector": label, "budget": budget, "flips": flips, "n": n, "flip_rate": flips / n,
-                     "low": low, "high": high})
+        rows.append({"selector": label, "budget": budget, "flips": flips, "n": n,
+                     "flip_rate": float(cell[column].mean()), "low": low, "high": high})
     return pd.DataFrame(rows)
 
 

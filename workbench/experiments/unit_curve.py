@@ -23,6 +23,7 @@ import torch
 
 from workbench.context import context_of_length
 from workbench.errors import WorkbenchError
+from workbench.layout import POOLS
 from workbench.kv import KVCache
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import check_out, finished, new_manifest, write_run
@@ -180,19 +181,18 @@ def attention_probe(ctx) -> AttentionProbe:
 
 # ----------------------------------------------------------------------------- the run
 
-def _segment(ctx, skip_first_passage: bool) -> torch.Tensor:
-    """Absolute positions of the reused segment: every passage token, or those after the first passage."""
-    reused = ctx.reused_positions
-    if not skip_first_passage:
-        return reused
-    passages = ctx.layout.passages
-    if len(passages) < 2:
-        raise WorkbenchError(f"example {ctx.example.id} has {len(passages)} passage(s): nothing after the first")
-    return reused[reused >= passages[1].start]
+def _segment(ctx, pool: str) -> torch.Tensor:
+    """Absolute positions of the segment: the candidate pool (`Layout.pool_positions`): by default
+    the rows computed under a changed prefix, the paper's setting. [n_segment]"""
+    segment = ctx.layout.pool_positions(pool)
+    if segment.numel() == 0:
+        raise WorkbenchError(f"example {ctx.example.id} has {len(ctx.layout.passages)} passage(s): no rows "
+                             f"under a changed prefix (use pool='all')")
+    return segment
 
 
 def curve_rows(model, tokens: int, prompts: int, units, budget: float, seeds: int, seed: int,
-               progress: bool = False, skip_first_passage: bool = False) -> tuple[pd.DataFrame, list[dict]]:
+               progress: bool = False, pool: str = "changed") -> tuple[pd.DataFrame, list[dict]]:
     """Measure the curve; return (curve table, per-prompt info). No validation, no writing."""
     rows, info = [], []
     iterator = range(prompts)
@@ -202,7 +202,7 @@ def curve_rows(model, tokens: int, prompts: int, units, budget: float, seeds: in
     for p in iterator:
         started = time.perf_counter()
         ctx = context_of_length(model, tokens, seed + p)
-        reused = _segment(ctx, skip_first_passage)
+        reused = _segment(ctx, pool)
         n = int(reused.numel())
         if n == 0:
             raise WorkbenchError(f"prompt {p} has no reused rows")
@@ -266,7 +266,7 @@ def summarize(curve: pd.DataFrame, budget: float) -> pd.DataFrame:
 
 def run_curve(model: LoadedModel, out: Path, tokens: int = 2048, prompts: int = 6, units=DEFAULT_UNITS,
               budget: float = 0.2, seeds: int = 5, seed: int = 0, progress: bool = True,
-              force: bool = False, skip_first_passage: bool = False) -> Path:
+              force: bool = False, pool: str = "changed") -> Path:
     """Measure the unit-of-choice curve on `model` and write the run folder `out`; return it.
 
     Arguments are validated and `out` is checked (refused if it exists, unless `force`)
@@ -274,13 +274,14 @@ def run_curve(model: LoadedModel, out: Path, tokens: int = 2048, prompts: int = 
     """
     tokens, prompts, units, budget, seeds, seed = check_curve_args(tokens, prompts, units, budget, seeds, seed)
     out = check_out(out, force=force)
-    skip_first_passage = bool(skip_first_passage)
+    if pool not in POOLS:
+        raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
     args = {"tokens": tokens, "prompts": prompts, "units": list(units), "budget": budget,
-            "seeds": seeds, "seed": seed, "skip_first_passage": skip_first_passage}
+            "seeds": seeds, "seed": seed, "pool": pool}
     manifest = new_manifest("curve", model_identity(model), args)
     t0 = time.perf_counter()
-    curve, info = curve_rows(model, tokens, prompts, units, budget, seeds, seed, progress, skip_first_passage)
-    segment = "passage tokens after the first passage" if skip_first_passage else "all passage tokens"
+    curve, info = curve_rows(model, tokens, prompts, units, budget, seeds, seed, progress, pool)
+    segment = "rows under a changed prefix (passages after the first)" if pool == "changed" else "all passage rows"
     manifest = finished(manifest, seconds=time.perf_counter() - t0, prompts=info,
                         protocol={**PROTOCOL, "segment": segment})
     check_out(out, force=force)  # it may have appeared while the curve ran

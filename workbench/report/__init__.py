@@ -14,6 +14,7 @@ field in docs/REPORT_SCHEMA.md.
 
 from workbench.report.html import diagnosis_to_html
 from workbench.report.markdown import (
+    contrasts_markdown,
     curve_summary_markdown,
     markdown_table,
     sweep_summary_markdown,
@@ -22,6 +23,6 @@ from workbench.report.runs import render_report, report_run, write_report
 from workbench.report.schema import SCHEMA_VERSION, diagnosis_to_json
 
 __all__ = [
-    "SCHEMA_VERSION", "curve_summary_markdown", "diagnosis_to_html", "diagnosis_to_json", "markdown_table",
+    "SCHEMA_VERSION", "contrasts_markdown", "curve_summary_markdown", "diagnosis_to_html", "diagnosis_to_json", "markdown_table",
     "render_report", "report_run", "sweep_summary_markdown", "write_report",
 ]

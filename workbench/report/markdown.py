@@ -69,3 +69,15 @@ def curve_summary_markdown(summary: pd.DataFrame) -> str:
             f"{r.random_error:.4f} | {r.gap:+.4f} | {r.gap_share:+.1%} | {r.prompts_won}/{r.n_prompts} ({p}) | "
             f"{r.unrepaired_error:.4f} |")
     return "\n".join(lines)
+
+
+def contrasts_markdown(contrasts) -> str:
+    """Pre-registered contrasts (`experiments.summary.Contrast`) as a markdown table."""
+    rows = [{"contrast": f"{c.a} vs {c.b}", "budget": c.budget, "measure": c.measure, "n": c.n,
+             "b/c": f"{c.b_count}/{c.c_count}", "exact p": f"{c.p_value:.4g}",
+             "rate A": c.rate_a, "rate B": c.rate_b,
+             "A - B [95% CI]": f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]"} for c in contrasts]
+    note = ("Pre-registered contrasts: exact two-sided McNemar on per-example outcomes (b = A right where B "
+            "is wrong; for flips, right = agrees with dense), no correction; a drawn control (the coin) "
+            "by its majority over draws; the difference of rates with a paired bootstrap interval.")
+    return "\n".join([markdown_table(pd.DataFrame(rows)), "", note])

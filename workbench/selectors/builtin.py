@@ -27,9 +27,10 @@ def full(signals: SignalSet) -> torch.Tensor:
     return torch.zeros(signals.ctx.n_reused)
 
 
-@register_selector("random", source=f"{BCR}: the coin control", description="a seeded coin, any unit")
-def coin(signals: SignalSet) -> torch.Tensor:
-    return random_scores(signals.ctx.n_reused, signals.options.seed)
+@register_selector("random", drawn=True, source=f"{BCR}: the coin control (five draws, as BCR's coin mean)",
+                   description="a seeded coin, drawn afresh per example and draw, any unit")
+def coin(signals: SignalSet, draw: int) -> torch.Tensor:
+    return random_scores(signals.ctx.n_reused, signals.coin_seed(draw))
 
 
 @register_selector("cacheblend", uses=("check_layer",), source="CacheBlend as shipped (check layer 1, values)",

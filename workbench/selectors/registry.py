@@ -45,6 +45,7 @@ class SelectorInfo:
     needs_dense: bool = False  # reads the dense reference (a full prefill a real receiver skips)
     expensive: bool = False  # an upper-bound reference, not a practical method: not run by default
     default_units: tuple[str, ...] = ()  # units run by default (the default unit when empty)
+    drawn: bool = False  # a seeded control: scored once per draw, `score(signals, draw)`
 
     @property
     def is_reference(self) -> bool:
@@ -64,8 +65,9 @@ _REGISTRY: dict[str, SelectorInfo] = {}
 def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: str = "single",
                       units: tuple[str, ...] = UNITS, fixed: str | None = None, description: str = "",
                       source: str = "", needs_dense: bool = False, expensive: bool = False,
-                      default_units: tuple[str, ...] = ()):
-    """Decorator: register `fn(signals) -> scores [n_reused]` under `name`."""
+                      default_units: tuple[str, ...] = (), drawn: bool = False):
+    """Decorator: register `fn(signals) -> scores [n_reused]` under `name` (a `drawn` control:
+    `fn(signals, draw)`, scored once per draw with a seed of its own)."""
     if ":" in name or not name:
         raise WorkbenchError(f"selector names must be non-empty and contain no ':', got {name!r}")
     unknown = [u for u in uses if u not in record_names()]
@@ -79,7 +81,8 @@ def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: st
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
-                                       source, needs_dense, expensive, tuple(default_units) or (default_unit,))
+                                       source, needs_dense, expensive, tuple(default_units) or (default_unit,),
+                                       drawn)
         return fn
     return decorate
 

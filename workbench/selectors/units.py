@@ -32,17 +32,21 @@ from workbench.errors import WorkbenchError
 
 UNITS = ("single", "chunk", "grow")
 CHUNK_COUNTINGS = ("algorithm1", "table8")
+CHUNK_SCOPES = ("span", "passage")
 
-__all__ = ["CHUNK_COUNTINGS", "UNITS", "Selection", "UnitOptions", "random_scores", "select_rows"]
+__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "random_scores", "select_rows"]
 
 
 @dataclass(frozen=True)
 class UnitOptions:
-    """The knobs of the units: chunk size B, grow threshold tau, and how chunks are counted."""
+    """The knobs of the units: chunk size B, grow threshold tau and span cap, how chunks are
+    counted, and whether chunks and regions may cross passage boundaries."""
 
     chunk_size: int = 64
     tau: float = 0.25
+    grow_max_span: int | None = 64  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
     chunk_counting: str = "algorithm1"  # or "table8" (BCR Table 8: no skip, max(1, round(share * n_chunks)))
+    chunk_scope: str = "span"  # "span": over the whole candidate span, as BCR; "passage": within each passage
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ def _chunk(s: torch.Tensor, n_rows: int, chunk_size: int, seg_spans, counting: s
     return rows, len(spans), False, spans
 
 
-def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans):
+def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans, max_span: int | None):
     n = s.numel()
     vals = s.tolist()
     seg_of = [0] * n
@@ -188,7 +192,7 @@ def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans):
         # Threshold min(tau*s, s): tau*s for a positive seed; the seed itself when s <= 0.
         threshold = min(tau * vals[seed], vals[seed])
         seg = seg_of[seed]
-        while spent < n_rows:
+        while spent < n_rows and (max_span is None or hi - lo + 1 < max_span):
             left = lo - 1 if lo > 0 and not chosen[lo - 1] and seg_of[lo - 1] == seg else None
             right = hi + 1 if hi + 1 < n and not chosen[hi + 1] and seg_of[hi + 1] == seg else None
             if left is None and right is None:
@@ -209,7 +213,8 @@ def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans):
 
 def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
                 chunk_size: int = 64, tau: float = 0.25, segments: torch.Tensor | None = None,
-                chunk_counting: str = "algorithm1", share: float | None = None) -> Selection:
+                chunk_counting: str = "algorithm1", share: float | None = None,
+                max_span: int | None = None) -> Selection:
     """Choose which of the n scored rows to recompute with a budget of `n_rows` rows.
 
     scores: [n] real, finite; higher = recompute first. n_rows: 0..n.
@@ -241,7 +246,8 @@ def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
         chosen, truncating the last region, so it spends exactly n_rows. Terminates: every
         step chooses one new row or closes the region, and each region chooses its seed.
         Regions are disjoint but two may touch (a later region can grow up to an earlier
-        one); they are counted separately in `n_units`.
+        one); they are counted separately in `n_units`. With `max_span`, a region stops
+        growing at that many rows (BCR Table 12 caps regions at 64).
 
     Raises WorkbenchError on: non-tensor or non-1-D scores, NaN/inf scores (with counts),
     n_rows outside [0, n], unknown unit, chunk_size < 1, tau outside (0, 1], segments of
@@ -251,6 +257,8 @@ def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
         raise WorkbenchError(f"unknown unit {unit!r}; valid units: {', '.join(UNITS)}")
     if chunk_counting not in CHUNK_COUNTINGS:
         raise WorkbenchError(f"unknown chunk counting {chunk_counting!r}; valid: {', '.join(CHUNK_COUNTINGS)}")
+    if max_span is not None and (isinstance(max_span, bool) or not isinstance(max_span, int) or max_span < 1):
+        raise WorkbenchError(f"max_span must be an integer >= 1 or None, got {max_span!r}")
     if chunk_counting == "table8" and (share is None or not 0.0 < float(share) <= 1.0):
         raise WorkbenchError(f"the Table 8 chunk count needs the budget share in (0, 1], got {share!r}")
     s = _check_scores(scores)
@@ -276,7 +284,7 @@ def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
     elif unit == "chunk":
         rows, n_units, skipped, spans = _chunk(s, n_rows, chunk_size, seg_spans, chunk_counting, share)
     else:
-        rows, n_units, skipped, spans = _grow(s, n_rows, tau, seg_spans)
+        rows, n_units, skipped, spans = _grow(s, n_rows, tau, seg_spans, max_span)
 
     out = torch.tensor(rows, dtype=torch.int64, device=scores.device)
     return Selection(rows=out, unit=unit, n_requested=n_rows, n_units=n_units,

@@ -7,6 +7,7 @@ shares one draft.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ class SignalOptions:
     check_layer: int = 1  # CacheBlend's check layer
     draft_k: int = 2  # BCR's draft: query rows kept
     patch_max_tokens: int = 64  # attribution check: tokens patched (stratified sample)
-    seed: int = 0  # the coin selector and the attribution sample
+    seed: int = 0  # the run's seed: the coin's draws and the attribution sample derive from it
 
 
 class SignalSet:
@@ -59,6 +60,12 @@ class SignalSet:
     @property
     def n_layers(self) -> int:
         return self.ctx.model.adapter.n_layers
+
+    def coin_seed(self, draw: int) -> int:
+        """The seed of a coin's draw on this example: derived from (run seed, example id, draw), so
+        every example and draw gets its own pattern and a rerun gets the same one."""
+        digest = hashlib.sha256(f"{self.options.seed}:{self.ctx.example.id}:{draw}".encode()).digest()
+        return int.from_bytes(digest[:8], "little") >> 1  # 63 bits: a valid torch seed
 
     def token(self, name: str) -> torch.Tensor:
         """The token signal `name` ([n_reused]), computing the records it reads if needed."""
