@@ -1,6 +1,11 @@
 """A behaviour snapshot of a small sweep: answers, flips, rows per selector and budget, and the
 summary's numbers. The files under tests/fixtures/regression/ were taken with the first version
-(commit 61e5dbf) before the architecture rework; `test_regression.py` recomputes them."""
+(commit 61e5dbf) before the architecture rework; `test_regression.py` recomputes them.
+
+The honest-readings rework (issue 13) changed four defaults on purpose; `LEGACY` sets them
+back where a setting exists (the candidate pool, the grow cap, the chunk scope, one coin draw).
+The coin is now seeded per example and the Holm family counts every comparison, so the
+`random` rows and the Holm-corrected p values are no longer compared."""
 
 from __future__ import annotations
 
@@ -17,13 +22,15 @@ SELECTORS = ("none", "full", "random", "cacheblend", "relay", "densedev", "caden
              "bcr", "bcr:grow", "bcr:single", "qattn")
 SUMMARY_COLUMNS = ["selector", "budget", "n", "em", "flip_rate", "gap_recovered", "ref_b", "ref_c", "ref_p",
                    "ref_p_holm", "dense_b", "dense_c", "dense_p", "dense_p_holm"]
+LEGACY = dict(pool="all", grow_max_span=None, chunk_scope="passage", coin_draws=1)
+CHANGED_ON_PURPOSE = {"selectors": ("random",), "summary_columns": ("ref_p_holm", "dense_p_holm")}
 
 
 def snapshot(model, golden: dict, out: Path) -> dict:
     """Run the sweep `golden` describes and return the same record."""
     config = SweepConfig(dataset=golden["dataset"], n=golden["n"], diagnose=DiagnoseConfig(
         selectors=tuple(golden["selectors"]), budgets=tuple(golden["budgets"]), seed=golden["seed"],
-        max_new_tokens=golden["max_new_tokens"], attribution=False))
+        max_new_tokens=golden["max_new_tokens"], attribution=False, **LEGACY))
     run_sweep(model, config, out, progress=False)
     run = load_sweep(out)
     examples = []
