@@ -13,6 +13,7 @@ from conftest import tiny_model
 from workbench.decode import greedy_answer, greedy_answers
 from workbench.errors import WorkbenchError
 from workbench.experiments import fidelity as fid
+from workbench.experiments import fidelity_probe as probe_module
 from workbench.experiments import fidelity_conditions as fc
 from workbench.kv import KVCache, prefill, prefill_many, sender_cache
 from workbench.layout import chat_frame
@@ -44,7 +45,7 @@ def _prefix(model) -> KVCache:
 @pytest.mark.parametrize("target", [0.9999, 0.999, 0.99, 0.95, 0.8, 0.5])
 def test_noise_calibration_hits_the_target_key_cosine(probe, target):
     model, _, item, native, floor = probe
-    sub = fc.noisy_cache(native, item.start, target, fid._generator(0, "t", target))
+    sub = fc.noisy_cache(native, item.start, target, probe_module._generator(0, "t", target))
     got = fc.fidelity(sub, native, floor, item.start, item.fact_rows)
     assert abs(got.key - target) < 1e-3 and abs(got.value - target) < 1e-3, got
     for layer in range(native.n_layers):  # calibrated per layer, not just on average
@@ -120,7 +121,7 @@ def test_column_space_projection_stays_in_the_key_space():
     native = prefill(model, item.layout.ids[:item.suffix_start])
     space = fc.wk_colspace(model.adapter)
     assert space.ranks() == (64, 64)
-    sub = fc.subspace_noisy_cache(native, item.start, 0.95, space, model.adapter, fid._generator(0, "p"))
+    sub = fc.subspace_noisy_cache(native, item.start, 0.95, space, model.adapter, probe_module._generator(0, "p"))
     assert abs(float(fc.row_cosines(sub.keys[:, :, item.start:], native.keys[:, :, item.start:]).mean()) - 0.95) < 1e-3
     end = native.n_positions
     delta = model.adapter.rotate_keys(sub.keys[:, :, item.start:] - native.keys[:, :, item.start:],
@@ -148,7 +149,7 @@ def test_augmented_sender_lands_at_the_readers_positions(probe):
 def test_batched_reading_matches_greedy_answer_one_by_one(probe):
     model, _, item, native, floor = probe
     suffix = item.layout.ids[item.suffix_start:]
-    noisy = fc.noisy_cache(native, item.start, 0.9, fid._generator(0, "r"))
+    noisy = fc.noisy_cache(native, item.start, 0.9, probe_module._generator(0, "r"))
     longer = fc.augmented_cache(model.adapter, floor, [native.slice(item.start, item.suffix_start)], item.start)
     caches = [native, floor, noisy, longer]  # two lengths: padded batch
     got = greedy_answers(model, caches, suffix, max_new_tokens=6)
@@ -182,7 +183,7 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the input was checked")
     monkeypatch.setattr(fid, "prefill", boom)
     monkeypatch.setattr(fc, "prefill_many", boom)
-    monkeypatch.setattr(fid, "greedy_answers", boom)
+    monkeypatch.setattr(probe_module, "greedy_answers", boom)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -237,7 +238,10 @@ def test_run_writes_tables_and_manifest_atomically(run):
     assert manifest["args"]["cosines"] == [0.99, 0.9] and manifest["start"] <= manifest["end"]
     tables = load_fidelity(run).tables
     cond = tables["conditions"]
-    assert set(cond["condition"]) == {"floor", "reference", "noise", "genuine", "layers", "bank", "projection", "augment"}
+    assert set(cond["condition"]) == {"floor", "reference", "noise", "floor_noise", "genuine", "layers", "bank",
+                                      "subspace_noise", "augment"}
+    assert set(cond.loc[cond["condition"] == "genuine", "variant"]) == {"kv", "k", "v", "fact"}
+    assert set(cond.loc[cond["condition"] == "bank", "variant"]) == {"floor", "native"}
     assert (cond["n"] == 4).all() and cond["transfer"].between(0, 1).all()
     assert ((cond["low"] <= cond["transfer"]) & (cond["transfer"] <= cond["high"])).all()
     noise = cond[cond["condition"] == "noise"]
@@ -246,7 +250,7 @@ def test_run_writes_tables_and_manifest_atomically(run):
     assert list(tables["anchors"]["condition"]) == ["floor", "reference"]
     assert list(tables["augmentation"]["pool"]) == [1, 2]
     ref = cond[cond["condition"] == "reference"].iloc[0]
-    g1 = cond[(cond["condition"] == "genuine") & (cond["alpha"] == 1)].iloc[0]
+    g1 = cond[(cond["condition"] == "genuine") & (cond["alpha"] == 1) & (cond["variant"] == "kv")].iloc[0]
     assert g1["correct"] == ref["correct"] and g1["key_cos"] == 1.0
 
 
@@ -270,10 +274,56 @@ def test_figures_build_from_the_tables(run):
 
     cond = load_fidelity(run).tables["conditions"]
     figs = fidelity_figures(cond)
-    assert set(figs) == {"cosine", "layers", "bank", "pool"}
+    assert set(figs) == {"cosine", "alpha", "layers", "bank", "pool"}
+    assert len(figs["alpha"].data) == 4  # keys and values, keys only, values only, the fact's rows
     assert {t.name for t in transfer_vs_cosine(cond).data} >= {"isotropic noise on the native cache"}
     assert len(layer_sweep(cond).data) == 2
     heat = bank_heatmap(cond).data[0]
     assert heat.z.shape == (2, 2)
     assert len(pool_scaling(cond).data) == 4
     assert isinstance(pd.DataFrame(cond), pd.DataFrame)
+
+
+def test_genuine_variants_mix_keys_values_or_the_fact_rows_only(probe):
+    model, _, item, native, floor = probe
+    keys_only = fc.interpolate(floor, native, 0.0, values=False)
+    assert torch.equal(keys_only.keys, floor.keys) and torch.equal(keys_only.values, native.values)
+    values_only = fc.interpolate(floor, native, 0.0, keys=False)
+    assert torch.equal(values_only.keys, native.keys) and torch.equal(values_only.values, floor.values)
+    fact = fc.interpolate(floor, native, 0.0, rows=item.fact_rows)
+    others = torch.ones(native.n_positions, dtype=torch.bool)
+    others[item.fact_rows] = False
+    assert torch.equal(fact.keys[:, :, item.fact_rows], floor.keys[:, :, item.fact_rows])
+    assert torch.equal(fact.keys[:, :, others], native.keys[:, :, others])
+    assert torch.equal(fc.interpolate(floor, native, 1.0, rows=item.fact_rows).keys, native.keys)
+
+
+def test_the_papers_arms_start_from_the_floor(probe):
+    """Table 2 adds noise to the reader's uninformative (floor) cache; Table 4's alpha = 0 is the floor."""
+    model, items, item, native, floor = probe
+    noisy = fc.noisy_cache(floor, item.start, 0.99, probe_module._generator(0, "floor"))
+    got = fc.row_cosines(noisy.keys[:, :, item.start:], floor.keys[:, :, item.start:]).mean()
+    assert abs(float(got) - 0.99) < 1e-3
+    prefix = _prefix(model)
+    bank = fc.build_bank(model, prefix, [it.layout.ids[it.start:it.fact_end] for it in items[1:]])
+    nb = fc.bank_neighbours(bank, model.adapter, native, item.start, 1)
+    assert torch.equal(fc.bank_substitute(floor, bank, model.adapter, nb, item.start, 1, 0.0).keys, floor.keys)
+
+
+def test_the_threshold_is_a_number_with_an_interval():
+    """Transfer steps from 0 to the reference between alpha 0.85 and 0.9: half is crossed at 0.875."""
+    from workbench.experiments.fidelity_tables import thresholds
+
+    rows = []
+    for e in range(10):
+        rows.append({"example": f"e{e}", "condition": "reference", "variant": "", "alpha": float("nan"),
+                     "correct": True, "key_cos": 1.0, "key_cos_fact": 1.0})
+        for alpha in (0.8, 0.85, 0.9, 0.95):
+            rows.append({"example": f"e{e}", "condition": "genuine", "variant": "kv", "alpha": alpha,
+                         "correct": alpha >= 0.9, "key_cos": alpha, "key_cos_fact": alpha ** 2})
+    table = thresholds(pd.DataFrame(rows), resamples=200).set_index("variant")
+    kv = table.loc["kv"]
+    assert kv["alpha"] == pytest.approx(0.875) and kv["alpha_low"] == pytest.approx(0.875)
+    assert kv["key_cos"] == pytest.approx(0.875)
+    assert kv["key_cos_fact"] == pytest.approx((0.85 ** 2 + 0.9 ** 2) / 2)
+    assert kv["never_crossed"] == 0.0 and kv["half_reference"] == 0.5

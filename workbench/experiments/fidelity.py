@@ -3,25 +3,17 @@
 The probe of "Close Enough is Nowhere Near" (shared/papers/003) on any supported model. For
 each question the reader prefills the chat prefix and one fact-bearing passage itself (its
 *native* cache, the reference); the *floor* is its cache of the same passage with the fact's
-tokens masked (same length). Conditions replace the passage rows of the native cache and the
-reader answers the question from the result (`fidelity_conditions.read_batch`). Transfer is
-the share answered correctly: a gold answer, normalized, contained in the normalized answer.
+tokens masked (same length). Substitute caches (`fidelity_probe` lists the conditions) replace
+its passage rows and the reader answers from them (`decode.greedy_answers`). Transfer is the
+share answered correctly: a gold answer, normalized, contained in the normalized answer.
 
     run_fidelity(model, Path("runs/fid"), n=200)      # -> runs/fid/{manifest.json, *.parquet}
 
-Conditions (see docs/FIDELITY.md): `noise` (isotropic noise calibrated to a target key
-cosine), `genuine` (lerp from the masked toward the native cache), `layers` (the first l
-layers replaced at one matched key cosine, noise vs genuine), `bank` (each key moved toward its
-k-th nearest genuine key from a bank of other passages), `projection` (noise confined to the
-column space of W_K, or to the span of the bank's keys) and `augment` (the reader keeps its
-floor cache and attends over N sender caches appended, one holding the fact).
+This module holds the settings, the task set and the runner; docs/FIDELITY.md the method.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,11 +22,11 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from workbench.decode import greedy_answers
 from workbench.errors import WorkbenchError
 from workbench.experiments import fidelity_conditions as conditions
+from workbench.experiments.fidelity_probe import ProbeItem, ProbeSetup, probe_example
 from workbench.experiments.fidelity_tables import KEY_COLUMNS, TABLES, summarize
-from workbench.kv import KVCache, prefill, sender_cache
+from workbench.kv import prefill
 from workbench.layout import PromptFormat, build_layout, chat_frame
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import check_out, finished, new_manifest, write_run
@@ -56,7 +48,8 @@ class FidelityArgs:
     n: int = 200
     seed: int = 0
     cosines: tuple[float, ...] = (0.9999, 0.999, 0.995, 0.99, 0.98, 0.95)
-    alphas: tuple[float, ...] = (0, 0.1, 0.25, 0.5, 0.75, 1)
+    # dense where the genuine mix's transfer turns (a sharp threshold between 0.8 and 0.95 on SmolLM2)
+    alphas: tuple[float, ...] = (0, 0.1, 0.25, 0.5, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 1)
     layer_cos: float = 0.99
     layers: tuple[int, ...] | None = None  # None: 0, 1, 2, 4, 8, 16, ... (powers of two), all layers
     bank_ranks: tuple[int, ...] = (1, 16)
@@ -135,30 +128,6 @@ def fidelity_examples(n: int, seed: int = 0, offset: int = 0) -> list[Example]:
     return [synthetic_example(offset + i, seed, types=("onehop",), distractors=0) for i in range(n)]
 
 
-@dataclass
-class ProbeItem:
-    """One example laid out, with its fact masked."""
-
-    index: int
-    example: Example
-    layout: object
-    masked_ids: torch.Tensor
-    fact_rows: torch.Tensor
-    fact: int  # fact passage number
-
-    @property
-    def start(self) -> int:
-        return self.layout.passages[self.fact].start
-
-    @property
-    def fact_end(self) -> int:
-        return self.layout.passages[self.fact].end
-
-    @property
-    def suffix_start(self) -> int:
-        return self.layout.suffix_start
-
-
 def prepare_items(model: LoadedModel, examples: list[Example], fmt: PromptFormat) -> tuple[list[ProbeItem], list[str]]:
     """Layouts and masks (tokenization only); ids of examples with no gold in any passage are skipped."""
     mask_id = conditions.mask_token_id(model.tokenizer)
@@ -175,113 +144,6 @@ def prepare_items(model: LoadedModel, examples: list[Example], fmt: PromptFormat
 
 
 # --------------------------------------------------------------------------- one example
-
-
-def _generator(seed: int, *parts) -> torch.Generator:
-    digest = hashlib.sha256(":".join(map(str, (seed, *parts))).encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
-
-
-@dataclass
-class ProbeSetup:
-    """What every example reuses: the prefix cache, the bank, the subspaces, the layer grid."""
-
-    model: LoadedModel
-    args: FidelityArgs
-    prefix: KVCache
-    bank: conditions.KeyBank
-    subspaces: list[conditions.Subspace]
-    layer_grid: tuple[int, ...]
-
-
-def _spec(condition: str, variant: str = "", target_cos=math.nan, alpha=math.nan, layers=-1,
-          rank=-1, pool=-1) -> dict:
-    return {"condition": condition, "variant": variant, "target_cos": float(target_cos),
-            "alpha": float(alpha), "layers": int(layers), "rank": int(rank), "pool": int(pool)}
-
-
-def probe_example(setup: ProbeSetup, item: ProbeItem) -> list[dict]:
-    """Every condition for one example: one row per condition with its answer and cosines."""
-    model, args = setup.model, setup.args
-    ss, start = item.suffix_start, item.start
-    native = prefill(model, item.layout.ids[:ss])
-    floor = prefill(model, item.masked_ids[:ss])
-    eid = item.example.id
-    subs: list[tuple[dict, KVCache, int | None, float]] = [
-        (_spec("floor"), floor, None, math.nan), (_spec("reference"), native, None, math.nan)]
-    noisy = {c: conditions.noisy_cache(native, start, c, _generator(args.seed, eid, "noise", c))
-             for c in dict.fromkeys([*args.cosines, *([args.layer_cos] if setup.layer_grid else [])])}
-    for c in args.cosines:
-        subs.append((_spec("noise", target_cos=c), noisy[c], None, math.nan))
-    for a in args.alphas:
-        subs.append((_spec("genuine", alpha=a), conditions.interpolate(floor, native, a), None, math.nan))
-    if setup.layer_grid:
-        genuine, weights = conditions.matched_interpolation(floor, native, start, args.layer_cos)
-        for count in setup.layer_grid:
-            for variant, sub in (("noise", noisy[args.layer_cos]), ("genuine", genuine)):
-                cache = native if count == 0 else sub if count == model.adapter.n_layers else \
-                    conditions.replace_layers(native, sub, count)
-                weight = float(weights[:count].mean()) if variant == "genuine" and count else math.nan
-                subs.append((_spec("layers", variant, target_cos=args.layer_cos, layers=count), cache, count, weight))
-    if args.bank_ranks and args.bank_alphas:
-        neighbours = conditions.bank_neighbours(setup.bank, model.adapter, native, start, max(args.bank_ranks))
-        for k in args.bank_ranks:
-            for a in args.bank_alphas:
-                subs.append((_spec("bank", rank=k, alpha=a),
-                             conditions.bank_substitute(native, setup.bank, model.adapter, neighbours, start, k, a),
-                             None, math.nan))
-    for space in setup.subspaces:
-        for c in args.proj_cos:
-            gen = _generator(args.seed, eid, space.name, c)
-            subs.append((_spec("projection", space.name, target_cos=c),
-                         conditions.subspace_noisy_cache(native, start, c, space, model.adapter, gen), None, math.nan))
-
-    measured = []
-    for spec, cache, count, weight in subs:
-        fid = conditions.fidelity(cache, native, floor, start, item.fact_rows, layers=count)
-        measured.append({**spec, "weight": weight, "key_cos": fid.key, "value_cos": fid.value,
-                         "key_cos_fact": fid.key_fact, "key_cos_floor": fid.key_floor})
-    nan = {"weight": math.nan, "key_cos": math.nan, "value_cos": math.nan, "key_cos_fact": math.nan,
-           "key_cos_floor": math.nan}
-    for spec, cache in _augment(setup, item, native, floor):
-        subs.append((spec, cache, None, math.nan))
-        measured.append({**spec, **nan})
-
-    unique: dict[int, KVCache] = {}
-    for _, cache, _, _ in subs:
-        unique.setdefault(id(cache), cache)
-    read = greedy_answers(model, list(unique.values()), item.layout.ids[ss:], args.max_new_tokens)
-    answers = dict(zip(unique, (a.text for a in read)))
-    return [{**row, "example": eid, "answer": answers[id(cache)],
-             "correct": conditions.is_correct(answers[id(cache)], item.example.gold)}
-            for row, (_, cache, _, _) in zip(measured, subs)]
-
-
-def _augment(setup: ProbeSetup, item: ProbeItem, native: KVCache, floor: KVCache) -> list[tuple[dict, KVCache]]:
-    """Reader keeps its floor cache; N sender caches are appended, one holding the fact. Controls
-    swap that sender for its masked cache (same length) or for one more distractor."""
-    args, model, bank = setup.args, setup.model, setup.bank
-    if not args.pool_sizes:
-        return []
-    prefix_len = setup.prefix.n_positions
-    if item.start == prefix_len:  # the fact passage opens the span: its native rows are a sender's cache
-        sender, masked = native.slice(item.start, item.fact_end), floor.slice(item.start, item.fact_end)
-    else:
-        sender = sender_cache(model, setup.prefix, item.layout.ids[item.start:item.fact_end])
-        masked = sender_cache(model, setup.prefix, item.masked_ids[item.start:item.fact_end])
-    rng = random.Random(f"fidelity-pool:{args.seed}:{item.example.id}")
-    order = rng.sample(range(len(bank.spans)), max(args.pool_sizes))
-    own = floor.slice(0, item.suffix_start)
-    out = []
-    for size in args.pool_sizes:
-        distractors = [bank.passage(j) for j in order[:size - 1]]
-        slot = rng.randrange(size)
-        for name, holder in (("sender", sender), ("masked_sender", masked),
-                             ("distractors_only", bank.passage(order[size - 1]))):
-            senders = distractors[:slot] + [holder] + distractors[slot:]
-            out.append((_spec("augment", name, pool=size),
-                        conditions.augmented_cache(model.adapter, own, senders, bank.sender_start)))
-    return out
 
 
 # --------------------------------------------------------------------------- runner

@@ -156,13 +156,26 @@ def noisy_cache(native: KVCache, start: int, target: float, generator: torch.Gen
 # --------------------------------------------------------------------------- genuine caches
 
 
-def interpolate(floor: KVCache, native: KVCache, alpha: float) -> KVCache:
-    """lerp(floor, native, alpha): alpha = 0 is the masked cache, 1 the native one, both bit for bit."""
-    if alpha == 0:
-        return floor
-    if alpha == 1:
-        return native
-    return KVCache(torch.lerp(floor.keys, native.keys, alpha), torch.lerp(floor.values, native.values, alpha))
+def interpolate(floor: KVCache, native: KVCache, alpha: float, keys: bool = True, values: bool = True,
+                rows: torch.Tensor | None = None) -> KVCache:
+    """lerp(floor, native, alpha): alpha = 0 is the masked cache, 1 the native one, both bit for bit.
+
+    With `keys` or `values` False, that half comes from the native cache unmixed; with `rows`
+    ([row] absolute positions), only those rows are mixed and every other row is native."""
+    if keys and values and rows is None:
+        if alpha == 0:
+            return floor
+        if alpha == 1:
+            return native
+
+    def mix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # [layer, kv_head, pos, d_head]
+        if rows is None:
+            return torch.lerp(a, b, alpha)
+        out = b.clone()
+        out[:, :, rows] = torch.lerp(a[:, :, rows], b[:, :, rows], alpha)
+        return out
+    return KVCache(mix(floor.keys, native.keys) if keys else native.keys,
+                   mix(floor.values, native.values) if values else native.values)
 
 
 def replace_layers(base: KVCache, sub: KVCache, count: int) -> KVCache:

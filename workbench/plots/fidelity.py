@@ -12,7 +12,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 _COLORS = {"noise": "#d62728", "genuine": "#1f77b4", "wk_colspace": "#ff7f0e", "bank_span": "#9467bd",
-           "sender": "#2ca02c", "masked_sender": "#7f7f7f", "distractors_only": "#8c564b"}
+           "sender": "#2ca02c", "masked_sender": "#7f7f7f", "distractors_only": "#8c564b",
+           "floor_noise": "#e377c2", "kv": "#1f77b4", "k": "#17becf", "v": "#bcbd22", "fact": "#9467bd"}
+GENUINE_LABELS = {"kv": "genuine mix, keys and values", "k": "genuine mix, keys only",
+                  "v": "genuine mix, values only", "fact": "genuine mix, the fact's rows only"}
 
 
 def _anchors(fig: go.Figure, conditions: pd.DataFrame) -> None:
@@ -38,9 +41,9 @@ def transfer_vs_cosine(conditions: pd.DataFrame, x: str = "key_cos", title: str 
     masked fact's rows only). Points at cosine 1 (no change) sit on the reference line and are left out."""
     fig = go.Figure()
     series = [("noise", "noise", "isotropic noise on the native cache"),
-              ("genuine", "genuine", "genuine: masked -> native (weight alpha)")]
-    series += [(("projection", v), v, f"noise in {v}") for v in
-               conditions.loc[conditions["condition"] == "projection", "variant"].unique()]
+              (("genuine", "kv"), "genuine", "genuine: masked -> native (weight alpha)")]
+    series += [(("subspace_noise", v), v, f"calibrated noise in {v}") for v in
+               conditions.loc[conditions["condition"] == "subspace_noise", "variant"].unique()]
     for key, color_key, name in series:
         part = (conditions[(conditions["condition"] == key[0]) & (conditions["variant"] == key[1])]
                 if isinstance(key, tuple) else conditions[conditions["condition"] == key])
@@ -61,10 +64,13 @@ def transfer_vs_cosine(conditions: pd.DataFrame, x: str = "key_cos", title: str 
 
 def layer_sweep(conditions: pd.DataFrame, title: str = "") -> go.Figure:
     """Transfer when the first l layers are replaced (the rest bit-exact), off-manifold noise vs
-    on-manifold genuine interpolation at the same key cosine."""
+    the genuine interpolation at the same key cosine. On a small model that matched mix is mostly
+    the masked cache (alpha far below 1 in the replaced layers), so this arm mostly measures
+    erasing the fact, not staying on the manifold."""
     part = conditions[conditions["condition"] == "layers"]
     fig = go.Figure()
-    for variant, label in (("noise", "off-manifold (noise)"), ("genuine", "on-manifold (genuine)")):
+    for variant, label in (("noise", "off-manifold (noise)"),
+                           ("genuine", "genuine mix at the same cosine (mostly masked rows)")):
         line = part[part["variant"] == variant].sort_values("layers")
         if len(line):
             fig.add_trace(go.Scatter(x=line["layers"], y=line["transfer"], mode="lines+markers", name=label,
@@ -80,9 +86,30 @@ def layer_sweep(conditions: pd.DataFrame, title: str = "") -> go.Figure:
     return fig
 
 
-def bank_heatmap(conditions: pd.DataFrame, title: str = "") -> go.Figure:
-    """Transfer over neighbour rank k (rows) x mixing weight alpha toward that neighbour (columns)."""
-    part = conditions[conditions["condition"] == "bank"]
+def transfer_vs_alpha(conditions: pd.DataFrame, title: str = "") -> go.Figure:
+    """Transfer against the genuine mix's weight alpha, per variant (keys and values, keys only,
+    values only, the fact's rows only): where the step happens and which half carries it."""
+    fig = go.Figure()
+    part = conditions[conditions["condition"] == "genuine"]
+    for variant, label in GENUINE_LABELS.items():
+        line = part[part["variant"] == variant].sort_values("alpha")
+        if len(line):
+            fig.add_trace(go.Scatter(x=line["alpha"], y=line["transfer"], mode="lines+markers", name=label,
+                                     error_y=_errors(line), line={"color": _COLORS[variant]},
+                                     customdata=line["key_cos_fact"],
+                                     hovertemplate="alpha %{x:.3g}<br>transfer %{y:.3f}<br>key cos on the fact's "
+                                                   "rows %{customdata:.4f}<extra></extra>"))
+    _anchors(fig, conditions)
+    fig.update_xaxes(title="weight alpha from the masked (0) toward the native cache (1)", range=[-0.02, 1.02])
+    fig.update_yaxes(title="transfer", range=[-0.02, 1.02])
+    fig.update_layout(title=title or "The genuine mix: where transfer turns", height=420)
+    return fig
+
+
+def bank_heatmap(conditions: pd.DataFrame, title: str = "", variant: str = "floor") -> go.Figure:
+    """Transfer over neighbour rank k (rows) x mixing weight alpha toward that neighbour (columns),
+    starting from the floor cache (the paper's Table 4) or, with variant="native", the native one."""
+    part = conditions[(conditions["condition"] == "bank") & (conditions["variant"] == variant)]
     grid = part.pivot_table(index="rank", columns="alpha", values="transfer")
     cos = part.pivot_table(index="rank", columns="alpha", values="key_cos")
     text = [[f"{v:.3f}<br>cos {c:.3f}" for v, c in zip(rv, rc)] for rv, rc in zip(grid.values, cos.values)]
@@ -94,7 +121,8 @@ def bank_heatmap(conditions: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_yaxes(title="neighbour rank", type="category", autorange="reversed")
     anchors = {r["condition"]: r["transfer"] for _, r in conditions[conditions["condition"].isin(["floor", "reference"])].iterrows()}
     subtitle = ", ".join(f"{k} {v:.3f}" for k, v in anchors.items())
-    fig.update_layout(title=title or f"Retrieval from a bank of genuine keys ({subtitle})", height=420)
+    fig.update_layout(title=title or f"Retrieval from a bank of genuine keys, from the {variant} cache ({subtitle})",
+                      height=420)
     return fig
 
 
@@ -124,6 +152,6 @@ def pool_scaling(conditions: pd.DataFrame, title: str = "") -> go.Figure:
 
 
 def fidelity_figures(conditions: pd.DataFrame) -> dict[str, go.Figure]:
-    """All four figures from a fidelity run's `conditions` table."""
-    return {"cosine": transfer_vs_cosine(conditions), "layers": layer_sweep(conditions),
-            "bank": bank_heatmap(conditions), "pool": pool_scaling(conditions)}
+    """Every figure from a fidelity run's `conditions` table."""
+    return {"cosine": transfer_vs_cosine(conditions), "alpha": transfer_vs_alpha(conditions),
+            "layers": layer_sweep(conditions), "bank": bank_heatmap(conditions), "pool": pool_scaling(conditions)}

@@ -59,7 +59,7 @@ OUTCOME_COLUMNS = ("example_id", "selector", "unit", "budget", "n_reused", "n_re
                    "flip_strict", "em", "f1", "dense_logprob")
 EXAMPLE_COLUMNS = ("example_id", "folder", "question", "dense_em", "spliced_em", "splice_flip")
 DIAGNOSIS_TABLES = ("tokens", "token_signals", "deviation", "selections", "outcomes", "residual")
-FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "answers")
+FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "thresholds", "answers")
 
 KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
     RunKind("sweep", ("examples.parquet", "outcomes.parquet", DIAGNOSES),
@@ -68,7 +68,7 @@ KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
     RunKind("curve", ("curve.parquet", "summary.parquet"),
             {"summary.parquet": ("unit", "informed_error", "random_error", "unrepaired_error", "budget_share")},
             "kvwb curve --tokens 512 --prompts 3 --out runs/NAME"),
-    RunKind("fidelity", tuple(f"{t}.parquet" for t in FIDELITY_TABLES), {},
+    RunKind("fidelity", tuple(f"{t}.parquet" for t in FIDELITY_TABLES if t != "thresholds"), {},
             "kvwb fidelity --n 40 --out runs/NAME"),
     RunKind("diagnosis", ("diagnosis.json", *(f"{t}.parquet" for t in DIAGNOSIS_TABLES)), {},
             "kvwb diagnose --example synthetic#3 --out runs/NAME"),

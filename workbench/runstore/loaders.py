@@ -110,7 +110,8 @@ def load_fidelity(folder: str | Path) -> FidelityRun:
     """Read a `kvwb fidelity` folder."""
     folder = Path(folder)
     manifest = read_manifest(folder, kind="fidelity")
-    missing = [n for n in FIDELITY_TABLES if not (folder / f"{n}.parquet").is_file()]
+    present = [n for n in FIDELITY_TABLES if (folder / f"{n}.parquet").is_file()]
+    missing = [n for n in FIDELITY_TABLES if n not in present and n != "thresholds"]  # first runs had none
     if missing:
         raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)}")
-    return FidelityRun(folder, manifest, {n: _read_parquet(folder / f"{n}.parquet") for n in FIDELITY_TABLES})
+    return FidelityRun(folder, manifest, {n: _read_parquet(folder / f"{n}.parquet") for n in present})
