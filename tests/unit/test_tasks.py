@@ -250,7 +250,7 @@ def test_parse_spec_errors(text, message):
 
 
 def test_dataset_kinds():
-    assert DATASET_KINDS == ("synthetic", "hotpotqa", "2wiki", "jsonl")
+    assert DATASET_KINDS == ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique")
 
 
 def test_load_dataset_files_and_n():
@@ -262,7 +262,7 @@ def test_load_dataset_files_and_n():
         load_dataset(f"jsonl:{JSONL}", n=0)
     with pytest.raises(WorkbenchError, match="missing.json: no such file"):
         load_dataset("hotpotqa:/no/such/dir/missing.json")
-    with pytest.raises(WorkbenchError, match="only to synthetic"):
+    with pytest.raises(WorkbenchError, match="do not apply to .jsonl. data"):
         load_dataset(f"jsonl:{JSONL}", filler_sentences=2)
 
 
@@ -270,7 +270,7 @@ def test_load_dataset_synthetic():
     assert len(load_dataset("synthetic")) == 100
     examples = load_dataset("synthetic:4", n=3, distractors=0)
     assert examples == synthetic_examples(3, seed=4, distractors=0)
-    with pytest.raises(WorkbenchError, match="unknown synthetic option"):
+    with pytest.raises(WorkbenchError, match="do not apply to .synthetic. data"):
         load_dataset("synthetic", n=2, fillers=3)
 
 
@@ -386,3 +386,50 @@ def test_synthetic_filler_lengthens_contexts():
 def test_synthetic_rejects_bad_options(kwargs, message):
     with pytest.raises(WorkbenchError, match=message):
         synthetic_examples(**kwargs)
+
+
+# ----------------------------------------------------------------------------- MuSiQue (CacheBlend's retrieval set)
+
+MUSIQUE = FIXTURES / "musique_sample.json"
+
+
+def test_musique_loads_passages_in_retrieval_order_with_the_instruction():
+    from workbench.tasks.musique import INSTRUCTION
+
+    examples = load_dataset(f"musique:{MUSIQUE}")
+    assert [e.id for e in examples] == ["musique-900", "musique-901", "musique-902"]
+    first = examples[0]
+    assert len(first.passages) == 3 and first.passages[1].startswith("mira tessk is a novelist")
+    assert first.gold == ("Tressamor",) and first.system == INSTRUCTION
+    assert load_dataset(f"musique:{MUSIQUE}", max_passages=2)[1].passages == examples[1].passages[:2]
+    assert load_dataset(f"musique:{MUSIQUE}", instruction="Answer in five words.")[0].system == "Answer in five words."
+    assert load_example(f"musique:{MUSIQUE}#musique-902").gold == ("Hollen Brave",)
+
+
+def test_musique_cuts_passages_at_a_word_boundary_with_the_models_tokenizer():
+    from conftest import byte_tokenizer
+
+    tok = byte_tokenizer()  # one token per byte
+    cut = load_dataset(f"musique:{MUSIQUE}", max_passage_tokens=40, tokenizer=tok)[0].passages[0]
+    full = load_dataset(f"musique:{MUSIQUE}")[0].passages[0]
+    assert len(cut) <= 40 and full.startswith(cut) and full[len(cut)] == " "
+    with pytest.raises(WorkbenchError, match="needs the model's tokenizer"):
+        load_dataset(f"musique:{MUSIQUE}", max_passage_tokens=40)
+    with pytest.raises(WorkbenchError, match="passage 0 is .* tokens, longer than the model's context of 64"):
+        load_dataset(f"musique:{MUSIQUE}", tokenizer=tok, max_positions=64)
+
+
+@pytest.mark.parametrize("entry, match", [
+    ({"id": "x", "question": "q", "answers": ["a"]}, r"entry 0: missing field\(s\) \['ctxs'\]"),
+    ({"id": "x", "question": "q", "answers": ["a"], "ctxs": []}, "entry 0 .id 'x'.: field 'ctxs' must be a non-empty"),
+    ({"id": "x", "question": "q", "answers": [3], "ctxs": [{"text": "t"}]}, "'answers' must be a list of strings"),
+    ({"id": "x", "question": "q", "answers": ["a"], "ctxs": [{"title": ""}]}, r"ctxs\[0\] must be an object"),
+])
+def test_musique_bad_entries_are_named(tmp_path, entry, match):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps([entry]))
+    with pytest.raises(WorkbenchError, match=match) as err:
+        load_dataset(f"musique:{path}")
+    assert "bad.json" in str(err.value)
+    with pytest.raises(WorkbenchError, match="do not apply to 'musique' data"):
+        load_dataset(f"musique:{MUSIQUE}", target_words=10)

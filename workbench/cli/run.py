@@ -19,7 +19,7 @@ NAME = "run"
 def add_arguments(p) -> None:
     add_model_options(p)
     p.add_argument("--dataset", default="synthetic",
-                   help="data set spec: synthetic[:SEED], hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
+                   help="data set spec: synthetic[:SEED], musique:PATH, hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
     p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT]; default: every registered selector but the "
@@ -31,6 +31,12 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
     p.add_argument("--target-words", type=positive_int, default=None,
                    help="synthetic only: pad passages with filler to about this many words in all")
+    p.add_argument("--max-passages", type=positive_int, default=None,
+                   help="musique only: keep the first K retrieved passages")
+    p.add_argument("--max-passage-tokens", type=positive_int, default=None,
+                   help="musique only: cut each passage to at most N tokens, at a word boundary")
+    p.add_argument("--instruction", default=None,
+                   help="musique only: the receiver's instruction (the system prompt every sender shares)")
     p.add_argument("--attribution", action="store_true",
                    help="also run the attribution-patching check (first-order vs actual) per example")
     add_diagnose_options(p)
@@ -48,7 +54,9 @@ def sweep_config(args):
     diagnose = replace(SWEEP_DIAGNOSE, selectors=tuple(args.selectors or default_selectors()),
                        budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
                        max_new_tokens=args.max_new_tokens, **diagnose_settings(args))
-    options = {} if args.target_words is None else {"target_words": args.target_words}
+    given = {"target_words": args.target_words, "max_passages": args.max_passages,
+             "max_passage_tokens": args.max_passage_tokens, "instruction": args.instruction}
+    options = {k: v for k, v in given.items() if v is not None}
     return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=options).checked()
 
 
@@ -63,7 +71,8 @@ def command(args) -> int:
     if args.reference is not None and parse_selector(args.reference).label not in config.diagnose.selectors:
         raise WorkbenchError(f"--reference {args.reference!r} is not among the selectors "
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
-    load_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
+    cheap = {k: v for k, v in config.dataset_options.items() if k != "max_passage_tokens"}
+    load_dataset(config.dataset, n=config.n, **cheap)  # bad data fails before the model loads
     out = runstore.check_out(args.out, resume=True)
     model = load_model(args)
     try:

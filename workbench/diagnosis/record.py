@@ -9,7 +9,8 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
     selections     selector, unit, budget, draw, n_requested, n_units, skipped, budget_matched,
                    n_recomputed, n_spent_exact, positions (list of absolute positions)
     outcomes       example_id, selector, unit, budget, draw, pool, n_pool, n_reused, n_recomputed,
-                   n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, dense_logprob, seconds
+                   n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, contains, dense_logprob,
+                   seconds
     residual       selector, unit, budget, draw, layer, kind, value   deviation left after repair
 
 `draw` numbers a seeded control's draws (the coin: 5 by default) and is missing for every other
@@ -55,6 +56,7 @@ class AnswerRecord:
     stopped: bool  # ended on an end-of-turn token
     em: float
     f1: float
+    contains: float = 0.0  # some accepted answer, normalized, appears in the answer
 
     def flips(self, dense: AnswerRecord) -> tuple[bool, bool]:
         """(flip after normalization, token ids differ) against the dense answer: the one flip test."""
@@ -63,7 +65,7 @@ class AnswerRecord:
     @classmethod
     def from_dict(cls, data: dict) -> AnswerRecord:
         return cls(str(data["text"]), tuple(int(t) for t in data.get("token_ids", ())), bool(data.get("stopped")),
-                   float(data.get("em", 0.0)), float(data.get("f1", 0.0)))
+                   float(data.get("em", 0.0)), float(data.get("f1", 0.0)), float(data.get("contains", 0.0)))
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,14 @@ from workbench.repair import budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, select_rows
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
-from workbench.tasks import Example, best_em_f1
+from workbench.tasks import Example, best_em_f1, contains_answer
 from workbench.version import __version__
 
 
 def _record(answer: Answer, example: Example) -> AnswerRecord:
     em, f1 = best_em_f1(answer.text, example.gold)
-    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1)
+    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1,
+                        contains_answer(answer.text, example.gold))
 
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
@@ -121,7 +122,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                          "n_recomputed": len(positions), "n_spent_exact": int((~torch.isin(
                              positions, ctx.layout.changed_positions)).sum()), "dense_answer": dense.text,
                          "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
-                         "f1": answer.f1, "dense_logprob": cell.reference_logprob,
+                         "f1": answer.f1, "contains": answer.contains, "dense_logprob": cell.reference_logprob,
                          "seconds": t_repairs / len(cells)})
         residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
         residuals += residual_rows(label, unit, budget, residual, draw)

@@ -22,7 +22,7 @@ from workbench.family import FamilyAdapter
 from workbench.kv import KVCache, prefill_many
 from workbench.layout import Layout
 from workbench.models import LoadedModel
-from workbench.tasks import Example, normalize_answer
+from workbench.tasks import Example, contains_answer, normalize_answer
 
 MASK_TEXT = " unknown"  # the fact's tokens are replaced by the first token of this text
 SUBSPACES = ("wk_colspace", "bank_span")
@@ -377,5 +377,4 @@ def augmented_cache(adapter: FamilyAdapter, own: KVCache, senders: list[KVCache]
 
 def is_correct(answer: str, gold) -> bool:
     """The probe's one metric: some gold answer, normalized, is contained in the normalized answer."""
-    text = normalize_answer(answer)
-    return any(normalize_answer(g) and normalize_answer(g) in text for g in gold)
+    return bool(contains_answer(answer, gold))

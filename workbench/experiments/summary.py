@@ -41,8 +41,11 @@ def per_example(outcomes: pd.DataFrame) -> pd.DataFrame:
     tests); `draws` counts them. A selector that is not drawn has one draw: the means are its
     outcome and the majorities equal it."""
     keys = ["example_id", "selector", "unit", "budget"]
+    if "contains" not in outcomes:  # runs made before the third score
+        outcomes = outcomes.assign(contains=np.nan)
     table = outcomes.groupby(keys, sort=False).agg(
-        em=("em", "mean"), f1=("f1", "mean"), flip=("flip", "mean"), flip_strict=("flip_strict", "mean"),
+        em=("em", "mean"), f1=("f1", "mean"), contains=("contains", "mean"), flip=("flip", "mean"),
+        flip_strict=("flip_strict", "mean"),
         n_recomputed=("n_recomputed", "mean"), n_reused=("n_reused", "first"),
         dense_logprob=("dense_logprob", "mean"), draws=("em", "size")).reset_index()
     if "n_pool" in outcomes:
@@ -92,6 +95,7 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
                 "selector": label, "unit": cell["unit"].iloc[0], "budget": budget, "n": n,
                 "draws": int(cell["draws"].max()), "em": em, "em_low": em_low, "em_high": em_high,
                 "em_draw_sd": _draw_spread(run.outcomes, label, budget, "em"), "f1": cell["f1"].mean(),
+                "contains": cell["contains"].mean(),
                 "flip_rate": flip_rate, "flip_low": flip_low, "flip_high": flip_high,
                 "flip_draw_sd": _draw_spread(run.outcomes, label, budget, "flip"),
                 "flip_strict_rate": cell["flip_strict"].mean(),

@@ -33,7 +33,7 @@ class SweepConfig:
     dataset: str = "synthetic"
     n: int = 40
     diagnose: DiagnoseConfig = SWEEP_DIAGNOSE
-    dataset_options: dict = field(default_factory=dict)  # passed to the loader (e.g. target_words)
+    dataset_options: dict = field(default_factory=dict)  # the loader's options (target_words, max_passages, ...)
 
     def checked(self) -> SweepConfig:
         if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
@@ -55,7 +55,8 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
     with the first example's error.
     """
     config = config.checked()
-    examples = load_dataset(config.dataset, n=config.n, **config.dataset_options)  # raises if n exceeds a file
+    examples = load_dataset(config.dataset, n=config.n, tokenizer=model.tokenizer, max_positions=model.max_positions,
+                            **config.dataset_options)  # raises if n exceeds a file
     out = check_out(out, resume=True)
     order = [e.id for e in examples]
     with run_lock(out):

@@ -29,7 +29,9 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
         (f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest['model']['name']}, "
          f"data set {(run.manifest.get('args') or {}).get('dataset')}"),
         (f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
-         f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"),
+         f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"
+         + (f"; answer contained: dense {ex['dense_contains'].mean():.3f}, splice {ex['spliced_contains'].mean():.3f}"
+            if "dense_contains" in ex else "")),
         "",
     ]
     reference = table.attrs.get("reference")
@@ -39,12 +41,20 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
         vs_ref=[f"{b}/{c} p={p:.3g}" if reference else "–" for b, c, p in
                 zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
         vs_dense=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
-    )[["budget", "selector", "em", "f1", "flips", "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]]
-    lines.append(markdown_table(shown))
-    lines += ["", "McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within "
-              "each budget. " + (f"vs_ref compares against {reference}." if reference else
-                                 "No reference selector (cacheblend or random) is in this run: the comparison "
-                                 "against a reference is left out."), "", markdown_table(targets)]
+    )
+    columns = ["budget", "selector", "flips", "em", "f1", "contains", "gap_recovered", "rows_per_example", "vs_ref",
+               "vs_dense"]
+    lines.append(markdown_table(shown[[c for c in columns if c in shown.columns]]))
+    drawn = table.loc[table["draws"] > 1, "selector"].unique() if "draws" in table else []
+    lines += ["", "flips: the share of answers that differ from dense (the primary measure; it needs no gold). "
+              "em, f1 and contains score against gold (contains: an accepted answer appears in the answer). "
+              "McNemar b/c on exact match: b = the selector right where the other is wrong; p Holm-corrected "
+              "within each budget over the whole family. "
+              + (f"vs_ref compares against {reference}. " if reference else
+                 "No reference selector (cacheblend or random) is in this run: the comparison against a "
+                 "reference is left out. ")
+              + (f"{', '.join(drawn)}: the mean over {int(table['draws'].max())} draws, intervals and tests on the "
+                 f"per-example majority." if len(drawn) else ""), "", markdown_table(targets)]
     atp = attribution_table(run)
     if not atp.empty:
         worse = int((atp["rho_k"] < atp["rho_v"]).sum())

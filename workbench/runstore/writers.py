@@ -57,7 +57,8 @@ def example_row(diagnosis: Diagnosis, folder: str) -> dict:
             "type": ex.meta.get("type"), "n_tokens": diagnosis.context.n_tokens,
             "n_reused": diagnosis.context.n_reused, "dense_answer": answers.dense.text,
             "spliced_answer": answers.spliced.text, "dense_em": answers.dense.em, "dense_f1": answers.dense.f1,
-            "spliced_em": answers.spliced.em, "spliced_f1": answers.spliced.f1,
+            "dense_contains": answers.dense.contains, "spliced_em": answers.spliced.em, "spliced_f1": answers.spliced.f1,
+            "spliced_contains": answers.spliced.contains,
             "splice_flip": answers.splice_flip, "splice_flip_strict": answers.splice_flip_strict}
 
 

@@ -49,6 +49,13 @@ def is_flip(answer: str, dense_answer: str) -> bool:
     return normalize_answer(answer) != normalize_answer(dense_answer)
 
 
+def contains_answer(pred: str, golds: Iterable[str]) -> float:
+    """1.0 when some accepted answer, normalized, is a substring of the normalized prediction
+    (small models answer in sentences: "The city of Tressamor." contains "Tressamor")."""
+    text = normalize_answer(pred)
+    return float(any(normalize_answer(g) and normalize_answer(g) in text for g in golds))
+
+
 def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
     """Best exact match and best F1 over accepted answers; (0.0, 0.0) when there are none."""
     golds = list(golds)

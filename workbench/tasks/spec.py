@@ -12,16 +12,18 @@ from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.tasks.example import Example
+from workbench.tasks import musique
 from workbench.tasks.loaders import load_2wiki, load_hotpotqa, load_jsonl
 from workbench.tasks.synthetic import synthetic_example, synthetic_examples
 
-DATASET_KINDS = ("synthetic", "hotpotqa", "2wiki", "jsonl")
+DATASET_KINDS = ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique")
 DEFAULT_SYNTHETIC_N = 100
 SYNTHETIC_OPTIONS = ("types", "distractors", "filler_sentences", "target_words")
+OPTIONS = {"synthetic": SYNTHETIC_OPTIONS, "musique": musique.OPTIONS}  # what each kind takes
 _FILE_LOADERS: dict[str, Callable[[Path], list[Example]]] = {
     "hotpotqa": load_hotpotqa, "2wiki": load_2wiki, "jsonl": load_jsonl,
 }
-_EXAMPLE_SPECS = "'synthetic', 'synthetic:SEED', 'hotpotqa:PATH', '2wiki:PATH', 'jsonl:PATH'"
+_EXAMPLE_SPECS = "'synthetic', 'synthetic:SEED', 'hotpotqa:PATH', '2wiki:PATH', 'jsonl:PATH', 'musique:PATH'"
 
 
 @dataclass(frozen=True)
@@ -70,43 +72,46 @@ def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
     return DatasetSpec(kind, Path(arg).expanduser(), example_id)
 
 
-def load_dataset(spec: str | DatasetSpec, n: int | None = None,
-                 **synthetic_kwargs: Any) -> list[Example]:
+def load_dataset(spec: str | DatasetSpec, n: int | None = None, *, tokenizer=None,
+                 max_positions: int | None = None, **options: Any) -> list[Example]:
     """Examples of a spec: synthetic generates ``n`` (default 100); files give their first ``n``
     (default all). A spec with ``#ID`` gives that one example, whatever ``n`` is.
 
-    ``synthetic_kwargs`` (types, distractors, filler_sentences, target_words) are passed to
-    the synthetic generator and rejected for files.
+    ``options`` are the kind's own (`OPTIONS`: synthetic's types, distractors, filler_sentences,
+    target_words; musique's max_passages, max_passage_tokens, instruction); any other is refused.
+    A musique file uses the model's `tokenizer` to cut passages and `max_positions` to refuse
+    a passage longer than the model's context.
     """
     parsed = parse_dataset_spec(spec)
     if parsed.example_id is not None:
-        return [load_example(parsed, **synthetic_kwargs)]
+        return [load_example(parsed, tokenizer=tokenizer, max_positions=max_positions, **options)]
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise WorkbenchError(f"number of examples must be an integer >= 1, got {n!r}")
-    _check_options(parsed, synthetic_kwargs)
+    _check_options(parsed, options)
     if parsed.kind == "synthetic":
-        return synthetic_examples(n or DEFAULT_SYNTHETIC_N, parsed.seed, **synthetic_kwargs)
-    examples = _FILE_LOADERS[parsed.kind](parsed.arg)
+        return synthetic_examples(n or DEFAULT_SYNTHETIC_N, parsed.seed, **options)
+    examples = _load_file(parsed, options, tokenizer, max_positions)
     if n is not None and n > len(examples):
         raise WorkbenchError(f"{parsed.arg}: asked for {n} examples but the file has only "
                              f"{len(examples)}")
     return examples if n is None else examples[:n]
 
 
-def load_example(spec: str | DatasetSpec, **synthetic_kwargs: Any) -> Example:
+def load_example(spec: str | DatasetSpec, *, tokenizer=None, max_positions: int | None = None,
+                 **options: Any) -> Example:
     """The one example a ``...#ID`` spec names; ``synthetic#3`` is example "3" of seed 0."""
     parsed = parse_dataset_spec(spec)
     example_id = parsed.example_id
     if example_id is None:
         raise WorkbenchError(f"data set spec {str(parsed)!r} names no example: add '#ID', "
                              f"as in 'synthetic#3' or 'jsonl:data.jsonl#q17'")
-    _check_options(parsed, synthetic_kwargs)
+    _check_options(parsed, options)
     if parsed.kind == "synthetic":
         if not re.fullmatch(r"0|[1-9]\d*", example_id):
             raise WorkbenchError(f"unknown synthetic example id {example_id!r}: synthetic ids "
                                  f"are '0', '1', '2', ...")
-        return synthetic_example(int(example_id), parsed.seed, **synthetic_kwargs)
-    examples = _FILE_LOADERS[parsed.kind](parsed.arg)
+        return synthetic_example(int(example_id), parsed.seed, **options)
+    examples = _load_file(parsed, options, tokenizer, max_positions)
     for example in examples:
         if example.id == example_id:
             return example
@@ -116,14 +121,18 @@ def load_example(spec: str | DatasetSpec, **synthetic_kwargs: Any) -> Example:
                          f"{len(examples)} ids include {shown}{more}")
 
 
+def _load_file(parsed: DatasetSpec, options: dict[str, Any], tokenizer, max_positions) -> list[Example]:
+    if parsed.kind == "musique":
+        return musique.load_musique(parsed.arg, tokenizer=tokenizer, max_positions=max_positions, **options)
+    return _FILE_LOADERS[parsed.kind](parsed.arg)
+
+
 def _check_options(parsed: DatasetSpec, options: dict[str, Any]) -> None:
-    if options and parsed.kind != "synthetic":
-        raise WorkbenchError(f"options {sorted(options)} apply only to synthetic data, "
-                             f"not to {parsed.kind!r}")
-    unknown = sorted(set(options) - set(SYNTHETIC_OPTIONS))
+    allowed = OPTIONS.get(parsed.kind, ())
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise WorkbenchError(f"unknown synthetic option(s) {unknown}; valid: "
-                             f"{', '.join(SYNTHETIC_OPTIONS)}")
+        valid = ", ".join(allowed) if allowed else "none"
+        raise WorkbenchError(f"option(s) {unknown} do not apply to {parsed.kind!r} data; its options: {valid}")
 
 
 def dataset_fingerprint(spec: str | DatasetSpec) -> str | None:
