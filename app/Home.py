@@ -1,25 +1,37 @@
 """KV Repair Workbench: the browser face (`make app`, or `streamlit run app/Home.py`).
 
-This entry point only sets the page up, draws the shared sidebar and registers the pages with
-`st.navigation`; each view is its own module under `app/views/`. (Not `app/pages/`: with a
-folder of that name next to the entry point, Streamlit starts in its old pages-folder mode
-and runs a deep link such as /explorer without this entry point until someone opens the
-root.) Runs are read from the runs directory ($KVWB_RUNS, default `runs`; changeable in the
-sidebar); Live and the demo run use the model $KVWB_MODEL (default the embedded
-`smollm2-135m`), loaded once per process. The explorer takes deep links:
-/explorer?run=NAME&example=ID&budget=0.2.
+This entry point sets the page up, imports the user's plugins ($KVWB_PLUGINS), draws the
+shared sidebar and registers the pages with `st.navigation`; each view is its own module
+under `app/views/`. (Not `app/pages/`: with a folder of that name next to the entry point,
+Streamlit starts in its old pages-folder mode.) The app binds localhost by default
+(`.streamlit/config.toml`); the explorer takes deep links: /explorer?run=NAME&example=ID&budget=0.2.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-import common
+import demo
+import state
+import widgets
+from navigation import PAGES
 
 st.set_page_config(page_title="KV Repair Workbench", page_icon=":material/memory:", layout="wide")
 
-pages = [st.Page(path, title=title, icon=icon, url_path=url, default=(name == "runs"))
-         for name, (path, title, icon, url) in common.PAGES.items()]
-navigation = st.navigation(pages)
-common.sidebar()
+plugin_problems = state.load_plugins()
+navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(name == "runs"))
+                            for name, p in PAGES.items()])
+
+state.runs_root()
+st.sidebar.text_input("Runs directory", key="runs_dir",
+                      help=f"Folder holding run folders (from ${state.RUNS_ENV}, default `runs`).")
+st.sidebar.caption(f"Model for Live and the demo run: {widgets.plain(state.model_spec())} "
+                   f"(set ${state.MODEL_ENV} to change)")
+for problem in plugin_problems:
+    st.sidebar.error(widgets.plain(problem))
+if not widgets.has_kaleido():
+    st.sidebar.caption("Figures export as HTML; PNG export needs kaleido (`pip install kaleido`).")
+job = demo.demo_job()
+if job.running:
+    st.sidebar.caption(f"Demo run in progress: {job.done()} of {job.n} examples")
 navigation.run()

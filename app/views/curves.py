@@ -5,50 +5,54 @@ from __future__ import annotations
 
 import streamlit as st
 
-import common
+import state
+from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.errors import WorkbenchError
-from workbench.experiments.summary import tokens_to_target
+from workbench.experiments.summary import resolve_reference, tokens_to_target
+
+COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
+           "gap_recovered", "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
+           "dense_b", "dense_c", "dense_p", "dense_p_holm"]
 
 st.title("Budget curves")
 
-run = common.choose_run(("sweep",), key="curves_run", stop_on_problems=True)
+run = choose_run(("sweep",), key="curves_run", stop_on_problems=True)
 try:
-    loaded = common.load_run(run.path)
+    sweep = state.read_sweep(run.path)
 except WorkbenchError as err:
-    st.warning(str(err))
+    warn(err)
     st.stop()
 
-selectors = list(dict.fromkeys(loaded.outcomes["selector"]))
-if st.session_state.get("curves_reference") not in selectors:
-    st.session_state["curves_reference"] = common.default_reference(selectors)
-reference = st.selectbox("Reference selector for the paired tests", selectors, key="curves_reference")
+options = ["", *dict.fromkeys(sweep.outcomes["selector"])]  # "": no reference comparison
+ensure_choice("curves_reference", options, resolve_reference(sweep, None) or "")
+reference = st.selectbox("Reference selector for the paired tests", options, key="curves_reference",
+                         format_func=lambda s: s or "(no reference: leave that comparison out)") or None
+if reference is None:
+    st.info("No reference selector is chosen (this run has neither cacheblend nor random, the default ones): "
+            "the `ref_*` columns are left out. Choose a selector above to compare against it.")
 try:
-    summary = common.run_summary(run.path, reference)
+    summary = state.run_summary(run.path, reference)
 except WorkbenchError as err:
-    st.warning(str(err))
+    warn(err)
     st.stop()
-ex = loaded.examples
-st.markdown(f"`{run.name}`: {len(ex)} examples, model `{loaded.manifest.get('model', {}).get('name', '?')}`, "
-            f"data set `{loaded.manifest.get('args', {}).get('dataset', '?')}` · dense EM "
+ex, manifest = sweep.examples, sweep.manifest
+st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain((manifest.get('model') or {}).get('name', '?'))}, "
+            f"data set {plain((manifest.get('args') or {}).get('dataset', '?'))} · dense EM "
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
 
-common.show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)"),
-                   f"accuracy-{run.name}", "curves_em")
-common.show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
-                   f"flips-{run.name}", "curves_flips")
-common.show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match"),
-                   f"rows-{run.name}", "curves_rows")
+show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)"),
+            f"accuracy-{run.name}", "curves_em")
+show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
+            f"flips-{run.name}", "curves_flips")
+show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match"),
+            f"rows-{run.name}", "curves_rows")
 
 st.subheader("Summary")
-st.caption(f"McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget. "
-           f"`ref_*` against `{reference}`, `dense_*` against the dense prefill.")
-columns = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
-           "gap_recovered", "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
-           "dense_b", "dense_c", "dense_p", "dense_p_holm"]
-shown = summary[[c for c in columns if c in summary.columns]]
-st.dataframe(shown, hide_index=True, width="stretch")
-common.csv_button(summary, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")
+st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget. "
+           + (f"`ref_*` against {plain(reference)}, " if reference else "") + "`dense_*` against the dense prefill.")
+st.dataframe(summary[[c for c in COLUMNS if c in summary.columns]], hide_index=True, width="stretch")
+csv_button(summary, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")
 
 st.subheader("Rows needed to reach a target")
 t1, t2 = st.columns(2)
@@ -57,4 +61,4 @@ max_flip = t2.slider("Largest flip rate", 0.0, 0.5, 0.2, 0.05, key="curves_max_f
 targets = tokens_to_target(summary, ex, share_of_dense=share, max_flip_rate=max_flip)
 st.dataframe(targets, hide_index=True)
 st.caption("Empty where no budget of the run reaches the target.")
-common.csv_button(targets, f"targets-{run.name}", "curves_targets_csv")
+csv_button(targets, f"targets-{run.name}", "curves_targets_csv")

@@ -1,29 +1,35 @@
 """Decision flips: examples x selectors at a budget (where the repaired answer flips against
-dense), which examples each selector rescues, and how the rescues overlap."""
+dense, as each outcome records it), which examples each selector rescues, and how the rescues
+overlap."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-import common
+import state
+from widgets import choose_run, csv_button, ensure_choice, natural_key, plain, show_figure, warn
 from workbench import plots
 from workbench.errors import WorkbenchError
 from workbench.experiments.flips import flip_matrix, flip_rates, rescue_overlap, rescues
 
+
+def ids_text(ids) -> str:
+    return ", ".join(sorted(map(str, ids), key=natural_key))
+
+
 st.title("Decision flips")
 
-run = common.choose_run(("sweep",), key="flips_run", stop_on_problems=True)
+run = choose_run(("sweep",), key="flips_run", stop_on_problems=True)
 try:
-    outcomes = common.load_run(run.path).outcomes
+    outcomes = state.read_sweep(run.path).outcomes
 except WorkbenchError as err:
-    st.warning(str(err))
+    warn(err)
     st.stop()
 
 budgets = sorted(float(b) for b in outcomes["budget"].unique())
 selectors = list(dict.fromkeys(outcomes["selector"]))
 c1, c2, c3 = st.columns(3)
-if st.session_state.get("flips_budget") not in budgets:
-    st.session_state["flips_budget"] = budgets[0]
+ensure_choice("flips_budget", budgets, budgets[0])
 if len(budgets) > 1:
     budget = c1.select_slider("Budget", budgets, key="flips_budget", format_func=lambda b: f"{b:g}")
 else:
@@ -32,38 +38,33 @@ else:
 strict = c2.toggle("Token-exact flips", key="flips_strict",
                    help="On: any token differs from the dense answer. Off: the answers differ after SQuAD "
                         "normalization (case, punctuation, articles).")
-if st.session_state.get("flips_baseline") not in selectors:
-    st.session_state["flips_baseline"] = "none" if "none" in selectors else selectors[0]
+ensure_choice("flips_baseline", selectors, "none" if "none" in selectors else selectors[0])
 baseline = c3.selectbox("Rescued relative to", selectors, key="flips_baseline",
                         help="An example is rescued when this selector's answer flips and the other's does not.")
 
 matrix = flip_matrix(outcomes, budget, strict=strict)
-matrix = matrix.reindex(sorted(matrix.index, key=common.natural_key))  # 2 before 10
-common.show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
-                                                    f"({'token-exact' if strict else 'normalized'})"),
-                   f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
+matrix = matrix.reindex(sorted(matrix.index, key=natural_key))  # 2 before 10
+show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
+                                             f"({'token-exact' if strict else 'normalized'})"),
+            f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
 shown = matrix.astype(int).reset_index()
 with st.expander("Flip matrix as a table (1 = flip)"):
     st.dataframe(shown, hide_index=True, width="stretch")
-common.csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
+csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
 
-st.subheader(f"Rescues at b = {budget:g} (relative to `{baseline}`)")
+st.subheader(f"Rescues at b = {budget:g} (relative to {plain(baseline)})")
 resc = rescues(outcomes, budget, baseline)
-def _ids(ids) -> str:
-    return ", ".join(sorted(map(str, ids), key=common.natural_key))
-
-
-shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(_ids),
-                         broken_examples=resc["broken_examples"].map(_ids))
+shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(ids_text),
+                         broken_examples=resc["broken_examples"].map(ids_text))
 st.dataframe(shown_resc, hide_index=True, width="stretch")
-common.csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
+csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
 st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal is each one's total)")
 overlap = rescue_overlap(outcomes, budget, baseline)
 st.dataframe(overlap, width="stretch")
-common.csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{budget:g}",
-                  "flips_overlap_csv", "Overlap as CSV")
+csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{budget:g}", "flips_overlap_csv",
+           "Overlap as CSV")
 
 st.subheader("Flip rate per selector and budget")
 rates = flip_rates(outcomes, strict=strict)
 st.dataframe(rates, hide_index=True, width="stretch")
-common.csv_button(rates, f"flip-rates-{run.name}", "flips_rates_csv", "Flip rates as CSV")
+csv_button(rates, f"flip-rates-{run.name}", "flips_rates_csv", "Flip rates as CSV")

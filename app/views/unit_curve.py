@@ -5,35 +5,36 @@ from __future__ import annotations
 
 import streamlit as st
 
-import common
+import state
+from widgets import choose_run, csv_button, plain, show_figure, warn
+from workbench import plots
 from workbench.errors import WorkbenchError
-from workbench.experiments.unit_curve import load_curve, summary_markdown
-from workbench.plots.unit_curve import unit_curve_figure
+from workbench.report import curve_summary_markdown
 
 st.title("Unit of choice")
 st.caption("Informed (draft attention) vs random choice of the dense rows restored into the splice, at one "
            "nominal budget, as the unit of choice grows; error = relative L2 of the attention output.")
 
-run = common.choose_run(("curve",), key="unit_run")
+run = choose_run(("curve",), key="unit_run")
 try:
-    manifest, curve, summary = load_curve(run.path)
-    figure = unit_curve_figure(summary)
-except (WorkbenchError, OSError, ValueError) as err:
-    st.warning(f"Could not read the curve in `{run.path}`: {err}")
+    curve = state.read_curve(run.path)
+    figure = plots.unit_curve_figure(curve.summary)
+except (WorkbenchError, OSError) as err:
+    warn(err)
     st.stop()
 
-args = manifest.get("args", {})
-st.markdown(f"`{run.name}`: model `{manifest.get('model', {}).get('name', '?')}`, {args.get('prompts', '?')} prompts "
-            f"of about {args.get('tokens', '?')} tokens, budget {args.get('budget', '?')}, "
-            f"{args.get('seeds', '?')} random seeds per prompt and unit.")
-common.show_figure(figure, f"unit-curve-{run.name}", "unit_figure")
+args = curve.manifest.get("args") or {}
+st.markdown(f"{plain(run.name)}: model {plain((curve.manifest.get('model') or {}).get('name', '?'))}, "
+            f"{args.get('prompts', '?')} prompts of about {args.get('tokens', '?')} tokens, budget "
+            f"{args.get('budget', '?')}, {args.get('seeds', '?')} random seeds per prompt and unit.")
+show_figure(figure, f"unit-curve-{run.name}", "unit_figure")
 
 st.subheader("Summary per unit")
-st.markdown(summary_markdown(summary))
-st.dataframe(summary, hide_index=True, width="stretch")
-common.csv_button(summary, f"unit-summary-{run.name}", "unit_summary_csv", "Summary as CSV")
+st.markdown(curve_summary_markdown(curve.summary))  # numbers only, laid out like BCR's Table 8
+st.dataframe(curve.summary, hide_index=True, width="stretch")
+csv_button(curve.summary, f"unit-summary-{run.name}", "unit_summary_csv", "Summary as CSV")
 with st.expander("Every measurement (prompt x unit x method x seed)"):
-    st.dataframe(curve, hide_index=True, width="stretch")
-common.csv_button(curve, f"unit-curve-{run.name}", "unit_curve_csv", "Measurements as CSV")
+    st.dataframe(curve.curve, hide_index=True, width="stretch")
+csv_button(curve.curve, f"unit-curve-{run.name}", "unit_curve_csv", "Measurements as CSV")
 with st.expander("Manifest"):
-    st.json(manifest, expanded=1)
+    st.json(curve.manifest, expanded=1)

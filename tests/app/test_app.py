@@ -1,66 +1,58 @@
 """The Streamlit app, page by page, with Streamlit's AppTest against small runs made here.
 
 One module-scoped set of run folders is built with a tiny random Llama (saved to a folder so
-the app loads it by path through $KVWB_MODEL): a sweep (3 examples, 6 selectors, 2 budgets),
-a unit-of-choice curve and a fidelity run. Each test checks that the page raises nothing,
-that its widgets exist, and that what it shows equals the run's parquet tables.
+the app loads it by path through $KVWB_MODEL; see small_runs.py): a sweep (3 examples, 6
+selectors, 2 budgets), a unit-of-choice curve, a fidelity probe and one saved diagnosis. Each
+test checks that the page raises nothing, that every figure's axes show its data, that its
+widgets exist, and that what it shows equals the run's tables.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import tiny_model
-from workbench.experiments.sweep import SweepConfig, example_folder, run_sweep
+from small_runs import BUDGETS, SELECTORS, build_runs, save_diagnosis
+from workbench import plots
+from workbench.experiments.summary import per_example
+from workbench.runstore import load_sweep
+from workbench.tasks import Example
 
 ROOT = Path(__file__).resolve().parents[2]
 HOME = ROOT / "app" / "Home.py"
-SELECTORS = ("none", "full", "random", "cacheblend", "densedev", "bcr:single")
-BUDGETS = (0.2, 0.5)
+PLUGIN = Path(__file__).with_name("toy_plugin.py")
+LEAK = "![x](http://127.0.0.1:9/leak.png)"
 TIMEOUT = 120
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """Folders: model/ (the tiny model), runs/ (tiny sweep, curve, fidelity), bad/ (broken runs), empty/."""
-    torch.set_num_threads(1)
-    base = tmp_path_factory.mktemp("app")
-    model = tiny_model("llama")
-    model_dir = base / "model"
-    model.hf.save_pretrained(model_dir)
-    model.tokenizer.save_pretrained(model_dir)
-    runs = base / "runs"
-    run_sweep(model, SweepConfig(dataset=f"jsonl:{ROOT / 'tests/fixtures/sample.jsonl'}", n=3, selectors=SELECTORS,
-                                 budgets=BUDGETS, options={"max_new_tokens": 4}), runs / "tiny", progress=False)
-    from workbench.experiments.unit_curve import run_curve
-
-    run_curve(model, runs / "curve", tokens=96, prompts=2, units=(1, 8, 32), budget=0.25, seeds=2, progress=False)
-    try:
-        from workbench.experiments.fidelity import run_fidelity
-    except ImportError:
-        pass
-    else:
-        run_fidelity(model, runs / "fid", n=3, cosines=(0.99, 0.9), alphas=(0, 0.5, 1), bank_ranks=(1, 2),
-                     bank_alphas=(0.5, 1), bank_size=3, pool_sizes=(1, 2), proj_cos=(0.95,), max_new_tokens=3,
-                     progress=False)
+    """Folders: model/, runs/ (tiny, curve, fid, one, tiny-copy), bad/ (broken runs), noref/, empty/."""
+    world = build_runs(tmp_path_factory.mktemp("app"))
+    base, runs = world["base"], world["runs"]
     bad = base / "bad"
     (bad / "broken").mkdir(parents=True)
-    manifest = json.loads((runs / "tiny" / "manifest.json").read_text())
-    (bad / "broken" / "manifest.json").write_text(json.dumps(manifest))
+    shutil.copy(runs / "tiny" / "manifest.json", bad / "broken" / "manifest.json")
     shutil.copytree(runs / "tiny", bad / "old")
     old = pd.read_parquet(bad / "old" / "outcomes.parquet").drop(columns=["flip_strict"])
     old.to_parquet(bad / "old" / "outcomes.parquet", index=False)
     shutil.copytree(runs / "tiny", runs / "tiny-copy")
+    noref = base / "noref" / "bounds"  # a sweep without cacheblend and random: no default reference
+    shutil.copytree(runs / "tiny", noref)
+    outcomes = pd.read_parquet(noref / "outcomes.parquet")
+    outcomes[~outcomes["selector"].isin(["cacheblend", "random"])].to_parquet(noref / "outcomes.parquet", index=False)
     (base / "empty").mkdir()
-    return {"base": base, "model": model_dir, "runs": runs, "bad": bad, "empty": base / "empty"}
+    leak = Example("leaky", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {LEAK} lives in Tressamor."),
+                   f"Where does the coach live? {LEAK}", (f"Tressamor {LEAK}",))
+    save_diagnosis(world["tiny_model"], leak, base / "leak" / "leaky")
+    return {**world, "bad": bad, "noref": noref.parent, "empty": base / "empty", "leak": base / "leak"}
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +60,7 @@ def _env(world, monkeypatch):
     monkeypatch.setenv("KVWB_RUNS", str(world["runs"]))
     monkeypatch.setenv("KVWB_MODEL", str(world["model"]))
     monkeypatch.delenv("KVWB_LIVE_MAX_TOKENS", raising=False)
+    monkeypatch.delenv("KVWB_PLUGINS", raising=False)
 
 
 def open_page(page: str, runs: Path | None = None) -> AppTest:
@@ -82,7 +75,10 @@ def open_page(page: str, runs: Path | None = None) -> AppTest:
 
 
 def ok(at: AppTest) -> None:
-    assert not at.exception, [e.value for e in at.exception]
+    """No exception, and every figure's axes show all of its data (`plots.axis_problems`)."""
+    assert not at.exception, [(e.value, e.stack_trace) for e in at.exception]
+    for chart in charts(at):
+        assert not plots.axis_problems(chart), (chart.get("layout", {}).get("title"), plots.axis_problems(chart))
 
 
 def frame_with(at: AppTest, *columns: str) -> pd.DataFrame:
@@ -112,18 +108,33 @@ def array(value) -> list:
     return list(value)
 
 
+def outlined(strip: dict) -> int:
+    """How many token cells the strip outlines as recomputed (a marker trace or one shape per cell)."""
+    markers = sum(len(array(t["x"])) for t in strip["data"] if t.get("name") == "recomputed")
+    return markers + sum(1 for s in strip["layout"].get("shapes", []) if s.get("name") == "recomputed")
+
+
+def unescape(markdown: str) -> str:
+    """Text written with the app's `plain` (markdown characters backslash-escaped) as read."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
 def texts(at: AppTest) -> str:
     parts = [e.value for kind in ("warning", "info", "error", "success", "markdown", "caption")
              for e in getattr(at, kind)]
     return "\n".join(str(p) for p in parts)
 
 
-def selections(world, example_id: str) -> pd.DataFrame:
-    return pd.read_parquet(example_folder(world["runs"] / "tiny", example_id) / "selections.parquet")
+def stored(world, example_id: str, table: str) -> pd.DataFrame:
+    return pd.read_parquet(load_sweep(world["runs"] / "tiny").diagnosis_folder(example_id) / f"{table}.parquet")
 
 
 def positions_of(table: pd.DataFrame, selector: str) -> set[int]:
     return set(table.loc[table[selector], "position"].astype(int))
+
+
+def at_budget(table: pd.DataFrame, budget: float) -> pd.DataFrame:
+    return table[(table["budget"] - budget).abs() < 1e-9]
 
 
 # ----------------------------------------------------------------------------- pages
@@ -140,21 +151,27 @@ def test_navigation_registers_every_page(world):
 def test_runs_page_lists_runs_and_shows_their_numbers(world):
     at = open_page("views/runs.py")
     assert at.button(key="demo_start")
-    table = frame_with(at, "run", "kind", "status", "examples done")
-    row = table.set_index("run").loc["tiny"]
-    assert row["kind"] == "sweep" and row["status"] == "complete" and row["examples done"] == 3
-    assert set(table["run"]) >= {"tiny", "tiny-copy", "curve"}
+    table = frame_with(at, "run", "kind", "status", "model", "dataset", "examples done", "failures", "start", "end",
+                       "problems").set_index("run")
+    assert table.loc["tiny", "kind"] == "sweep" and table.loc["tiny", "status"] == "complete"
+    assert table.loc["tiny", "examples done"] == 3 and table.loc["tiny", "start"]
+    assert dict(table["kind"]) == {"tiny": "sweep", "tiny-copy": "sweep", "curve": "curve", "fid": "fidelity",
+                                   "one": "diagnosis"}
+    assert table.loc["one", "examples done"] == 1 and table.loc["tiny", "model"] == "tiny-llama"
     at.selectbox(key="runs_pick").set_value("tiny").run()
     ok(at)
     summary = frame_with(at, "selector", "budget", "em", "ref_b", "ref_c")
-    outcomes = pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet")
+    outcomes = per_example(pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet"))  # the coin's draws averaged
     for r in summary.itertuples():
-        cell = outcomes[(outcomes["selector"] == r.selector) & ((outcomes["budget"] - r.budget).abs() < 1e-9)]
+        cell = at_budget(outcomes[outcomes["selector"] == r.selector], r.budget)
         assert r.em == pytest.approx(cell["em"].mean())
     examples = frame_with(at, "example_id", "dense_answer", "spliced_answer")
-    stored = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet")
-    assert list(examples["example_id"]) == list(stored["example_id"])
-    assert list(examples["dense_answer"]) == list(stored["dense_answer"])
+    saved = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet")
+    assert list(examples["example_id"]) == list(saved["example_id"])
+    assert list(examples["dense_answer"]) == list(saved["dense_answer"])
+    for name in ("curve", "fid", "one"):
+        at.selectbox(key="runs_pick").set_value(name).run()
+        ok(at)
 
 
 def test_the_run_picked_on_runs_opens_in_the_other_pages(world):
@@ -174,43 +191,44 @@ def test_explorer_budget_changes_the_marked_tokens(world):
     ok(at)
     for key in ("explorer_example", "explorer_signal", "explorer_outline", "explorer_hm_metric"):
         assert at.selectbox(key=key) is not None
-    assert at.multiselect(key="explorer_selectors").value
+    assert at.multiselect(key="explorer_selectors").value  # kept from the first run shown while still valid
     assert at.select_slider(key="explorer_budget").value == pytest.approx(0.2)
     assert len(at.get("plotly_chart")) >= 4  # strip, picks, two heatmaps, residual
     example_id = at.selectbox(key="explorer_example").value
-    stored = selections(world, example_id)
+    selections = stored(world, example_id, "selections")
 
     def shown_picks():
         table = frame_with(at, "position", "segment", "token", "n_selectors")
         return {s: positions_of(table, s) for s in at.multiselect(key="explorer_selectors").value}
 
+    def check(picks, budget):
+        for selector, picked in picks.items():
+            row = at_budget(selections[selections["selector"] == selector], budget).iloc[0]
+            assert picked == set(int(p) for p in row["positions"])
+
     low = shown_picks()
-    for selector, picked in low.items():
-        row = stored[(stored["selector"] == selector) & ((stored["budget"] - 0.2).abs() < 1e-9)].iloc[0]
-        assert picked == set(int(p) for p in row["positions"])
+    check(low, 0.2)
     outline = at.selectbox(key="explorer_outline").value
-    strip = charts(at)[0]
-    marked = [t for t in strip["data"] if t.get("name") == "recomputed"]
-    assert marked and len(array(marked[0]["x"])) == len(low[outline])
+    assert outlined(charts(at)[0]) == len(low[outline]) > 0
 
     at.select_slider(key="explorer_budget").set_value(0.5).run()
     ok(at)
     high = shown_picks()
     assert high != low
-    for selector, picked in high.items():
-        row = stored[(stored["selector"] == selector) & ((stored["budget"] - 0.5).abs() < 1e-9)].iloc[0]
-        assert picked == set(int(p) for p in row["positions"])
-    strip = charts(at)[0]
-    marked = [t for t in strip["data"] if t.get("name") == "recomputed"]
-    assert len(array(marked[0]["x"])) == len(high[outline]) != len(low[outline])
+    check(high, 0.5)
+    assert outlined(charts(at)[0]) == len(high[outline]) != len(low[outline])
 
-    answers = frame_with(at, "cache", "answer", "flip vs dense")
-    outcomes = pd.read_parquet(example_folder(world["runs"] / "tiny", example_id) / "outcomes.parquet")
+    answers = frame_with(at, "cache", "answer", "flip vs dense").set_index("cache")
+    outcomes = stored(world, example_id, "outcomes")
     for selector in high:
-        shown = answers.set_index("cache").loc[f"repaired: {selector}"]
-        stored_row = outcomes[(outcomes["selector"] == selector) & ((outcomes["budget"] - 0.5).abs() < 1e-9)].iloc[0]
-        assert shown["answer"] == stored_row["answer"]
-        assert shown["flip vs dense"] == ("FLIP" if stored_row["flip"] else "same")
+        cell = at_budget(outcomes[outcomes["selector"] == selector], 0.5)  # the coin: one row per draw
+        shown = answers.loc[f"repaired: {selector}"]
+        assert shown["answer"] == cell.iloc[0]["answer"]
+        assert shown["EM"] == pytest.approx(cell["em"].mean())
+        flips = "FLIP" if cell.iloc[0]["flip"] else "same"
+        assert shown["flip vs dense"] == (flips if len(cell) == 1 else f"FLIP in {int(cell['flip'].sum())} of {len(cell)}")
+    examples = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet").set_index("example_id")
+    assert answers.loc["spliced", "flip vs dense"] == ("FLIP" if examples.loc[example_id, "splice_flip"] else "same")
 
 
 def test_explorer_signals_examples_and_exports(world):
@@ -221,24 +239,32 @@ def test_explorer_signals_examples_and_exports(world):
     at.select_slider(key="explorer_layer").set_value(1).run()
     at.radio(key="explorer_kind").set_value("k").run()
     ok(at)
+    assert "draft attention (BCR)" in at.selectbox(key="explorer_signal").options  # labels from the registry
     at.selectbox(key="explorer_signal").set_value("draft_attention").run()
     ok(at)
-    strip = charts(at)[0]
-    values = [v for row in array(strip["data"][0]["z"]) for v in row if v is not None and v == v]
-    diagnosis_signals = pd.read_parquet(example_folder(world["runs"] / "tiny", "q1") / "token_signals.parquet")
-    expected = diagnosis_signals[diagnosis_signals["signal"] == "draft_attention"]["value"]
+    values = [v for row in array(charts(at)[0]["data"][0]["z"]) for v in row if v is not None and v == v]
+    signals = stored(world, "q1", "token_signals")
+    expected = signals[signals["signal"] == "draft_attention"]["value"]
     assert sorted(values) == pytest.approx(sorted(expected))
     at.selectbox(key="explorer_example").set_value("q2").run()
     ok(at)
     assert any("Dorket Press" in str(t.value) for t in at.text)
-    # figures carry plotly's own colours (not Streamlit's placeholder template), so exports look right
-    for chart in at.get("plotly_chart"):
-        spec = chart.proto.spec
-        assert "#000004" not in spec and "#000001" not in spec
-    assert "#636efa" in at.get("plotly_chart")[-1].proto.spec  # the residual lines: plotly's colorway
+    for chart in at.get("plotly_chart"):  # plotly's own colours, not Streamlit's placeholder template
+        assert "#000004" not in chart.proto.spec and "#000001" not in chart.proto.spec
+    residual = charts(at)[-1]
+    assert {t["name"]: t["line"]["color"] for t in residual["data"]}["densedev"] == plots.selector_color("densedev")
     labels = {b.label for b in at.get("download_button")}
-    assert {"Figure as HTML", "Picks as CSV", "Report (JSON)"} <= labels
+    assert {"Figure as HTML", "Picks as CSV", "Report (HTML)", "Report (JSON)"} <= labels
     assert "PNG export needs kaleido" in texts(at) or "Figure as PNG" in labels
+
+
+def test_explorer_opens_a_saved_diagnosis(world):
+    at = open_page("views/explorer.py")
+    at.selectbox(key="explorer_run").set_value("one").run()
+    ok(at)
+    assert at.selectbox(key="explorer_example").value == "t0"
+    assert len(at.get("plotly_chart")) >= 4
+    assert any("In which city was the coach" in str(t.value) for t in at.text)
 
 
 def test_explorer_deep_link(world):
@@ -250,6 +276,23 @@ def test_explorer_deep_link(world):
     assert at.selectbox(key="explorer_run").value == "tiny-copy"
     assert at.selectbox(key="explorer_example").value == "q2"
     assert at.select_slider(key="explorer_budget").value == pytest.approx(0.5)
+    # the first selectors that are not references (`none`, `full`), by default
+    assert at.multiselect(key="explorer_selectors").value == ["random", "cacheblend", "densedev", "bcr:single"]
+
+
+def test_data_text_is_shown_as_text_never_as_markdown(world):
+    at = open_page("views/explorer.py", runs=world["leak"])
+    assert at.selectbox(key="explorer_example").value == "leaky"
+    shown = [str(t.value) for t in at.text]
+    assert any(LEAK in t and t.startswith("Question:") for t in shown)
+    assert any(LEAK in t and t.startswith("Passage 2:") for t in shown)
+    assert any(LEAK in t and t.startswith("Gold:") for t in shown)
+    rendered = [str(e.value) for kind in ("markdown", "caption", "info", "warning", "error", "success", "title",
+                                          "header", "subheader") for e in getattr(at, kind)]
+    assert not any("](" in r or "http" in r for r in rendered), rendered
+    at.switch_page("views/runs.py").run()
+    ok(at)
+    assert not any("](" in str(e.value) for e in at.markdown)
 
 
 def test_budget_curves_numbers_come_from_the_run(world):
@@ -259,20 +302,32 @@ def test_budget_curves_numbers_come_from_the_run(world):
     assert len(at.get("plotly_chart")) == 3
     assert at.selectbox(key="curves_reference").value == "cacheblend"
     summary = frame_with(at, "selector", "budget", "em", "flip_rate", "ref_b", "ref_c", "ref_p_holm")
-    outcomes = pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet")
+    outcomes = per_example(pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet"))  # the coin's draws averaged
     assert len(summary) == len(SELECTORS) * len(BUDGETS)
     for r in summary.itertuples():
-        cell = outcomes[(outcomes["selector"] == r.selector) & ((outcomes["budget"] - r.budget).abs() < 1e-9)]
+        cell = at_budget(outcomes[outcomes["selector"] == r.selector], r.budget)
         assert r.em == pytest.approx(cell["em"].mean())
         assert r.flip_rate == pytest.approx(cell["flip"].mean())
         assert r.n == len(cell)
-    accuracy = charts(at)[0]
-    line = next(t for t in accuracy["data"] if t.get("name") == "densedev")
-    stored = outcomes[outcomes["selector"] == "densedev"].groupby("budget")["em"].mean()
-    assert array(line["y"]) == pytest.approx(list(stored.sort_index()))
+    line = next(t for t in charts(at)[0]["data"] if t.get("name") == "densedev")
+    assert array(line["y"]) == pytest.approx(list(outcomes[outcomes["selector"] == "densedev"]
+                                                  .groupby("budget")["em"].mean().sort_index()))
+    assert line["line"]["color"] == plots.selector_color("densedev")
     at.selectbox(key="curves_reference").set_value("random").run()
     ok(at)
     at.slider(key="curves_share").set_value(0.5).run()
+    ok(at)
+
+
+def test_a_run_without_a_reference_shows_a_note(world):
+    for page in ("views/curves.py", "views/runs.py"):
+        at = open_page(page, runs=world["noref"])
+        assert not at.error
+        assert any("no default reference" in i.value or "No reference selector" in i.value for i in at.info), page
+    at = open_page("views/curves.py", runs=world["noref"])
+    assert at.selectbox(key="curves_reference").value == ""
+    assert frame_with(at, "selector", "ref_p_holm")["ref_p_holm"].isna().all()
+    at.selectbox(key="curves_reference").set_value("densedev").run()
     ok(at)
 
 
@@ -280,47 +335,41 @@ def test_decision_flips_matrix_is_the_runs(world):
     at = open_page("views/flips.py")
     at.selectbox(key="flips_run").set_value("tiny").run()
     ok(at)
-    outcomes = pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet")
+    outcomes = per_example(pd.read_parquet(world["runs"] / "tiny" / "outcomes.parquet"))  # the coin: majority of draws
     for budget in BUDGETS:
         at.select_slider(key="flips_budget").set_value(budget).run()
         ok(at)
         shown = frame_with(at, "example_id", "cacheblend", "densedev").set_index("example_id")
-        cells = outcomes[(outcomes["budget"] - budget).abs() < 1e-9]
-        for r in cells.itertuples():
-            assert shown.loc[r.example_id, r.selector] == int(r.flip)
-        rescues = frame_with(at, "selector", "rescued", "broken")
-        assert set(rescues["selector"]) == set(SELECTORS)
+        for r in at_budget(outcomes, budget).itertuples():
+            assert shown.loc[r.example_id, r.selector] == int(r.flip > 0.5)
+        assert set(frame_with(at, "selector", "rescued", "broken")["selector"]) == set(SELECTORS)
     at.toggle(key="flips_strict").set_value(True).run()
     ok(at)
     shown = frame_with(at, "example_id", "cacheblend").set_index("example_id")
-    cells = outcomes[(outcomes["budget"] - BUDGETS[-1]).abs() < 1e-9]
-    for r in cells.itertuples():
-        assert shown.loc[r.example_id, r.selector] == int(r.flip_strict)
+    for r in at_budget(outcomes, BUDGETS[-1]).itertuples():
+        assert shown.loc[r.example_id, r.selector] == int(r.flip_strict > 0.5)
     at.selectbox(key="flips_baseline").set_value("random").run()
     ok(at)
 
 
 def test_unit_of_choice_page(world):
     at = open_page("views/unit_curve.py")
-    ok(at)
     assert at.selectbox(key="unit_run").value == "curve"
     assert len(at.get("plotly_chart")) == 1
     summary = frame_with(at, "unit", "informed_error", "random_error")
-    stored = pd.read_parquet(world["runs"] / "curve" / "summary.parquet")
-    assert list(summary["unit"]) == list(stored["unit"])
-    assert list(summary["informed_error"]) == pytest.approx(list(stored["informed_error"]))
+    saved = pd.read_parquet(world["runs"] / "curve" / "summary.parquet")
+    assert list(summary["unit"]) == list(saved["unit"])
+    assert list(summary["informed_error"]) == pytest.approx(list(saved["informed_error"]))
 
 
 def test_fidelity_page(world):
     at = open_page("views/fidelity.py")
-    if not (world["runs"] / "fid").is_dir():
-        assert "no fidelity probe" in texts(at)
-        return
     assert at.selectbox(key="fidelity_run").value == "fid"
     assert len(at.get("plotly_chart")) >= 1
     conditions = frame_with(at, "condition", "transfer", "key_cos")
-    stored = pd.read_parquet(world["runs"] / "fid" / "conditions.parquet")
-    assert list(conditions["transfer"]) == pytest.approx(list(stored["transfer"]))
+    saved = pd.read_parquet(world["runs"] / "fid" / "conditions.parquet")
+    assert list(conditions["transfer"]) == pytest.approx(list(saved["transfer"]))
+    assert "3 questions" in texts(at)
     at.radio(key="fidelity_x").set_value("value_cos").run()
     ok(at)
 
@@ -329,7 +378,8 @@ def test_live_diagnoses_explores_and_saves(world, tmp_path):
     at = open_page("views/live.py", runs=tmp_path)
     assert at.text_area(key="live_passages").value.strip()
     assert at.text_input(key="live_question").value.strip()
-    assert at.multiselect(key="live_selectors").value
+    demo = sys.modules["demo"]
+    assert at.multiselect(key="live_selectors").value == list(demo.demo_config().diagnose.selectors)
     at.text_input(key="live_budgets").set_value("0.2, 0.5")
     at.multiselect(key="live_selectors").set_value(["none", "random", "densedev", "bcr"])
     at.number_input(key="live_max_new").set_value(3)
@@ -349,16 +399,16 @@ def test_live_diagnoses_explores_and_saves(world, tmp_path):
     at.button(key="live_save").click().run()
     ok(at)
     saved = tmp_path / "saved"
-    assert (saved / "manifest.json").is_file() and (saved / "outcomes.parquet").is_file()
-    from workbench.experiments.summary import load_run
-
-    run = load_run(saved)
-    assert set(run.outcomes["selector"]) == {"none", "random", "densedev", "bcr"}
-    assert positions_of(high, "densedev") == set(json.loads(json.dumps(
-        pd.read_parquet(next(saved.glob("diagnoses/*")) / "selections.parquet")
-        .query("selector == 'densedev' and budget == 0.5")["positions"].iloc[0].tolist())))
-    # the saved run opens in the explorer
-    ex = open_page("views/explorer.py", runs=tmp_path)
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["kind"] == "diagnosis" and manifest["status"] == "complete"
+    selections = pd.read_parquet(saved / "selections.parquet")
+    assert set(selections["selector"]) == {"none", "random", "densedev", "bcr"}
+    row = at_budget(selections[selections["selector"] == "densedev"], 0.5).iloc[0]
+    assert positions_of(high, "densedev") == set(int(p) for p in row["positions"])
+    at.button(key="live_save").click().run()  # the name is taken now: a message, nothing replaced
+    ok(at)
+    assert any("Could not save" in w.value for w in at.warning)
+    ex = open_page("views/explorer.py", runs=tmp_path)  # the saved run opens in the explorer
     assert ex.selectbox(key="explorer_run").value == "saved"
     assert len(ex.get("plotly_chart")) >= 4
 
@@ -388,12 +438,61 @@ def test_live_limit_of_the_page(world, monkeypatch):
     assert any("too long for Live" in w.value and "100" in w.value for w in at.warning)
 
 
-def test_live_bad_budgets_say_so(world):
+def test_live_bad_budgets_and_no_selectors_say_so(world):
     at = open_page("views/live.py")
     at.text_input(key="live_budgets").set_value("0.1, lots")
     at.button(key="live_run").click().run()
     ok(at)
     assert any("Budgets must be numbers" in w.value for w in at.warning)
+    at.text_input(key="live_budgets").set_value("0.1")
+    at.multiselect(key="live_selectors").set_value([])
+    at.button(key="live_run").click().run()
+    ok(at)
+    assert any("Choose at least one selector" in w.value for w in at.warning)
+
+
+# ----------------------------------------------------------------------------- plugins
+
+@pytest.fixture
+def toy_plugin(monkeypatch):
+    """$KVWB_PLUGINS names toy_plugin.py; its registrations go into copies of the registries that
+    are put back afterwards, so no other test sees them."""
+    from workbench.selectors import registry as selectors
+    from workbench.signals import registry as signals
+
+    monkeypatch.setattr(selectors, "_REGISTRY", dict(selectors._REGISTRY))
+    monkeypatch.setattr(signals, "_REGISTRY", dict(signals._REGISTRY))
+    monkeypatch.setenv("KVWB_PLUGINS", f"json, {PLUGIN}")
+    yield
+    for name in [n for n in sys.modules if n.startswith("kvwb_plugin_toy_plugin")]:
+        del sys.modules[name]
+
+
+def test_plugins_named_in_the_environment_reach_the_app(world, toy_plugin, tmp_path):
+    from workbench.selectors import selector_names
+
+    assert "toy-first" not in selector_names()
+    at = open_page("views/live.py", runs=tmp_path)  # the app imports the plugin at start-up
+    assert "toy-first" in selector_names()
+    assert "toy-first" in at.multiselect(key="live_selectors").options
+    example = Example("toy", ("Varek Olundi is coached by Mira Tessk.", "Mira Tessk lives in Tressamor."),
+                      "Where does the coach live?", ("Tressamor",))
+    save_diagnosis(world["tiny_model"], example, tmp_path / "toy", selectors=("none", "toy-first", "densedev"))
+    at.switch_page("views/explorer.py").run()
+    ok(at)
+    assert "toy length" in at.selectbox(key="explorer_signal").options
+    assert "toy-first" in at.multiselect(key="explorer_selectors").value
+    at.selectbox(key="explorer_signal").set_value("toy_len").run()
+    ok(at)
+    assert "toy length" in charts(at)[0]["layout"]["title"]["text"]
+
+
+def test_a_broken_plugin_is_a_message(world, monkeypatch):
+    monkeypatch.setenv("KVWB_PLUGINS", "no_such_kvwb_plugin, /nowhere/plugin.py")
+    at = open_page("views/runs.py")
+    errors = unescape(" ".join(e.value for e in at.sidebar.error))
+    assert "'no_such_kvwb_plugin' did not load (ModuleNotFoundError" in errors
+    assert "'/nowhere/plugin.py' did not load (FileNotFoundError" in errors
 
 
 # ----------------------------------------------------------------------------- bad input, no data
@@ -405,7 +504,7 @@ def test_incomplete_run_names_what_is_missing(world):
     assert "flip_strict" in table.loc["old", "problems"]
     at.selectbox(key="runs_pick").set_value("broken").run()
     ok(at)
-    assert any("missing examples.parquet, outcomes.parquet, diagnoses" in w.value for w in at.warning)
+    assert any("missing examples.parquet, outcomes.parquet, diagnoses" in unescape(w.value) for w in at.warning)
     for page, key in (("views/curves.py", "curves_run"), ("views/flips.py", "flips_run")):
         at.switch_page(page).run()
         ok(at)
@@ -423,12 +522,15 @@ def test_incomplete_run_names_what_is_missing(world):
 
 
 def test_no_runs_pages_say_how_to_get_data(world):
-    for page in ("views/explorer.py", "views/curves.py", "views/flips.py", "views/unit_curve.py", "views/fidelity.py"):
+    from workbench.runstore import KINDS
+
+    for page, kind in (("views/explorer.py", "sweep"), ("views/curves.py", "sweep"), ("views/flips.py", "sweep"),
+                       ("views/unit_curve.py", "curve"), ("views/fidelity.py", "fidelity")):
         at = open_page(page, runs=world["empty"])
-        info = " ".join([i.value for i in at.info] + [w.value for w in at.warning])
-        assert "kvwb" in info, (page, info)
+        info = " ".join(i.value for i in at.info)
+        assert KINDS[kind].make in info, (page, info)
     at = open_page("views/runs.py", runs=world["empty"] / "nowhere")
-    assert "kvwb run --out runs/NAME" in " ".join(i.value for i in at.info)
+    assert KINDS["sweep"].make in " ".join(i.value for i in at.info)
     assert at.button(key="demo_start")
 
 
@@ -436,8 +538,8 @@ def test_demo_run_computes_in_the_background(world, tmp_path):
     at = open_page("views/runs.py", runs=tmp_path)
     at.button(key="demo_start").click().run()
     ok(at)
-    common = sys.modules["common"]
-    job = common.demo_job()
+    demo = sys.modules["demo"]
+    job = demo.demo_job()
     assert job.out == tmp_path / "demo"
     assert at.get("progress") or at.success, "no progress shown"
     job.thread.join(timeout=300)
@@ -446,4 +548,17 @@ def test_demo_run_computes_in_the_background(world, tmp_path):
     ok(at)
     assert any("Demo run finished" in s.value for s in at.success)
     table = frame_with(at, "run", "examples done").set_index("run")
-    assert table.loc["demo", "examples done"] == common.DEMO_CONFIG.n
+    assert table.loc["demo", "examples done"] == demo.demo_config().n
+    manifest = json.loads((tmp_path / "demo" / "manifest.json").read_text())
+    assert manifest["args"]["diagnose"]["selectors"] == list(demo.demo_config().diagnose.selectors)
+
+
+def test_the_axis_check_catches_the_old_unit_curve_figure(world):
+    """`ok()` checks every figure with `plots.axis_problems`; the first version's unit-curve
+    figure (notes at x = 64 and 256 on a log axis) fails it, today's figure passes."""
+    from small_runs import old_unit_curve_figure
+
+    problems = plots.axis_problems(json.loads(old_unit_curve_figure().to_json()))
+    assert any("10^256" in p for p in problems), problems
+    at = open_page("views/unit_curve.py")
+    assert not plots.axis_problems(charts(at)[0])

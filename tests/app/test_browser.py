@@ -1,38 +1,121 @@
-"""End to end in a real headless Chromium: start the app on localhost, open the Example
-explorer, check that the token strip and a heatmap rendered, save a screenshot.
+"""End to end in a real headless Chromium against a real `streamlit run` on localhost.
 
-Needs Debian's `chromium` package (`apt-get install -y chromium`; `.ci/run` installs it);
-where /usr/bin/chromium is absent the test is skipped and says so. Chromium is driven over
-the DevTools protocol (tornado's websocket client, which Streamlit already depends on), so
-the test waits for the page to finish rendering instead of guessing a time budget.
+Every page is opened on small runs of each kind (sweep, curve, fidelity, diagnosis; Live runs
+a diagnosis). On every page: no Streamlit exception box, and every plotly figure's axes show
+its data (read from the browser's own `gd._fullLayout` ranges and `gd._fullData`; log axes
+in log10; an autoranged axis may not be stretched far past its data, as the first version's
+unit-curve figure was). An example whose question, passage and gold hold a markdown image
+pointing at a local HTTP server must be shown as text: the server must receive no request.
+Also: the app listens on the loopback interface only, by its own config.
+
+Needs Debian's `chromium` package (`apt-get install -y chromium`); where /usr/bin/chromium is
+absent the browser tests are skipped and say so. Chromium is driven over the DevTools protocol
+(tornado's websocket client, which Streamlit already depends on). With $KVWB_SCREENSHOTS set
+to a folder, a screenshot of every page is saved there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
 
-from conftest import tiny_model
-from workbench.experiments.sweep import SweepConfig, run_sweep
+from small_runs import build_runs, old_unit_curve_figure, save_diagnosis
+from workbench.tasks import Example
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
-PAGE_TIMEOUT = 120  # seconds for the server to start and the explorer to render (imports torch)
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
+START_TIMEOUT = 120  # seconds for the server to answer (it imports torch)
+PAGE_TIMEOUT = 120  # seconds for one page to finish rendering
+SHOTS = os.environ.get("KVWB_SCREENSHOTS")
 
 pytestmark = pytest.mark.slow
+
+# (URL path, the page's title, least number of figures) on small runs of every kind.
+PAGES = [
+    ("?run=tiny", "KV Repair Workbench", 0),
+    ("explorer?run=tiny&example=q1&budget=0.5", "Example explorer", 5),
+    ("budget-curves?run=tiny", "Budget curves", 3),
+    ("flips?run=tiny", "Decision flips", 1),
+    ("?run=curve", "KV Repair Workbench", 0),
+    ("unit-of-choice?run=curve", "Unit of choice", 1),
+    ("?run=fid", "KV Repair Workbench", 0),
+    ("fidelity?run=fid", "Fidelity vs consumability", 3),
+    ("?run=one", "KV Repair Workbench", 0),
+    ("explorer?run=one", "Example explorer", 4),  # no layer signals: none, full, random, densedev
+]
+
+AXIS_CHECK = """
+function axisProblems(gd) {
+  // Every x/y axis of a drawn plotly figure must show all its data; an autoranged axis must not
+  // be stretched far past it (plotly reads annotation x on a log axis as log10: x=256 -> 10^256).
+  const L = gd._fullLayout, D = gd._fullData || [], out = [];
+  const title = (L.title && L.title.text) || '(untitled)';
+  for (const name of Object.keys(L).filter(k => /^[xy]axis\\d*$/.test(k))) {
+    const ax = L[name], letter = name[0];
+    if (!ax || !ax.range || !['linear', 'log', 'category'].includes(ax.type)) continue;
+    const vals = [];
+    for (const t of D) {
+      if (t.visible !== true || (t[letter + 'axis'] || letter) !== ax._id) continue;
+      let v = t[letter];
+      if ((v === undefined || v === null) && t.type === 'heatmap' && t.z) {
+        const n = letter === 'x' ? (t.z[0] || []).length : t.z.length;
+        v = Array.from({length: n}, (_, i) => i);
+      }
+      if (!v) continue;
+      for (const raw of Array.from(v)) {
+        if (raw === null || raw === undefined) continue;
+        let x = ax.type === 'category' ? ax._categories.indexOf(String(raw)) : Number(raw);
+        if (ax.type === 'category' ? x < 0 : !isFinite(x)) continue;
+        if (ax.type === 'log') {
+          if (x <= 0) { out.push(title + ': ' + name + ' is a log axis with a value <= 0'); continue; }
+          x = Math.log10(x);
+        }
+        vals.push(x);
+      }
+    }
+    if (!vals.length) continue;
+    let lo = Number(ax.range[0]), hi = Number(ax.range[1]);
+    if (lo > hi) [lo, hi] = [hi, lo];
+    let dmin = Infinity, dmax = -Infinity;
+    for (const x of vals) { if (x < dmin) dmin = x; if (x > dmax) dmax = x; }
+    const tol = 1e-6 * Math.max(1, hi - lo), shown = '[' + lo.toPrecision(4) + ', ' + hi.toPrecision(4) + ']';
+    const data = '[' + dmin.toPrecision(4) + ', ' + dmax.toPrecision(4) + ']' + (ax.type === 'log' ? ' (log10)' : '');
+    if (dmin < lo - tol || dmax > hi + tol) out.push(title + ': ' + name + ' shows ' + shown + ' but its data span ' + data);
+    if (ax.autorange && dmax > dmin && dmax - dmin < 0.05 * (hi - lo))
+      out.push(title + ': ' + name + ' is stretched to ' + shown + ' while its data span ' + data);
+  }
+  return out;
+}
+"""
+
+PROBE = AXIS_CHECK + """
+JSON.stringify((() => {
+  const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(gd => gd._fullLayout);
+  return {
+    plots: plots.length,
+    charts: document.querySelectorAll('[data-testid="stPlotlyChart"]').length,
+    exceptions: [...document.querySelectorAll('[data-testid="stException"]')].map(e => e.innerText.slice(0, 800)),
+    running: !!document.querySelector('[data-testid="stStatusWidget"]'),
+    title: (document.querySelector('h1') || {}).innerText || '',
+    problems: plots.flatMap(axisProblems),
+    text: document.body ? document.body.innerText : '',
+  };
+})())
+"""
 
 
 def free_port() -> int:
@@ -55,102 +138,247 @@ def wait_healthy(url: str, server: subprocess.Popen, deadline: float) -> None:
     raise AssertionError(f"{url} did not answer ok in time")
 
 
-PROBE = """JSON.stringify({
-  plots: document.querySelectorAll('.js-plotly-plot').length,
-  heatmaps: document.querySelectorAll('.js-plotly-plot .heatmaplayer image').length,
-  exceptions: document.querySelectorAll('[data-testid="stException"]').length,
-  running: !!document.querySelector('[data-testid="stStatusWidget"]'),
-  text: document.body ? document.body.innerText : ''
-})"""
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Counts every request (the leak test's server)."""
+
+    requests: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - the name http.server calls
+        Recorder.requests.append(self.path)
+        self.send_response(404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
 
 
-async def render(url: str, profile: Path, shot: Path, deadline: float) -> dict:
-    """Open `url` in headless Chromium, wait for the explorer's figures, screenshot; the last probe."""
-    from tornado.websocket import websocket_connect
-
-    browser = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
-                                "--remote-debugging-port=0", url],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        port_file = profile / "DevToolsActivePort"
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            assert time.time() < deadline and browser.poll() is None, "chromium did not open its DevTools port"
-            await asyncio.sleep(0.1)
-        port = port_file.read_text().split()[0]
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
-            page = next(t for t in json.load(response) if t["type"] == "page")
-        ws = await websocket_connect(page["webSocketDebuggerUrl"], max_message_size=1 << 28)
-        calls = 0
-
-        async def call(method: str, **params) -> dict:
-            nonlocal calls
-            calls += 1
-            ws.write_message(json.dumps({"id": calls, "method": method, "params": params}))
-            while True:
-                message = json.loads(await ws.read_message())
-                if message.get("id") == calls:
-                    assert "error" not in message, message
-                    return message["result"]
-
-        state = {}
-        while time.time() < deadline:
-            result = await call("Runtime.evaluate", expression=PROBE, returnByValue=True)
-            state = json.loads(result["result"]["value"])
-            if (state["plots"] >= 4 and state["heatmaps"] >= 2 and not state["running"]) or state["exceptions"]:
-                break
-            await asyncio.sleep(1)
-        await asyncio.sleep(1)  # let plotly finish drawing before the picture
-        shot.write_bytes(base64.b64decode((await call("Page.captureScreenshot", format="png"))["data"]))
-        ws.close()
-        return state
-    finally:
-        browser.terminate()
-        try:
-            browser.wait(10)
-        except subprocess.TimeoutExpired:
-            browser.kill()
+@pytest.fixture(scope="module")
+def leak_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
 
 
-def test_explorer_renders_in_chromium(tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"chromium is not installed: {CHROMIUM} is absent (apt-get install -y chromium)")
-    torch.set_num_threads(1)
-    model = tiny_model("llama")
-    model.hf.save_pretrained(tmp_path / "model")
-    model.tokenizer.save_pretrained(tmp_path / "model")
-    run_sweep(model, SweepConfig(dataset=f"jsonl:{ROOT / 'tests/fixtures/sample.jsonl'}", n=3,
-                                 selectors=("none", "full", "random", "cacheblend", "densedev", "bcr:single"),
-                                 budgets=(0.2, 0.5), options={"max_new_tokens": 4}),
-              tmp_path / "runs" / "tiny", progress=False)
-
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, leak_server):
+    """`streamlit run app/Home.py` from the repository root as `make app` runs it, but without
+    --server.address: the app's own config must bind it to localhost."""
+    world = build_runs(tmp_path_factory.mktemp("browser"))
+    image = f"![x]({leak_server}/leak.png)"
+    leak = Example("leak", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {image} lives in Tressamor."),
+                   f"Where does the coach live? {image}", (f"Tressamor {image}",))
+    save_diagnosis(world["tiny_model"], leak, world["runs"] / "leak")
     port = free_port()
-    env = {**os.environ, "KVWB_RUNS": str(tmp_path / "runs"), "KVWB_MODEL": str(tmp_path / "model"),
-           "OMP_NUM_THREADS": "1", "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
-    log = (tmp_path / "streamlit.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "Home.py"),
-                               "--server.headless", "true", "--server.port", str(port),
-                               "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    env = {**os.environ, "KVWB_RUNS": str(world["runs"]), "KVWB_MODEL": str(world["model"]), "OMP_NUM_THREADS": "1"}
+    log_path = world["base"] / "streamlit.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
+                                   "--server.fileWatcherType", "none"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + PAGE_TIMEOUT
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, deadline)
-        shot = tmp_path / "explorer.png"
-        state = asyncio.run(render(f"http://127.0.0.1:{port}/explorer", tmp_path / "chromium-profile", shot,
-                                   deadline))
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, time.time() + START_TIMEOUT)
+        yield {"url": f"http://127.0.0.1:{port}", "port": port, "log": log_path, "image": image, **world}
     finally:
         server.terminate()
         try:
             server.wait(15)
         except subprocess.TimeoutExpired:
             server.kill()
-        log.close()
-    server_log = (tmp_path / "streamlit.log").read_text()
-    assert state.get("exceptions") == 0, state.get("text", "")[-2000:]
-    assert state["plots"] >= 4, (state, server_log[-2000:])  # token strip, picks, heatmaps, residual
-    assert state["heatmaps"] >= 2  # the token strip and the layer x token heatmap are plotly heatmaps
-    text = state["text"]
-    for expected in ("Example explorer", "Tokens", "Layer × token", "In which city was the coach of Varek Olundi",
-                     "Runs directory"):
-        assert expected in text, expected
-    assert shot.stat().st_size > 20_000  # a real picture, not a blank page
-    assert "Traceback" not in server_log
+
+
+class Browser:
+    """One headless Chromium tab over the DevTools protocol."""
+
+    def __init__(self, profile: Path, size: str = "1400,2000"):
+        self.process = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
+                                         "--remote-debugging-port=0", "about:blank"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.profile, self.ws, self.calls = profile, None, 0
+
+    async def connect(self) -> None:
+        from tornado.websocket import websocket_connect
+
+        port_file, deadline = self.profile / "DevToolsActivePort", time.time() + 60
+        while not (port_file.is_file() and port_file.read_text().strip()):
+            assert time.time() < deadline and self.process.poll() is None, "chromium did not open its DevTools port"
+            await asyncio.sleep(0.1)
+        port = port_file.read_text().split()[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as response:
+            page = next(t for t in json.load(response) if t["type"] == "page")
+        self.ws = await websocket_connect(page["webSocketDebuggerUrl"], max_message_size=1 << 28)
+
+    async def call(self, method: str, **params) -> dict:
+        self.calls += 1
+        self.ws.write_message(json.dumps({"id": self.calls, "method": method, "params": params}))
+        while True:
+            message = json.loads(await self.ws.read_message())
+            if message.get("id") == self.calls:
+                assert "error" not in message, message
+                return message["result"]
+
+    async def evaluate(self, expression: str):
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return result["result"].get("value")
+
+    async def probe(self) -> dict:
+        return json.loads(await self.evaluate(PROBE))
+
+    async def settle(self, least: int, title: str = "") -> dict:
+        """Poll until the script is done and every chart is drawn (the same state twice in a row)."""
+        deadline, last, state = time.time() + PAGE_TIMEOUT, None, {}
+        while time.time() < deadline:
+            state = await self.probe()
+            if state["exceptions"]:
+                return state
+            done = (not state["running"] and state["plots"] >= least and state["plots"] == state["charts"]
+                    and title in state["title"])
+            key = (state["plots"], state["charts"], len(state["text"]))
+            if done and key == last:
+                await asyncio.sleep(0.5)  # let plotly finish drawing before a picture
+                return await self.probe()
+            last = key if done else None
+            await asyncio.sleep(1)
+        raise AssertionError(f"the page did not finish rendering: {state.get('title')!r}, {state.get('plots')} of "
+                             f"{least} figures; {state.get('text', '')[-1500:]}")
+
+    async def open(self, url: str, least: int, title: str) -> dict:
+        await self.call("Page.navigate", url=url)
+        await asyncio.sleep(1)
+        return await self.settle(least, title)
+
+    async def screenshot(self, path: Path) -> None:
+        path.write_bytes(base64.b64decode((await self.call("Page.captureScreenshot", format="png"))["data"]))
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def browse(profile: Path, steps) -> None:
+    """Run `await steps(browser)` in a fresh Chromium."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"chromium is not installed: {CHROMIUM} is absent (apt-get install -y chromium)")
+
+    async def main():
+        browser = Browser(profile)
+        try:
+            await browser.connect()
+            await steps(browser)
+        finally:
+            if browser.ws is not None:
+                browser.ws.close()
+            browser.close()
+
+    asyncio.run(main())
+
+
+def shot_name(path: str) -> str:
+    page, _, query = path.partition("?")
+    return f"{page or 'runs'}-{query}".replace("&", "-").replace("=", "-")
+
+
+def check(state: dict, what: str) -> None:
+    assert not state["exceptions"], (what, state["exceptions"])
+    assert "Page not found" not in state["text"], what
+    assert not state["problems"], (what, state["problems"])
+
+
+# ----------------------------------------------------------------------------- tests
+
+def test_the_app_listens_on_localhost_only(app):
+    """No --server.address was given: .streamlit/config.toml binds it to the loopback interface."""
+    listening = []
+    for table, loopback in (("/proc/net/tcp", "0100007F"), ("/proc/net/tcp6", "00000000000000000000000001000000")):
+        if not Path(table).is_file():
+            continue
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, port = local.split(":")
+            if state == "0A" and int(port, 16) == app["port"]:  # 0A: LISTEN
+                listening.append((address, address == loopback))
+    if not listening:
+        pytest.skip("this system does not show its sockets in /proc/net")
+    assert all(ok for _, ok in listening), listening
+
+
+def test_every_page_renders_with_figures_that_show_their_data(app, tmp_path):
+    seen = {}
+
+    async def steps(browser: Browser) -> None:
+        for path, title, least in PAGES:
+            state = await browser.open(f"{app['url']}/{path}", least, title)
+            check(state, path)
+            seen[path] = state
+            if SHOTS:
+                await browser.screenshot(Path(SHOTS) / f"{shot_name(path)}.png")
+        state = await browser.open(f"{app['url']}/live", 0, "Live")
+        check(state, "live")
+        await browser.evaluate("[...document.querySelectorAll('button')].find(b => b.innerText.includes("
+                               "'Run diagnosis')).click()")
+        await asyncio.sleep(2)
+        state = await browser.settle(5, "Live")
+        check(state, "live after Run diagnosis")
+        seen["live"] = state
+        if SHOTS:
+            await browser.screenshot(Path(SHOTS) / "live.png")
+
+    browse(tmp_path / "profile", steps)
+    assert "Budget curves" in seen["budget-curves?run=tiny"]["text"]
+    assert "Dorket" not in seen["explorer?run=tiny&example=q1&budget=0.5"]["text"]  # q1, not q2
+    assert "In which city was the coach" in seen["explorer?run=one"]["text"]
+    assert "Traceback" not in app["log"].read_text()
+
+
+def test_markdown_in_data_is_shown_as_text_and_fetches_nothing(app, tmp_path):
+    Recorder.requests.clear()
+    seen = {}
+
+    async def steps(browser: Browser) -> None:
+        seen["explorer"] = await browser.open(f"{app['url']}/explorer?run=leak", 4, "Example explorer")
+        await browser.evaluate("[...document.querySelectorAll('summary')].forEach(s => s.click())")  # passages
+        await asyncio.sleep(2)
+        seen["passages"] = await browser.probe()
+        seen["runs"] = await browser.open(f"{app['url']}/?run=leak", 0, "KV Repair Workbench")
+        await asyncio.sleep(2)
+
+    browse(tmp_path / "profile", steps)
+    assert Recorder.requests == [], f"the browser fetched URLs written in data: {Recorder.requests}"
+    check(seen["explorer"], "explorer on the leak example")
+    check(seen["runs"], "runs on the leak example")
+    for expected in (f"Question: Where does the coach live? {app['image']}", f"Gold: Tressamor {app['image']}"):
+        assert expected in seen["explorer"]["text"]
+    assert f"Mira Tessk {app['image']} lives" in seen["passages"]["text"]
+
+
+def test_the_axis_check_catches_the_old_unit_curve_figure(tmp_path):
+    """The check above, in the browser, fails the first version's unit-curve figure (x = 256 on a
+    log axis stretches it to 10^256) and passes today's figure drawn from the same numbers."""
+    import pandas as pd
+
+    from workbench.plots import unit_curve_figure
+
+    summary = pd.DataFrame({"unit": [1, 16, 64, 256], "informed_error": [0.08, 0.12, 0.2, 0.3],
+                            "random_error": [0.2, 0.22, 0.25, 0.31], "unrepaired_error": [0.35] * 4,
+                            "budget_share": [0.2, 0.2, 0.31, 0.5], "budget_matched": [True, True, False, False],
+                            "prompts_won": [3] * 4, "n_prompts": [3] * 4, "p_value": [0.1] * 4})
+    found = {}
+    for name, fig in (("old", old_unit_curve_figure()), ("new", unit_curve_figure(summary))):
+        page = tmp_path / f"{name}.html"
+        page.write_text(fig.to_html(include_plotlyjs=True, full_html=True))
+
+        async def steps(browser: Browser, page=page, name=name) -> None:
+            await browser.call("Page.navigate", url=page.as_uri())
+            deadline = time.time() + 60
+            while (state := await browser.probe())["plots"] < 1:
+                assert time.time() < deadline, "the figure did not draw"
+                await asyncio.sleep(0.5)
+            found[name] = state["problems"]
+
+        browse(tmp_path / f"profile-{name}", steps)
+    assert any("xaxis is stretched" in p for p in found["old"]), found["old"]
+    assert found["new"] == []

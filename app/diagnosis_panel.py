@@ -1,0 +1,213 @@
+"""The per-example view shared by the Example explorer and Live: the example as text, the
+answers, the token strip, each selector's picks, layer x token heatmaps, the deviation left
+after repair, and the exports. Every figure comes from `workbench.plots.diagnosis`."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from widgets import csv_button, ensure_choice, plain, show_figure
+from workbench.diagnosis import Diagnosis
+from workbench.plots import diagnosis as figures
+from workbench.report import render_report
+from workbench.selectors import reference_selectors
+from workbench.signals.registry import is_log, label
+
+KINDS = {"k": "keys (post-RoPE)", "v": "values"}
+DEVIATION = "deviation"  # the strip's colouring by the splice's own deviation (not a registered signal)
+DEVIATION_LABEL = "KV deviation (splice vs dense) at a layer"
+
+
+def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:
+    return table[(table["budget"] - budget).abs() < 1e-9]
+
+
+def _flip_word(flip: bool) -> str:
+    return "FLIP" if flip else "same"
+
+
+def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
+    """Dense, spliced and each selector's repaired answer at a budget; flips as recorded (a drawn
+    control, the coin: the answer of its first draw, flips counted and scores averaged over draws)."""
+    dense, spliced = d.answers.dense, d.answers.spliced
+    rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
+             "EM": dense.em, "F1": dense.f1, "note": ""},
+            {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
+             "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "F1": spliced.f1, "note": ""}]
+    outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
+    for name in selectors:
+        cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]
+        if cell.empty:
+            continue
+        first, draws, notes = cell.iloc[0], len(cell), []
+        if draws > 1:
+            notes.append(f"answer of draw {first['draw']}; EM and F1 averaged over {draws} draws")
+        if not picked.empty and bool(picked.iloc[0].get("skipped", False)):
+            notes.append("skipped: budget under one chunk")
+        elif not picked.empty and not bool(picked.iloc[0].get("budget_matched", True)):
+            notes.append(f"not budget-matched ({int(picked.iloc[0]['n_recomputed'])} rows for "
+                         f"{int(picked.iloc[0]['n_requested'])} asked)")
+        flips = int(cell["flip"].sum())
+        rows.append({"cache": f"repaired: {name}", "rows recomputed": int(first["n_recomputed"]),
+                     "answer": first["answer"],
+                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else f"FLIP in {flips} of {draws}",
+                     "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
+    table = pd.DataFrame(rows)
+    table["rows recomputed"] = table["rows recomputed"].astype("Int64")
+    return table
+
+
+def picks_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
+    """Reused tokens x selectors: True where a selector recomputes the row at this budget."""
+    tokens = d.tokens[d.tokens["reused"]][["position", "segment", "token"]].reset_index(drop=True)
+    for name in selectors:
+        tokens[name] = tokens["position"].isin(set(d.picks(name, budget)))
+    tokens["n_selectors"] = tokens[selectors].sum(axis=1) if selectors else 0
+    return tokens
+
+
+def example_text(d: Diagnosis) -> None:
+    """The example and its context as plain text (never markdown: data is shown, not rendered)."""
+    ex = d.example
+    st.text(f"Question: {ex.question}")
+    st.text(f"Gold: {' | '.join(ex.gold) or '(none given)'}")
+    st.caption(f"{d.context.n_tokens} tokens, {d.context.n_reused} reused · model {plain(d.model.get('name', '?'))}")
+    with st.expander(f"Passages ({len(ex.passages)})"):
+        for i, passage in enumerate(ex.passages, 1):
+            st.text(f"Passage {i}: {passage}")
+
+
+def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
+    """The budget and the selectors to show."""
+    budgets = figures.budgets(d)
+    selectors = list(dict.fromkeys(d.selections["selector"]))
+    c1, c2 = st.columns([1, 2])
+    ensure_choice(f"{key}_budget", budgets, budgets[0])
+    if len(budgets) > 1:
+        budget = c1.select_slider("Budget (share of reused rows recomputed)", budgets, key=f"{key}_budget",
+                                  format_func=lambda b: f"{b:g}")
+    else:
+        budget = budgets[0]
+        c1.markdown(f"Budget: **{budget:g}** (the only one in this diagnosis)")
+    ensure_choice(f"{key}_selectors", selectors, figures.chosen_selectors(d)[:4] or selectors[:4])
+    chosen = c2.multiselect("Selectors", selectors, key=f"{key}_selectors")
+    return budget, chosen
+
+
+def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    """The token strip, coloured by a signal of the diagnosis, the chosen selector's picks outlined."""
+    names = list(dict.fromkeys(d.token_signals["signal"])) if not d.token_signals.empty else []
+    options = ([DEVIATION] if not d.deviation.empty else []) + names
+    if not options:
+        st.info("This diagnosis holds no token signals.")
+        return
+    ensure_choice(f"{key}_signal", options, options[0])
+    signal = st.selectbox("Colour tokens by", options, key=f"{key}_signal",
+                          format_func=lambda s: DEVIATION_LABEL if s == DEVIATION else label(s, "token"))
+    layer, kind, metric = None, "v", "rel_l2"
+    if signal == DEVIATION:
+        dev = d.deviation
+        layers = sorted(int(v) for v in dev["layer"].unique())
+        kinds = sorted(dev["kind"].unique(), reverse=True)  # v before k
+        metrics = list(dict.fromkeys(dev["metric"]))
+        c1, c2, c3 = st.columns(3)
+        ensure_choice(f"{key}_layer", layers, layers[-1])
+        layer = c1.select_slider("Layer", layers, key=f"{key}_layer")
+        ensure_choice(f"{key}_kind", kinds, kinds[0])
+        kind = c2.radio("Kind", kinds, key=f"{key}_kind", horizontal=True, format_func=lambda k: KINDS.get(k, k))
+        ensure_choice(f"{key}_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
+        metric = c3.selectbox("Metric", metrics, key=f"{key}_metric")
+    outline = None
+    if chosen:
+        ensure_choice(f"{key}_outline", chosen, chosen[0])
+        outline = st.selectbox("Outline the rows picked by", chosen, key=f"{key}_outline")
+    fig = figures.strip_figure(d, budget, signal, outline=outline, layer=layer, kind=kind, metric=metric)
+    show_figure(fig, f"tokens-{d.example_id}", f"{key}_strip")
+
+
+def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    st.subheader(f"Rows each selector recomputes at b = {budget:g}")
+    show_figure(figures.picks_figure(d, budget, chosen), f"picks-{d.example_id}-b{budget:g}", f"{key}_picks")
+    table = picks_table(d, chosen, budget)
+    with st.expander("Picks as a table (reused tokens)"):
+        st.dataframe(table, hide_index=True, width="stretch")
+    csv_button(table, f"picks-{d.example_id}-b{budget:g}", f"{key}_picks_csv", "Picks as CSV")
+
+
+def _heatmaps(d: Diagnosis, key: str) -> None:
+    st.subheader("Layer × token")
+    dev = d.deviation
+    if dev.empty:
+        st.info("No deviation table in this diagnosis.")
+    else:
+        kinds = sorted(dev["kind"].unique(), reverse=True)
+        metrics = list(dict.fromkeys(dev["metric"]))
+        c1, c2 = st.columns(2)
+        ensure_choice(f"{key}_hm_kind", kinds, kinds[0])
+        kind = c1.radio("Deviation of", kinds, key=f"{key}_hm_kind", horizontal=True,
+                        format_func=lambda k: KINDS.get(k, k))
+        ensure_choice(f"{key}_hm_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
+        metric = c2.selectbox("Deviation metric", metrics, key=f"{key}_hm_metric")
+        show_figure(figures.deviation_figure(d, kind, metric), f"deviation-{d.example_id}", f"{key}_dev_heatmap")
+    signals = d.layer_signals
+    if signals.empty:
+        st.info("No per-layer saliency or attention here: run `cadence`/`cadence-grad` (gradients), "
+                "`bcr` (draft attention) or `qattn` (question attention) to get them.")
+        return
+    names = list(dict.fromkeys(signals["signal"]))
+    c1, c2 = st.columns(2)
+    ensure_choice(f"{key}_hm_signal", names, names[0])
+    name = c1.selectbox("Saliency / attention", names, key=f"{key}_hm_signal", format_func=lambda s: label(s, "layer"))
+    log = c2.checkbox("log10 scale", key=f"{key}_hm_log_{name}", value=is_log(name, "layer"))
+    show_figure(figures.layer_signal_figure(d, name, log=log), f"{name}-{d.example_id}", f"{key}_sal_heatmap")
+
+
+def _residual(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    st.subheader("Deviation left per layer after each repair")
+    res = d.residual
+    if res.empty:
+        st.info("No residual deviation in this diagnosis.")
+        return
+    kinds = sorted(res["kind"].unique(), reverse=True)
+    ensure_choice(f"{key}_res_kind", kinds, kinds[0])
+    kind = st.radio("Residual of", kinds, key=f"{key}_res_kind", horizontal=True, format_func=lambda k: KINDS.get(k, k))
+    references = [s for s in dict.fromkeys(res["selector"]) if s in reference_selectors() and s not in chosen]
+    show_figure(figures.residual_figure(d, budget, kind, selectors=references + chosen),
+                f"residual-{d.example_id}-b{budget:g}", f"{key}_residual")
+
+
+def _details(d: Diagnosis, key: str, manifest: dict | None) -> None:
+    with st.expander("Outcomes, costs and the attribution check"):
+        st.dataframe(d.outcomes, hide_index=True, width="stretch")
+        csv_button(d.outcomes, f"outcomes-{d.example_id}", f"{key}_outcomes_csv", "Outcomes as CSV")
+        if not d.costs.empty:
+            st.dataframe(d.costs, hide_index=True, width="stretch")
+        st.text(f"Attribution check: {d.attribution_text}")
+    st.markdown("**Per-example report**")
+    name = f"report-{d.example_id}"
+    row = st.container(horizontal=True, vertical_alignment="center")
+    row.download_button("Report (HTML)", data=lambda: render_report(d, "html", manifest), file_name=f"{name}.html",
+                        mime="text/html", key=f"{key}_report_html", on_click="ignore")
+    row.download_button("Report (JSON)", data=lambda: render_report(d, "json", manifest), file_name=f"{name}.json",
+                        mime="application/json", key=f"{key}_report_json", on_click="ignore")
+
+
+def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> None:
+    """Every per-example view of `d`; widget keys start with `key`."""
+    example_text(d)
+    if d.selections.empty:
+        st.warning("This diagnosis holds no selections (no selector was run).")
+        return
+    budget, chosen = _choices(d, key)
+    st.subheader("Answers")
+    answers = answers_table(d, chosen, budget)
+    st.dataframe(answers, hide_index=True, width="stretch")
+    csv_button(answers, f"answers-{d.example_id}-b{budget:g}", f"{key}_answers_csv")
+    st.subheader("Tokens")
+    _strip(d, key, budget, chosen)
+    if chosen:
+        _picks(d, key, budget, chosen)
+    _heatmaps(d, key)
+    _residual(d, key, budget, chosen)
+    _details(d, key, manifest)

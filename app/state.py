@@ -1,0 +1,199 @@
+"""The app's narrow backend: settings, user plugins, the model (loaded once per process) and
+cached readers of run folders. Pages ask this module for data; they never read files.
+
+Environment:
+    KVWB_RUNS     runs directory (default `runs`; the sidebar can change it)
+    KVWB_MODEL    model spec for Live and the demo run (default `smollm2-135m`; a local HF folder works)
+    KVWB_LIVE_MAX_TOKENS   longest context the Live page diagnoses (default 4096; the model's own
+                  maximum applies too)
+    KVWB_PLUGINS  comma-separated modules (`mypkg.signals`) or files (`~/kv/toy.py`) imported at
+                  start-up, so that the selectors and signals they register appear in the app
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+import workbench as wb
+from workbench import runstore
+from workbench.diagnosis import Diagnosis
+from workbench.experiments.summary import summarize
+from workbench.selectors import parse_selector
+
+RUNS_ENV, MODEL_ENV, LIVE_MAX_ENV, PLUGINS_ENV = "KVWB_RUNS", "KVWB_MODEL", "KVWB_LIVE_MAX_TOKENS", "KVWB_PLUGINS"
+DEFAULT_MODEL = "smollm2-135m"
+# The quick selector list: what Live starts with and what the demo run computes.
+QUICK_SELECTORS = ("none", "full", "random", "cacheblend", "densedev", "cadence-grad", "bcr:grow")
+
+
+# ----------------------------------------------------------------------------- settings
+
+def model_spec() -> str:
+    return os.environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+
+
+def live_max_tokens() -> int:
+    try:
+        return max(16, int(os.environ.get(LIVE_MAX_ENV, "4096")))
+    except ValueError:
+        return 4096
+
+
+def runs_root() -> Path:
+    """The runs directory: the sidebar's value, first taken from $KVWB_RUNS (default `runs`)."""
+    if "runs_dir" not in st.session_state:
+        st.session_state["runs_dir"] = os.environ.get(RUNS_ENV, "").strip() or "runs"
+    return Path(str(st.session_state["runs_dir"]).strip() or "runs").expanduser()
+
+
+def quick_selectors() -> list[str]:
+    """QUICK_SELECTORS that are registered (in this order)."""
+    found = []
+    for spec in QUICK_SELECTORS:
+        try:
+            found.append(parse_selector(spec).label)
+        except wb.WorkbenchError:
+            continue
+    return found
+
+
+# ----------------------------------------------------------------------------- plugins
+
+def _import_plugin(spec: str) -> None:
+    """Import a module by name, or a .py file by path (once per process)."""
+    path = Path(spec).expanduser()
+    if not (spec.endswith(".py") or os.sep in spec or path.is_file()):
+        importlib.import_module(spec)
+        return
+    path = path.resolve()
+    name = f"kvwb_plugin_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file {path}")
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+
+
+def load_plugins() -> list[str]:
+    """Import every plugin named in $KVWB_PLUGINS; the failures, in words."""
+    problems = []
+    for spec in (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(",")):
+        if not spec:
+            continue
+        try:
+            _import_plugin(spec)
+        except Exception as err:  # noqa: BLE001 - a broken plugin is a message in the sidebar
+            problems.append(f"plugin {spec!r} did not load ({type(err).__name__}: {err})")
+    return problems
+
+
+# ----------------------------------------------------------------------------- the model
+
+@st.cache_resource(show_spinner="Loading the model (once per process)...")
+def load_model(spec: str) -> wb.LoadedModel:
+    return wb.load_model(spec)
+
+
+def get_model() -> wb.LoadedModel:
+    return load_model(model_spec())
+
+
+@st.cache_resource
+def model_lock() -> threading.Lock:
+    """Held while the model runs: forward hooks of one diagnosis must not see another's forwards."""
+    return threading.Lock()
+
+
+# ----------------------------------------------------------------------------- run folders
+
+def _stamp(*paths: Path) -> tuple:
+    """File modification times: cache keys that change when a run grows."""
+    out = []
+    for p in paths:
+        try:
+            out.append(p.stat().st_mtime_ns)
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _sweep_stamp(folder: Path) -> tuple:
+    return _stamp(*(folder / n for n in (runstore.MANIFEST, "examples.parquet", "outcomes.parquet")))
+
+
+def scan_runs(kinds: tuple[str, ...] | None = None) -> list[runstore.RunFolder]:
+    """The run folders under the runs directory (of `kinds`, when given)."""
+    return runstore.scan_runs(runs_root(), kinds)
+
+
+@st.cache_data(show_spinner="Reading the run...", max_entries=16)
+def _sweep(path: str, stamp: tuple) -> runstore.SweepRun:
+    return runstore.load_sweep(path)
+
+
+def read_sweep(folder: Path) -> runstore.SweepRun:
+    return _sweep(str(folder), _sweep_stamp(folder))
+
+
+@st.cache_data(show_spinner="Summarizing...", max_entries=16)
+def _summary(path: str, stamp: tuple, reference: str | None) -> pd.DataFrame:
+    return summarize(_sweep(path, stamp), reference)
+
+
+def run_summary(folder: Path, reference: str | None) -> pd.DataFrame:
+    """`summarize(run, reference)` of a sweep (None: no reference comparison)."""
+    return _summary(str(folder), _sweep_stamp(folder), reference)
+
+
+@st.cache_data(show_spinner="Reading the curve...", max_entries=8)
+def _curve(path: str, stamp: tuple) -> runstore.CurveRun:
+    return runstore.load_curve(path)
+
+
+def read_curve(folder: Path) -> runstore.CurveRun:
+    return _curve(str(folder), _stamp(*(folder / n for n in (runstore.MANIFEST, "curve.parquet", "summary.parquet"))))
+
+
+@st.cache_data(show_spinner="Reading the fidelity run...", max_entries=8)
+def _fidelity(path: str, stamp: tuple) -> runstore.FidelityRun:
+    return runstore.load_fidelity(path)
+
+
+def read_fidelity(folder: Path) -> runstore.FidelityRun:
+    return _fidelity(str(folder), _stamp(folder / runstore.MANIFEST, *sorted(folder.glob("*.parquet"))))
+
+
+@st.cache_data(show_spinner="Reading the diagnosis...", max_entries=32)
+def _diagnosis(path: str, stamp: tuple) -> Diagnosis:
+    return Diagnosis.load(path)
+
+
+def read_diagnosis(folder: Path) -> Diagnosis:
+    return _diagnosis(str(folder), _stamp(folder / "diagnosis.json", *sorted(folder.glob("*.parquet"))))
+
+
+def run_examples(run: runstore.RunFolder) -> tuple[list[str], dict[str, str], dict[str, Path]]:
+    """(example ids, questions by id, diagnosis folders by id) of a sweep or a diagnosis run."""
+    if run.kind == "diagnosis":
+        d = read_diagnosis(run.path)
+        return [d.example_id], {d.example_id: d.example.question}, {d.example_id: run.path}
+    sweep = read_sweep(run.path)
+    ids = sweep.example_ids
+    questions = dict(zip(ids, sweep.examples["question"].astype(str)))
+    return ids, questions, {i: sweep.diagnosis_folder(i) for i in ids}
