@@ -113,8 +113,8 @@ def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.
     if rows.empty:
         raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no layer signal {name!r}")
     log = is_log(name, "layer") if log is None else log
-    return layer_heatmap(rows, table(d, "tokens"), log=log, title=f"{escape(label(name, 'layer'))}, per layer and "
-                                                                  f"reused token")
+    return layer_heatmap(rows, table(d, "tokens"), log=log, value_label=escape(label(name, "layer")),
+                         title=f"{escape(label(name, 'layer'))}, per layer and reused token")
 
 
 def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", selectors=None) -> go.Figure:

@@ -20,13 +20,13 @@ GENUINE_LABELS = {"kv": "genuine mix, keys and values", "k": "genuine mix, keys 
 
 def _anchors(fig: go.Figure, conditions: pd.DataFrame) -> None:
     """Floor and native-reference transfer as dashed horizontal lines."""
-    for name, label, color in (("floor", "floor (fact masked)", "grey"),
-                               ("reference", "native reference", "black")):
+    for name, label, color, where in (("floor", "floor (fact masked)", "grey", "bottom left"),
+                                      ("reference", "native reference", "black", "top left")):
         row = conditions[conditions["condition"] == name]
         if len(row):
             fig.add_hline(y=float(row["transfer"].iloc[0]), line={"dash": "dash", "color": color, "width": 1},
                           annotation_text=f"{label} {float(row['transfer'].iloc[0]):.3f}",
-                          annotation_position="top left")
+                          annotation_position=where)
 
 
 def _errors(part: pd.DataFrame) -> dict:

@@ -138,7 +138,7 @@ def residual_by_layer(residual: pd.DataFrame, budget: float, kind: str = "v", se
     for label, line in rows.groupby("selector", sort=False):
         if selectors is not None and label not in selectors:
             continue
-        line = line.sort_values("layer")
+        line = line.groupby("layer", as_index=False)["value"].mean()  # a drawn control: the mean over draws
         fig.add_trace(go.Scatter(x=line["layer"], y=line["value"], mode="lines+markers", name=escape(label),
                                  **selector_style(label)))
     what = "values" if kind == "v" else "keys (post-RoPE)"
