@@ -23,7 +23,7 @@ import torch
 from workbench.decode import Answer, _answer, _step, stop_token_ids
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
-from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, run_cells
+from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, Decoder, run_cells
 from workbench.repair import check_positions
 
 
@@ -99,18 +99,35 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
 @torch.inference_mode()
 def _decode(model: LoadedModel, base: KVCache, walks: dict[int, _Walk], first: int, max_new_tokens: int,
             stops: set[int], max_bytes: int) -> None:
-    """Decode the walks that left the reference, one batched row per step."""
-    alive = dict(walks)
-    while alive:
-        cells = [Cell(torch.tensor([first + len(w.generated) - 1]), torch.tensor([w.generated[-1]]),
-                      w.known_positions, w.known_keys, w.known_values) for w in alive.values()]
-        for (c, walk), row in zip(list(alive.items()), run_cells(model, base, cells, max_bytes)):
-            walk.steps += 1
-            walk.known_positions = torch.cat([walk.known_positions, row.positions.to(walk.known_positions.device)])
-            walk.known_keys = torch.cat([walk.known_keys, row.keys], dim=2)
-            walk.known_values = torch.cat([walk.known_values, row.values], dim=2)
-            token = int(model.adapter.logits(row.hidden[-1:]).float().argmax())
-            state = _step(model, walk.generated, token, stops, True)
-            if state != "go" or len(walk.generated) == max_new_tokens:
-                walk.answer = _answer(model, walk.generated, state == "stop")
-                del alive[c]
+    """Decode the walks that left the reference, one batched row per step, in groups whose known
+    rows fit in `max_bytes`."""
+    per_row = base.n_layers * base.keys.shape[1] * base.keys.shape[3] * base.keys.element_size() * 2
+    order = sorted(walks, key=lambda c: walks[c].known_positions.numel())
+    groups: list[list[int]] = []
+    for c in order:
+        rows = walks[c].known_positions.numel() + max_new_tokens
+        if groups and (len(groups[-1]) + 1) * rows * per_row <= max_bytes:
+            groups[-1].append(c)
+        else:
+            groups.append([c])
+    for group in groups:
+        alive = [walks[c] for c in group]
+        decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
+                                             w.known_positions, w.known_keys, w.known_values) for w in alive],
+                          max_new_tokens)
+        while alive:
+            positions = torch.tensor([first + len(w.generated) - 1 for w in alive])
+            hidden = decoder.step(positions, torch.tensor([w.generated[-1] for w in alive]))
+            tokens = model.adapter.logits(hidden).float().argmax(-1).tolist()
+            keep = []
+            for i, (walk, token) in enumerate(zip(alive, tokens)):
+                walk.steps += 1
+                state = _step(model, walk.generated, token, stops, True)
+                if state != "go" or len(walk.generated) == max_new_tokens:
+                    walk.answer = _answer(model, walk.generated, state == "stop")
+                else:
+                    keep.append(i)
+            if len(keep) < len(alive):
+                alive = [alive[i] for i in keep]
+                if alive:
+                    decoder.keep(keep)

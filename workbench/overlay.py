@@ -16,8 +16,9 @@ rows at once.
     cells = [Cell(positions=rows, ids=layout.ids[rows]) for rows in row_sets]
     out = run_cells(model, spliced, cells)        # per cell: K/V of its rows per layer, hidden
 
-Cells are grouped under a memory budget for the attention scores (`max_bytes`), smallest
-first, so a long context with many cells never holds more than that at once.
+Cells are grouped under a memory budget (`max_bytes`), smallest first, so a long context with
+many cells never holds more than that at once. Attention is torch's fused kernel over each
+cell's keys laid end to end (base, known, new), with the mask above.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from workbench.errors import WorkbenchError
 from workbench.family import rotate_half
@@ -76,11 +78,12 @@ def check_cell(cell: Cell, base: KVCache, what: str = "cell") -> None:
                              f"contiguous from its end; missing {sorted(set(span.tolist()) - set(beyond.tolist()))[:8]}")
 
 
-def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: int,
+def _groups(sizes: list[tuple[int, int]], n_base: int, kv_width: int, max_bytes: int,
             spread: float = 1.5) -> list[list[int]]:
-    """Cell indices grouped by size (rows, known): each group's attention scores fit in
-    `max_bytes`, and its largest cell has at most `spread` times the rows of its smallest (+16),
-    so padding the attention to the largest wastes little."""
+    """Cell indices grouped by size (rows, known): each group's attention inputs (its boolean
+    mask and its keys and values laid end to end, fp32) fit in `max_bytes`, and its largest
+    cell has at most `spread` times the rows of its smallest (+16), so padding wastes little.
+    kv_width: kv_head * d_head."""
     order = sorted(range(len(sizes)), key=lambda i: sizes[i])
     groups: list[list[int]] = []
     for i in order:
@@ -89,7 +92,8 @@ def _groups(sizes: list[tuple[int, int]], n_base: int, n_heads: int, max_bytes: 
             rows = max(sizes[j][0] for j in members)
             known = max(sizes[j][1] for j in members)
             small = sizes[groups[-1][0]][0]
-            fits = len(members) * n_heads * max(rows, 1) * (n_base + known + rows) * 4 <= max_bytes
+            keys = n_base + known + rows
+            fits = len(members) * keys * (max(rows, 1) + 8 * kv_width) <= max_bytes
             if fits and rows <= spread * small + 16:
                 groups[-1].append(i)
                 continue
@@ -106,7 +110,8 @@ def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: i
     out: list[CellRows | None] = [None] * len(cells)
     sizes = [(int(c.positions.numel()), 0 if c.known_positions is None else int(c.known_positions.numel()))
              for c in cells]
-    for group in _groups(sizes, base.n_positions, model.adapter.n_heads, max_bytes):
+    ad = model.adapter
+    for group in _groups(sizes, base.n_positions, ad.n_kv_heads * ad.head_dim, max_bytes):
         for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group])):
             out[i] = rows
         if progress:
@@ -196,26 +201,111 @@ def _masks(pos: torch.Tensor, valid: torch.Tensor, kpos: torch.Tensor | None, n_
 
 def _attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
     """One softmax over base, known and new keys for every cell. q: [cell, head, row, d_head];
-    base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v: [cell, kv_head, *, d_head].
-    Returns [cell, row, head * d_head]."""
+    base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v: [cell, kv_head, *, d_head];
+    mask: [cell, row, pos + known + row] (True: visible). Returns [cell, row, head * d_head].
+
+    Many rows per cell run torch's fused kernel over each cell's keys laid end to end (its
+    scores are never held whole). A few rows per cell (a decode step) score the shared base
+    with one product for all cells instead, which copies no cell's keys."""
+    if q.shape[2] > 8:
+        return _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
+    return _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
+
+
+def _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
+    n_cells, _, width, d = q.shape
+    parts_k = [base_k[None].expand(n_cells, -1, -1, -1)] + ([known_k] if known_k is not None else []) + [new_k]
+    parts_v = [base_v[None].expand(n_cells, -1, -1, -1)] + ([known_v] if known_v is not None else []) + [new_v]
+    keys, values = torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)  # [cell, kv_head, key, d_head]
+    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
+                                         scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
+    return out.permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)  # [cell, row, head * d_head]
+
+
+def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
     n_cells, _, width, d = q.shape
     kv, group, n_base = ad.n_kv_heads, ad.n_heads // ad.n_kv_heads, base_k.shape[1]
     qg = q.reshape(n_cells, kv, group, width, d)  # [cell, kv_head, g, row, d]
     flat = qg.permute(1, 0, 2, 3, 4).reshape(kv, -1, d)  # [kv_head, cell*g*row, d]
-    base_scores = torch.bmm(flat, base_k.transpose(1, 2))  # one product for every cell
+    base_scores = torch.bmm(flat, base_k.transpose(1, 2).to(q.dtype))  # one product for every cell
     parts = [base_scores.view(kv, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)]
     if known_k is not None:
-        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k))
-    parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k))
+        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k.to(q.dtype)))
+    parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k.to(q.dtype)))
     scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
-    probs = scores.softmax(-1).to(new_v.dtype)  # [cell, kv_head, g, row, key]
+    probs = scores.softmax(-1).to(q.dtype)  # [cell, kv_head, g, row, key]
     p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(kv, -1, n_base)
-    out = torch.bmm(p_base, base_v).view(kv, n_cells, group, width, d).permute(1, 0, 2, 3, 4)
+    out = torch.bmm(p_base, base_v.to(q.dtype)).view(kv, n_cells, group, width, d).permute(1, 0, 2, 3, 4)
     n_known = 0 if known_k is None else known_k.shape[2]
     if known_k is not None:
-        out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v)
-    out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v)
+        out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v.to(q.dtype))
+    out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v.to(q.dtype))
     return out.reshape(n_cells, ad.n_heads, width, d).permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)
+
+
+class Decoder:
+    """Cells that grow by one row per step over a shared base (greedy decoding).
+
+    Each cell's known rows (its repair, the suffix, the answer so far) sit in preallocated
+    buffers `[layer, cell, kv_head, capacity, d_head]`; a step computes one new row per cell and
+    writes it in place, so a step costs one row per cell, never a copy of every known row.
+    """
+
+    def __init__(self, model: LoadedModel, base: KVCache, cells: list[Cell], steps: int):
+        ad, device = model.adapter, model.device
+        self.model, self.base = model, base
+        known = [int(c.known_positions.numel()) for c in cells]
+        capacity = max(known) + steps
+        shape = (base.n_layers, len(cells), ad.n_kv_heads, capacity, ad.head_dim)
+        self.keys, self.values = base.keys.new_zeros(shape), base.values.new_zeros(shape)
+        self.kpos = torch.full((len(cells), capacity), -1, dtype=torch.long, device=device)  # -1: empty slot
+        self.length = torch.tensor(known, device=device)  # [cell]
+        self.hidden_base = torch.zeros(len(cells), base.n_positions, dtype=torch.bool, device=device)  # overlaid
+        for c, (cell, n) in enumerate(zip(cells, known)):
+            pos = cell.known_positions.long().to(device)
+            self.keys[:, c, :, :n] = cell.known_keys.to(device, base.keys.dtype)
+            self.values[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
+            self.kpos[c, :n] = pos
+            self.hidden_base[c, pos[pos < base.n_positions]] = True
+
+    def keep(self, cells: list[int]) -> None:
+        """Drop every cell but `cells` (indices into the current ones)."""
+        index = torch.tensor(cells, device=self.kpos.device)
+        self.keys, self.values = self.keys.index_select(1, index), self.values.index_select(1, index)
+        self.kpos, self.length = self.kpos[index], self.length[index]
+        self.hidden_base = self.hidden_base[index]
+
+    @torch.inference_mode()
+    def step(self, positions: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """One new row per cell at `positions` ([cell]) with token `ids` ([cell]); returns their
+        hidden states after the last layer ([cell, hidden])."""
+        ad, base = self.model.adapter, self.base
+        device = self.kpos.device
+        pos, n_cells = positions.to(device).long(), positions.numel()
+        see_base = (torch.arange(base.n_positions, device=device)[None] <= pos[:, None]) & ~self.hidden_base
+        see_known = (self.kpos >= 0) & (self.kpos <= pos[:, None])
+        mask = torch.cat([see_base, see_known, torch.ones(n_cells, 1, dtype=torch.bool, device=device)], dim=1)
+        h = ad.embed(ids.to(device).long())  # [cell, hidden]
+        cos, sin = ad.cos_sin(pos, h)  # [cell, d_head]
+        new_k, new_v = [], []
+        for l, layer in enumerate(ad.layers):
+            q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [cell, head | kv_head, d_head]
+            q = q * cos[:, None] + rotate_half(q) * sin[:, None]
+            k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+            new_k.append(k)
+            new_v.append(v)
+            attn = _attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
+                           self.keys[l], self.values[l], mask[:, None])  # [cell, 1, head * d_head]
+            h = h + layer.self_attn.o_proj(attn[:, 0])
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        slot = self.length  # [cell]: where each cell's new row goes
+        cells = torch.arange(n_cells, device=device)
+        # Two index tensors apart put their dimension first: the values go in as [cell, layer, kv_head, d_head].
+        self.keys[:, cells, :, slot] = torch.stack(new_k, dim=1).to(self.keys.dtype)
+        self.values[:, cells, :, slot] = torch.stack(new_v, dim=1).to(self.values.dtype)
+        self.kpos[cells, slot] = pos
+        self.length = self.length + 1
+        return h
 
 
 def materialize(base: KVCache, rows: CellRows) -> KVCache:
