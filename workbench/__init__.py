@@ -10,6 +10,7 @@ The public API is deliberately short:
     ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
 """
 
+from workbench import threads  # noqa: F401  (first: OpenMP settings must precede `import torch`)
 from workbench.context import Context, build_context
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
@@ -17,6 +18,7 @@ from workbench.layout import Layout, PromptFormat
 from workbench.models import LoadedModel, load_model, wrap_model
 from workbench.tasks import Example, load_dataset, load_example
 from workbench.version import __version__
+threads.apply_thread_count()
 from workbench import plots  # noqa: E402,F401  (registers how a Diagnosis draws itself in Jupyter)
 
 __all__ = [

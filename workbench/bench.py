@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from workbench import threads
 from workbench.context import build_context, context_of_length
 from workbench.kv import prefill
 from workbench.models import LoadedModel
@@ -152,4 +153,4 @@ def machine() -> str:
     """One line naming the machine a benchmark ran on."""
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else _cpu_name()
     return (f"{platform.machine()} {device}, {os.cpu_count()} cores, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), Python {platform.python_version()}")
+            f"({threads.describe()}), Python {platform.python_version()}")

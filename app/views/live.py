@@ -100,6 +100,23 @@ def fits(model: wb.LoadedModel, example: wb.Example, max_new: int) -> bool:
     return True
 
 
+# Share of the bar each stage fills: the repairs (batched cells with their answers) dominate.
+STAGE_SPAN = {"context": (0.0, 0.05), "signals": (0.05, 0.25), "repairs": (0.25, 1.0)}
+STAGE_TEXT = {"context": "splice and dense reference", "signals": "signals and selections",
+              "repairs": "repairs with their answers"}
+
+
+def progress_bar(bar, ctx):
+    """A `diagnose` progress callback that moves a Streamlit bar: stage, then cells done of cells."""
+    def report(stage: str, done: int, total: int) -> None:
+        low, high = STAGE_SPAN.get(stage, (0.0, 1.0))
+        share = low + (high - low) * done / max(1, total)
+        unit = "cells" if stage == "repairs" else "selectors" if stage == "signals" else "steps"
+        bar.progress(min(1.0, share), text=f"{STAGE_TEXT.get(stage, stage)}: {done} of {total} {unit} "
+                                            f"({ctx.layout.n_tokens} tokens, {ctx.n_reused} reused)")
+    return report
+
+
 def run_live() -> None:
     example = build_example()
     config = read_config() if example is not None else None
@@ -121,12 +138,10 @@ def run_live() -> None:
     started = time.perf_counter()
     try:
         with st.status("Diagnosing...", expanded=True) as status:
-            bar = st.progress(0.0, text="1/3 · prefilling each passage in isolation, splicing, dense prefill")
-            ctx = wb.build_context(model, example)
-            bar.progress(0.34, text=f"2/3 · signals, selections and {len(config.selectors) * len(config.budgets)} "
-                                    f"repairs with answers ({ctx.layout.n_tokens} tokens, {ctx.n_reused} reused)")
-            diagnosis = diagnose(model, example, config, ctx=ctx, progress=False)
-            bar.progress(1.0, text="3/3 · done")
+            bar = st.progress(0.0, text="prefilling each passage in isolation, splicing, dense prefill")
+            ctx = wb.build_context(model, example, rerotation=config.rerotation)
+            diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_bar(bar, ctx))
+            bar.progress(1.0, text="done")
             status.update(label=f"Diagnosed in {time.perf_counter() - started:.1f} s", state="complete",
                           expanded=False)
     except WorkbenchError as err:

@@ -2,14 +2,16 @@
 
 import pytest
 
-from workbench.experiments.unit_curve import load_curve, run_curve
+from workbench.experiments.unit_curve import run_curve
+from workbench.runstore import load_curve
 
 pytestmark = pytest.mark.slow
 
 
 def test_small_curve_on_the_embedded_model(smol, tmp_path):
     out = run_curve(smol, tmp_path / "curve", tokens=256, prompts=2, units=(1, 16), seeds=2, progress=False)
-    manifest, curve, summary = load_curve(out)
+    run = load_curve(out)
+    manifest, curve, summary = run.manifest, run.curve, run.summary
     assert manifest["kind"] == "curve" and manifest["model"]["name"] == "smollm2-135m"
     assert len(curve) == 2 * 2 * 3
     assert curve["full_restore_error"].max() < 1e-4  # restoring every row reproduces dense

@@ -25,6 +25,9 @@ def test_notebook_runs_top_to_bottom(path, monkeypatch, tmp_path):
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
     assert not errors
+    # progress bars render as widgets (ipywidgets is a dependency), not as a warning
+    texts = [o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [t for t in texts if "IProgress not found" in t]
 
 
 def test_committed_notebooks_match_their_builder(tmp_path, monkeypatch):

@@ -32,3 +32,26 @@ def test_no_module_is_over_400_lines():
 def test_one_version_number():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert workbench.__version__ == project["version"]
+
+
+def test_the_architecture_docs_examples_run(tiny_llama):
+    """The selector and signal of docs/ARCHITECTURE.md register and reach a Diagnosis."""
+    import re
+
+    from tests.conftest import small_example
+    from workbench.diagnosis import diagnose
+    from workbench.selectors import registry as selectors
+    from workbench.signals import registry as signals
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.S)
+    assert len(blocks) == 2
+    try:
+        for block in blocks:
+            exec(compile(block, "ARCHITECTURE.md", "exec"), {})
+        d = diagnose(tiny_llama, small_example(), selectors=("late-value-dev", "cadence-grad"), budgets=(0.5,),
+                     progress=False)
+        assert set(d.outcomes["selector"]) == {"late-value-dev", "cadence-grad"}
+        assert d.token_signals.query("signal == 'late_grad_v'")["value"].notna().any()  # saliency was computed
+    finally:
+        selectors._REGISTRY.pop("late-value-dev", None)
+        signals._REGISTRY.pop(("token", "late_grad_v"), None)

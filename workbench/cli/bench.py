@@ -9,9 +9,10 @@ NAME = "bench"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("what", choices=["repair", "saliency", "diagnose"],
+    p.add_argument("what", choices=["repair", "saliency", "diagnose", "load"],
                    help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
-                        "diagnose: a whole Diagnosis / (dense prefill + answer)")
+                        "diagnose: a whole Diagnosis / (dense prefill + answer); load: the slowdown of a dense "
+                        "answer beside a second workbench process, per OpenMP wait policy and thread count")
     add_model_options(p)
     p.add_argument("--lengths", type=ints, default=None, dest="lengths_given",
                    help="context lengths in tokens (default 512,1024,2048; diagnose: the synthetic examples "
@@ -33,6 +34,8 @@ def command(args) -> int:
     bad = [n for n in args.lengths if n < 32]
     if bad:
         raise WorkbenchError(f"--lengths must be context lengths of at least 32 tokens, got {bad}")
+    if args.what == "load":
+        return _load(args)
     model = load_model(args)
     if args.what == "repair":
         table = bench.repair_wide(bench.repair_ratios(model, lengths=args.lengths, budgets=budgets,
@@ -48,6 +51,20 @@ def command(args) -> int:
     print(f"`{printable(command_line(args))}`")
     print()
     print(f"model {printable(info['name'])} ({info['dtype']}, {info['device']}); machine: {bench.machine()}")
+    print()
+    say(markdown_table(table))
+    return 0
+
+
+def _load(args) -> int:
+    """`kvwb bench load`: fresh processes per setting (the wait policy is read when torch loads)."""
+    from workbench import bench, bench_load
+    from workbench.report import markdown_table
+
+    table = bench_load.load_slowdown(args.model, repeats=args.repeats)
+    print(f"`{printable(command_line(args))}`")
+    print()
+    print(f"model {printable(args.model)}; machine: {bench.machine()}")
     print()
     say(markdown_table(table))
     return 0
