@@ -72,7 +72,11 @@ def example_text(d: Diagnosis) -> None:
     ex = d.example
     st.text(f"Question: {ex.question}")
     st.text(f"Gold: {' | '.join(ex.gold) or '(none given)'}")
-    st.caption(f"{d.context.n_tokens} tokens, {d.context.n_reused} reused · model {plain(d.model.get('name', '?'))}")
+    floor = max(d.context.rope_floor, default=None)
+    rounding = (f" · {d.context.rerotation} re-rotation; its RoPE rounding alone moves keys by up to {floor:.1e} "
+                f"(relative), so key deviation below that is rounding, not splice error") if floor else ""
+    st.caption(f"{d.context.n_tokens} tokens, {d.context.n_reused} reused · model {plain(d.model.get('name', '?'))}"
+               f"{rounding}")
     with st.expander(f"Passages ({len(ex.passages)})"):
         for i, passage in enumerate(ex.passages, 1):
             st.text(f"Passage {i}: {passage}")

@@ -409,3 +409,35 @@ def test_curve_summary_markdown():
     assert lines[0].startswith("| unit | budget | matched |") and len(lines) == 4
     assert lines[2] == "| 1 | 20.0% | yes | 0.1000 | 0.3000 | +0.2000 | +40.0% | 3/3 (4.0e-03) | 0.5000 |"
     assert "25.0% (20.0%-30.0%) | no" in lines[3] and "(n/a)" in lines[3]
+
+
+def test_report_all_skips_a_corrupt_example_with_a_warning(model, tmp_path, capsys):
+    import shutil
+
+    from workbench.cli.main import main as kvwb
+
+    run = _sweep(model, tmp_path / "run", f"jsonl:{FIXTURE}", 2)
+    ids = runstore.load_sweep(run).example_ids
+    broken = runstore.load_sweep(run).diagnosis_folder(ids[1]) / "outcomes.parquet"
+    broken.write_bytes(broken.read_bytes()[:40])  # truncated by a badly timed kill
+    assert kvwb(["report", str(run), "--all", "--out", str(tmp_path / "site")]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("kvwb: warning: ") and f"example {ids[1]!r}" in err and "recomputes it" in err
+    site = tmp_path / "site"
+    assert (site / f"{ids[0]}.html").is_file() and not (site / f"{ids[1]}.html").exists()
+    assert "unreadable, skipped" in (site / "index.html").read_text()
+    assert runstore.read_manifest(site)["details"]["skipped"] == [ids[1]]
+    shutil.rmtree(site)
+
+
+@pytest.mark.parametrize("rerotation", ["delta", "exact"])
+def test_the_rerotation_and_its_rounding_floor_reach_the_saved_diagnosis_and_report(model, tmp_path, rerotation):
+    d = diagnose(model, small_example(3), selectors=("none",), budgets=(0.2,), rerotation=rerotation, progress=False)
+    back = Diagnosis.load(d.save(tmp_path / "d"))
+    assert back.context.rerotation == rerotation
+    assert len(back.context.rope_floor) == model.adapter.n_layers
+    assert all(v >= 0 for v in back.context.rope_floor)
+    doc = report.diagnosis_to_json(back)
+    assert doc["context"]["rerotation"] == rerotation and doc["context"]["rope_floor"] == list(back.context.rope_floor)
+    html = report.diagnosis_to_html(back)
+    assert f"keys moved by {rerotation} re-rotation" in html

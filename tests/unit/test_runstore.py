@@ -146,6 +146,20 @@ def test_resume_refuses_another_dtype_and_an_edited_data_file(model, tmp_path):
         run_sweep(model, config, tmp_path / "run", progress=False)
 
 
+def test_resume_refuses_another_device(model, tmp_path, monkeypatch):
+    data = jsonl(tmp_path / "d.jsonl", ["a"])
+    config = SweepConfig(dataset=data, n=1, diagnose=DIAGNOSE)
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    from workbench.models import model_identity
+
+    def on_cuda(m):
+        identity = model_identity(m)
+        return {**identity, "device": "cuda:0", "fingerprint": {**identity["fingerprint"], "device": "cuda"}}
+    monkeypatch.setattr("workbench.experiments.sweep.model_identity", on_cuda)
+    with pytest.raises(wb.WorkbenchError, match="'device': 'cpu'.*'device': 'cuda'"):
+        run_sweep(model, config, tmp_path / "run", progress=False)
+
+
 def test_a_corrupt_example_is_reported_and_recomputed_on_resume(model, tmp_path):
     data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
     config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
-from workbench.cli.common import printable
+from workbench.cli.common import printable, warn
 from workbench.errors import WorkbenchError
 
 NAME = "report"
@@ -38,6 +39,10 @@ def command(args) -> int:
         check_out(args.out, force=args.force, file_suffixes=SUFFIXES)
     from workbench.report import report_run
 
-    out = report_run(run, example_id=args.example, all=args.all, out=args.out, force=args.force)
+    with warnings.catch_warnings(record=True) as caught:  # a skipped corrupt example: one warning line each
+        warnings.simplefilter("always")
+        out = report_run(run, example_id=args.example, all=args.all, out=args.out, force=args.force)
+    for w in caught:
+        warn(str(w.message))
     print(f"wrote {printable(Path(out) / 'index.html' if args.all else out)}")
     return 0

@@ -37,8 +37,17 @@ def _example(doc: dict) -> str:
     err = ctx.get("layer0_error") or {}
     parts.append(f'<p class="note">{num(ctx.get("n_tokens"))} tokens, {num(ctx.get("n_reused"))} reused (spliced '
                  f'from isolated passage caches); layer-0 splice vs dense: max |dK| {num(err.get("k"))}, max |dV| '
-                 f'{num(err.get("v"))}.</p>')
+                 f'{num(err.get("v"))}; keys moved by {e(ctx.get("rerotation", "delta"))} re-rotation{_floor(ctx)}.</p>')
     return "".join(parts)
+
+
+def _floor(ctx: dict) -> str:
+    """The RoPE rounding floor, so that nobody reads rounding as splice error."""
+    floor = [v for v in ctx.get("rope_floor") or [] if v is not None]
+    if not floor:
+        return ""
+    return (f" (its rounding alone moves keys by up to {num(max(floor))} relative to dense, largest per layer; "
+            f"deviation below that is rounding, not splice error)")
 
 
 def _answers(doc: dict) -> str:

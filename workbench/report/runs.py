@@ -12,6 +12,7 @@ it (its manifest.json). Files and folders appear complete or not at all (`workbe
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 from workbench import runstore
@@ -111,11 +112,17 @@ def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | P
     target = _check_folder_out(out, force)
     started = time.perf_counter()
     manifest = runstore.new_manifest("report", sweep.manifest.get("model"), {"source": str(run), "examples": ids})
-    stems, rows = file_stems(ids), []
+    stems, rows, unreadable = file_stems(ids), [], {}
     try:
         with atomic_folder(target) as tmp:
             for example_id in ids:
-                diagnosis = sweep.diagnosis(example_id)
+                try:
+                    diagnosis = sweep.diagnosis(example_id)
+                except (WorkbenchError, ValueError, KeyError) as err:  # a corrupt folder (ArrowInvalid is a ValueError)
+                    unreadable[example_id] = {"error": f"unreadable, skipped ({type(err).__name__}: {err}); "
+                                                       f"`kvwb run` with the same arguments recomputes it"}
+                    warnings.warn(f"example {example_id!r}: {unreadable[example_id]['error']}", stacklevel=2)
+                    continue
                 doc = diagnosis_to_json(diagnosis, sweep.manifest)
                 (tmp / f"{stems[example_id]}.json").write_text(dumps(doc), encoding="utf-8")
                 (tmp / f"{stems[example_id]}.html").write_text(diagnosis_to_html(diagnosis, sweep.manifest),
@@ -125,9 +132,10 @@ def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | P
                              "gold": " | ".join(ex["gold"]) or "(none)", "dense": answers["dense"]["text"],
                              "spliced": answers["spliced"]["text"], "spliced_flip": flips["spliced"],
                              "n_flipped": flips["n_flipped"], "n_repairs": flips["n_repairs"]})
-            (tmp / "index.html").write_text(index_html(run, sweep.manifest, rows, sweep.failures), encoding="utf-8")
+            (tmp / "index.html").write_text(index_html(run, sweep.manifest, rows, {**sweep.failures, **unreadable}),
+                                            encoding="utf-8")
             runstore.write_manifest(tmp, runstore.finished(manifest, seconds=time.perf_counter() - started,
-                                                           n_examples=len(ids)))
+                                                           n_examples=len(rows), skipped=sorted(unreadable)))
             _check_folder_out(target, force)  # it may have appeared while the reports were written
     except OSError as err:
         raise WorkbenchError(f"could not write {target}: {err.strerror or err}; nothing was left behind") from None

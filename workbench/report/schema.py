@@ -149,6 +149,7 @@ def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: dict | None = None) ->
         "answers": answers,
         "flips": _flips(answers),
         "context": {"n_tokens": context.n_tokens, "n_reused": context.n_reused, "layer0_error": context.layer0_error,
+                    "rerotation": context.rerotation, "rope_floor": list(context.rope_floor),
                     "segments": list(context.segments), "draft_ids": list(diagnosis.draft_ids),
                     "tokens": records(table(diagnosis, "tokens"), TOKEN_COLUMNS)},
         "token_signals": _token_signals(diagnosis),
