@@ -126,8 +126,32 @@ def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
     if chosen:
         ensure_choice(f"{key}_outline", chosen, chosen[0])
         outline = st.selectbox("Outline the rows picked by", chosen, key=f"{key}_outline")
-    fig = figures.strip_figure(d, budget, signal, outline=outline, layer=layer, kind=kind, metric=metric)
+    segments = _segments_shown(d, key, budget, outline)
+    fig = figures.strip_figure(d, budget, signal, outline=outline, layer=layer, kind=kind, metric=metric,
+                               segments=segments)
     show_figure(fig, f"tokens-{d.example_id}", f"{key}_strip")
+
+
+LONG_CONTEXT = 600  # tokens; above this the strip shows one segment at a time by default
+ALL_SEGMENTS = "all segments"
+
+
+def _segments_shown(d: Diagnosis, key: str, budget: float, outline: str | None) -> list[str] | None:
+    """For a long context, which segment the strip shows (default: the first passage the outlined
+    selector recomputes rows in); None shows all."""
+    if d.context.n_tokens <= LONG_CONTEXT:
+        return None
+    tokens = d.tokens
+    names = [str(n) for n in dict.fromkeys(tokens["segment"])]
+    picked = set(d.picks(outline, budget)) if outline else set()
+    holding = [str(n) for n in dict.fromkeys(tokens[tokens["position"].isin(picked)]["segment"])]
+    passages = [n for n in names if n.startswith("passage")]
+    default = holding[0] if holding else (passages[0] if passages else names[0])
+    options = [ALL_SEGMENTS, *names]
+    ensure_choice(f"{key}_segment", options, default)
+    shown = st.selectbox(f"Show ({d.context.n_tokens} tokens: one segment at a time keeps the strip readable)",
+                         options, key=f"{key}_segment")
+    return None if shown == ALL_SEGMENTS else [shown]
 
 
 def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:

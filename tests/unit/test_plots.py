@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+
+from workbench.errors import WorkbenchError
 from conftest import small_example, tiny_model
 
 from workbench import plots
@@ -141,11 +143,21 @@ def test_token_strip_legend_and_colour_bar_never_overlap():
     fig = plots.token_strip(tokens, values, picks=[1, 4], value_label="score")
     legend, bar = fig.layout.legend, fig.data[0].colorbar
     assert fig.layout.showlegend and fig.data[0].showscale
-    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y > 1  # above the plot area
+    assert legend.orientation == "h" and legend.yanchor == "bottom" and legend.y >= 1  # above the plot area
+    assert legend.xanchor == "left" and legend.x == 0  # at the left, under the title: away from the tool bar
     assert bar.lenmode == "fraction" and bar.yanchor == "middle"
     assert bar.y + bar.len / 2 <= 1 and bar.y - bar.len / 2 >= 0 and bar.x >= 1  # beside it, within its height
     assert [s.name for s in fig.layout.shapes if s.showlegend] == ["recomputed"] and len(fig.layout.shapes) == 2
     assert plots.axis_problems(fig) == []
+
+
+def test_token_strip_shows_only_the_segments_asked_for():
+    tokens = long_tokens()
+    tokens.loc[15:, "segment"] = "passage 2"
+    fig = plots.token_strip(tokens, None, segments=["passage 2"], per_line=5)
+    assert list(fig.layout.yaxis.ticktext) == ["passage 2"] and np.asarray(fig.data[0].z).shape == (3, 5)
+    with pytest.raises(WorkbenchError, match="no segments"):
+        plots.token_strip(tokens, None, segments=["passage 9"])
 
 
 def test_token_strip_truncates_long_tokens_and_keeps_them_in_hover():

@@ -64,10 +64,11 @@ def _budget(d: Diagnosis, budget: float | None) -> float:
 
 def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "deviation", outline: str | None = None,
                  layer: int | None = None, kind: str = "v", metric: str = "rel_l2", log: bool | None = None,
-                 reused_only: bool = False) -> go.Figure:
+                 reused_only: bool = False, segments: list[str] | None = None) -> go.Figure:
     """The token strip coloured by a token signal, or by the splice's deviation at one layer
     (`signal="deviation"`: `layer` defaults to the last, `kind` k or v, `metric` l2/rel_l2/cosine);
-    `outline` a selector whose picks at `budget` are outlined."""
+    `outline` a selector whose picks at `budget` are outlined; `segments` the segments shown
+    (default all)."""
     if signal == "deviation":
         dev = table(d, "deviation")
         if dev.empty:
@@ -84,8 +85,10 @@ def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "devia
         budget = _budget(d, budget)
         picks = d.picks(outline, budget)
         what += f" · outlined: {escape(outline)} at b = {budget:g}"
+    if segments is not None:
+        what += f" · {escape(', '.join(segments))}"
     return token_strip(table(d, "tokens"), values, title=what, picks=picks, log=log, reused_only=reused_only,
-                       value_label="value")
+                       value_label="value", segments=segments)
 
 
 def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None) -> go.Figure:

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from workbench.errors import WorkbenchError
+
 from workbench.plots.colors import selector_style
 from workbench.plots.text import escape, token_text
 
@@ -33,15 +35,22 @@ def cells_per_line(tokens: pd.Series, max_chars: int = MAX_CHARS) -> int:
 
 def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title: str = "",
                 picks: list[int] | None = None, per_line: int | None = None, reused_only: bool = False,
-                log: bool = False, value_label: str = "") -> go.Figure:
+                log: bool = False, value_label: str = "", segments: list[str] | None = None) -> go.Figure:
     """The context as wrapped lines of token cells, coloured by `values` (indexed by position).
 
     Segment boundaries start a new line; `picks` (positions) are outlined as "recomputed".
     Cells show at most MAX_CHARS characters; hover shows the whole token, its position,
     segment and value. `log` colours by log10 of the values. tokens: a Diagnosis `tokens` table.
-    The legend sits above the strip and the colour bar beside it, so they never overlap.
+    The legend sits above the strip, under the title, and the colour bar beside it, so neither
+    meets the other nor the tool bar. `segments` (names, e.g. "passage 2") shows only those: a
+    long context (MuSiQue's 500-word passages) stays readable one passage at a time.
     """
     rows = tokens[tokens["reused"]] if reused_only else tokens
+    if segments is not None:
+        unknown = sorted(set(segments) - set(rows["segment"].astype(str)))
+        if unknown:
+            raise WorkbenchError(f"no segments {unknown} in this context; it has {list(dict.fromkeys(rows['segment']))}")
+        rows = rows[rows["segment"].astype(str).isin(set(segments))]
     per_line = per_line or cells_per_line(rows["token"])
     cells, y = [], 0
     for _, seg in rows.groupby("segment", sort=False):
@@ -79,7 +88,7 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
     fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 8}},
                       height=max(240, 26 * y + 100), margin={"l": 90, "r": 20, "t": 60, "b": 10},
                       plot_bgcolor="white", showlegend=not chosen.empty,
-                      legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"})
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"})
     return fig
 
 
