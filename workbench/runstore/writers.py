@@ -128,6 +128,16 @@ class SweepStore:
         self.failures.pop(diagnosis.example_id, None)
         self.write_tables(order)
 
+    def adopt(self, example_id: str, name: str, order: list[str]) -> None:
+        """Take in an example another process saved into `diagnoses/name` (a Ray worker), then
+        rewrite the run's tables; an unreadable folder is moved aside and recorded as failed."""
+        self._read_back(self.out / DIAGNOSES / name)
+        if not self.done(example_id):
+            self.fail(example_id, f"its saved folder {name!r} could not be read back; run again to recompute it", "")
+            return
+        self.failures.pop(example_id, None)
+        self.write_tables(order)
+
     def fail(self, example_id: str, error: str, traceback: str) -> None:
         """Record an example that raised (the run goes on)."""
         self.failures[example_id] = {"example_id": example_id, "error": error, "traceback": traceback}

@@ -1,0 +1,100 @@
+"""The Ray executor on a real local cluster (2 CPUs, 2 workers) with the tiny model saved to a
+folder: the same outcomes as the local executor, one run store, resume across executors, and a
+failing example recorded while the others go on."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_model
+from workbench.diagnosis import DiagnoseConfig
+from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.models import load_model
+from workbench.runstore import load_sweep
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed (make test installs it)")
+from workbench.experiments.ray_sweep import run_sweep_ray  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+DIAGNOSE = DiagnoseConfig(selectors=("none", "random", "cadence-grad", "bcr:single"), budgets=(0.3,),
+                          max_new_tokens=3, attribution=False)
+KEYS = ["example_id", "selector", "budget", "draw"]
+COMPARED = ["answer", "flip", "flip_strict", "n_recomputed", "em"]
+
+
+def data(path: Path, ids, long_id=None) -> str:
+    base = {"passages": ["Varek Olundi is coached by Mira Tessk.", "Mira Tessk was born in Tressamor."],
+            "question": "Where was Varek Olundi's coach born?", "answers": ["Tressamor"]}
+    rows = [{**base, "id": i} for i in ids]
+    if long_id:
+        rows.append({**base, "id": long_id, "passages": [base["passages"][0], "x " * 3000]})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return f"jsonl:{path}"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    model = tiny_model("llama")
+    model.hf.save_pretrained(folder)
+    model.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_ray_runs_equal_local_runs_and_share_one_run_store(cluster, model_folder, tmp_path):
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ["a", "b", "c"], long_id="toolong"), n=4,
+                         diagnose=DIAGNOSE)
+    torch.set_num_threads(1)
+    run_sweep(load_model(str(model_folder)), config, tmp_path / "local", progress=False)
+    store = run_sweep_ray(str(model_folder), config, tmp_path / "ray", workers=2, progress=False)
+    assert store.n_done == 3 and list(store.failures) == ["toolong"]
+    assert "longer than the model's maximum" in store.failures["toolong"]["error"]
+
+    local, remote = load_sweep(tmp_path / "local"), load_sweep(tmp_path / "ray")
+    assert remote.manifest["status"] == "complete" and remote.manifest["details"]["executor"] == "ray"
+    assert remote.example_ids == local.example_ids == ["a", "b", "c"]
+    merged = local.outcomes.merge(remote.outcomes, on=KEYS, suffixes=("_local", "_ray"))
+    assert len(merged) == len(local.outcomes) == len(remote.outcomes)
+    for column in COMPARED:
+        assert (merged[f"{column}_local"] == merged[f"{column}_ray"]).all(), column
+    picks = {key: pd.concat([run.diagnosis(i).selections for i in run.example_ids]) for key, run in
+             (("local", local), ("ray", remote))}
+    assert [list(p) for p in picks["local"]["positions"]] == [list(p) for p in picks["ray"]["positions"]]
+
+    # resume: a local run on the Ray run's folder recomputes nothing but the failed example
+    again = run_sweep(load_model(str(model_folder)), config, tmp_path / "ray", progress=False)
+    assert again.n_done == 3 and list(again.failures) == ["toolong"]
+    assert load_sweep(tmp_path / "ray").outcomes.equals(remote.outcomes)
+
+
+def test_ray_refuses_bad_worker_settings_before_any_work(tmp_path):
+    from workbench.errors import WorkbenchError
+
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ["a"]), n=1, diagnose=DIAGNOSE)
+    with pytest.raises(WorkbenchError, match="workers must be >= 1"):
+        run_sweep_ray("nowhere", config, tmp_path / "r", workers=0, progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys):
+    from workbench.cli.main import main as kvwb
+
+    spec = data(tmp_path / "d.jsonl", ["a", "b"])
+    argv = ["run", "--model", str(model_folder), "--dataset", spec, "--n", "2", "--selectors", "none,random",
+            "--budgets", "0.3", "--max-new-tokens", "3", "--executor", "ray", "--workers", "2",
+            "--out", str(tmp_path / "run")]
+    assert kvwb(argv) == 0
+    out = capsys.readouterr().out
+    assert "2 examples (0 failed)" in out
+    assert load_sweep(tmp_path / "run").manifest["details"]["executor"] == "ray"

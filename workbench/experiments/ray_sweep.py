@@ -1,0 +1,151 @@
+"""`run_sweep_ray`: the same sweep on a Ray cluster (an optional extra: `pip install
+'kv-repair-workbench[ray]'`).
+
+One actor per worker loads the model once (`SweepWorker.__init__`); each example is one task.
+A worker diagnoses its example and writes the Diagnosis into the run folder itself, atomically
+(`diagnoses/FOLDER/` appears whole or not at all); the driver holds the run's lock, writes the
+manifest and rewrites the run's tables as examples come back. The run folder is the local
+executor's, byte for byte in layout: resume skips examples any earlier run finished (local or
+Ray), the app and `kvwb summary` read it unchanged, and an example that raises is recorded
+with its error while the others go on. A worker that dies loses only its example in flight,
+recorded as failed; running the same command again recomputes it.
+
+Every worker must see the run folder at the same path (one machine, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import traceback
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from workbench.diagnosis import DiagnoseConfig, diagnose
+from workbench.errors import WorkbenchError
+from workbench.experiments.sweep import SweepConfig
+from workbench.models import load_model, model_identity
+from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
+from workbench.tasks import Example, load_dataset
+
+RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
+
+
+def import_ray():
+    """The `ray` module, or a one-line error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise WorkbenchError(RAY_MISSING) from None
+    return ray
+
+
+class SweepWorker:
+    """A Ray actor's state: one loaded model; each call diagnoses one example into the run folder."""
+
+    def __init__(self, model_spec: str, device: str | None, dtype: str | None, threads: int):
+        import torch
+
+        torch.set_num_threads(max(1, int(threads)))
+        self.model = load_model(model_spec, device=device, dtype=dtype)
+
+    def identity(self) -> dict:
+        return model_identity(self.model)
+
+    def examples(self, config: SweepConfig) -> list[Example]:
+        return load_dataset(config.dataset, n=config.n, tokenizer=self.model.tokenizer,
+                            max_positions=self.model.max_positions, **config.dataset_options)
+
+    def run(self, example: Example, config: DiagnoseConfig, folder: str) -> dict:
+        """Diagnose `example` and save it to `folder` (atomically); {"error", "traceback"} if it raised."""
+        try:
+            diagnosis = diagnose(self.model, example, config, progress=False)
+        except Exception as err:  # noqa: BLE001 - one bad example must not end the run
+            return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc(limit=3)}
+        diagnosis.save(folder, overwrite=True)
+        return {}
+
+
+def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float, device, dtype) -> tuple[list, dict]:
+    """The actors and the model identity they all share (refused if any differs)."""
+    remote = ray.remote(num_cpus=cpus, num_gpus=gpus)(SweepWorker)
+    actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus))) for _ in range(workers)]
+    identities = ray.get([a.identity.remote() for a in actors])
+    prints = {repr(sorted(i["fingerprint"].items())) for i in identities}
+    if len(prints) > 1:
+        raise WorkbenchError(f"the workers loaded different models ({len(prints)} fingerprints): give every node the "
+                             f"same weights, dtype and device kind")
+    return actors, identities[0]
+
+
+def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, workers: int = 2,
+                  address: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float = 0,
+                  device: str | None = None, dtype: str | None = None, progress: bool = True) -> SweepStore:
+    """`run_sweep` with `workers` Ray actors, each loading `model_spec` once.
+
+    Connects to `address` ("auto", "ray://HOST:PORT") or starts a local cluster when Ray is not
+    running yet (and stops it at the end). Returns the store, as `run_sweep` does.
+    """
+    config = config.checked()
+    if workers < 1 or cpus_per_worker <= 0 or gpus_per_worker < 0:
+        raise WorkbenchError(f"workers must be >= 1, cpus per worker > 0 and gpus per worker >= 0; got {workers}, "
+                             f"{cpus_per_worker}, {gpus_per_worker}")
+    ray = import_ray()
+    out = check_out(out, resume=True)
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    actors = []
+    try:
+        actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype)
+        examples = ray.get(actors[0].examples.remote(config))
+        order = [e.id for e in examples]
+        with run_lock(out):
+            store = SweepStore.open(out, identity, config.identity())
+            todo = [e for e in examples if not store.done(e.id)]
+            try:
+                _dispatch(ray, actors, store, todo, config.diagnose, out, order, progress)
+            except KeyboardInterrupt:
+                store.finish("interrupted", order, executor="ray")
+                raise
+            store.finish("complete", order, executor="ray", workers=workers)
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+        if started_here:
+            ray.shutdown()
+    if store.n_done == 0 and store.failures:
+        first = next(iter(store.failures.values()))
+        raise WorkbenchError(f"every example failed ({len(store.failures)} of {len(examples)}); the first, "
+                             f"{first['example_id']!r}: {first['error']}")
+    return store
+
+
+def _dispatch(ray, actors: list, store: SweepStore, todo: list[Example], config: DiagnoseConfig, out: Path,
+              order: list[str], progress: bool) -> None:
+    """Keep every live worker busy with one example; adopt each saved folder as it comes back."""
+    idle, queue, pending = list(actors), list(todo), {}
+    bar = tqdm(total=len(todo), desc="examples (ray)", unit="example", disable=not progress)
+    while queue or pending:
+        while idle and queue:
+            actor, example = idle.pop(), queue.pop(0)
+            folder = out / DIAGNOSES / folder_name(example.id)
+            pending[actor.run.remote(example, config, str(folder))] = (actor, example)
+        if not pending:
+            raise WorkbenchError(f"every worker died; {len(queue)} examples are left: run the same command again "
+                                 f"to resume")
+        (future,), _ = ray.wait(list(pending), num_returns=1)
+        actor, example = pending.pop(future)
+        try:
+            result = ray.get(future)
+        except ray.exceptions.RayActorError as err:  # the worker died: only this example is lost
+            store.fail(example.id, f"its worker died ({type(err).__name__}); run the same command again to "
+                                   f"recompute it", "")
+            bar.update(1)
+            continue
+        if result.get("error"):
+            store.fail(example.id, result["error"], result.get("traceback", ""))
+        else:
+            store.adopt(example.id, folder_name(example.id), order)
+        idle.append(actor)
+        bar.update(1)
+    bar.close()
