@@ -12,11 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from workbench.errors import WorkbenchError
 from conftest import small_example, tiny_model
 
 from workbench import plots
 from workbench.diagnosis import Diagnosis, diagnose
+from workbench.errors import WorkbenchError
 from workbench.plots import colors
 from workbench.plots.tokens import MAX_CHARS
 from workbench.selectors.registry import default_selectors
@@ -202,3 +202,15 @@ def test_a_diagnosis_renders_itself(diagnosis, monkeypatch):
     monkeypatch.setattr(go.Figure, "show", lambda self, *a, **k: shown.append(self))
     diagnosis.show(budget=0.3)
     assert len(shown) == len(plots.diagnosis_figures(diagnosis))
+
+
+def test_the_flip_matrix_labels_every_example_of_a_small_run_and_stays_bounded_for_a_large_one():
+    from workbench.plots.curves import MAX_MATRIX_HEIGHT, flip_matrix_figure
+
+    small = pd.DataFrame({"none": [1, 0, 1], "cadence": [0, 0, 1]}, index=["a", "b", "c"])
+    fig = flip_matrix_figure(small)
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 300
+    large = pd.DataFrame({"none": [1, 0] * 200}, index=[str(i) for i in range(400)])
+    fig = flip_matrix_figure(large)
+    assert fig.layout.yaxis.dtick is None and fig.layout.height == MAX_MATRIX_HEIGHT
+    assert plots.axis_problems(fig) == []

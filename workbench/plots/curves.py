@@ -85,6 +85,13 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "") -> go.Figure:
                                y=[escape(i) for i in matrix.index],
                                colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]], showscale=False, xgap=1, ygap=1,
                                hovertemplate="example %{y}<br>%{x}<br>flip %{z}<extra></extra>"))
-    fig.update_yaxes(title="example", autorange="reversed", type="category", dtick=1)
-    fig.update_layout(title=title, height=max(300, 18 * len(matrix) + 120))
+    # every example labelled while the labels fit (18 px a row); a large study gets a taller
+    # figure capped at MAX_MATRIX_HEIGHT, its rows thinner and its labels thinned by plotly
+    labelled = len(matrix) <= LABELLED_ROWS
+    fig.update_yaxes(title="example", autorange="reversed", type="category", **({"dtick": 1} if labelled else {}))
+    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(300, 18 * len(matrix) + 120)))
     return fig
+
+
+LABELLED_ROWS = 120
+MAX_MATRIX_HEIGHT = 2400
