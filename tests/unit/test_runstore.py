@@ -43,8 +43,10 @@ def test_folder_names_are_safe_bounded_and_distinct(example_id):
 
 
 def test_folder_names_never_collide():
-    ids = [".", "..", "%2E", "%252E", "a.b", "a%2Eb", "a" * 300, "a" * 301, "题" * 100, "题" * 101, "A", "a"]
+    ids = [".", "..", "%2E", "%252E", "a.b", "a%2Eb", "a" * 300, "a" * 301, "题" * 100, "题" * 101, "A", "a",
+           "Q12", "q12", "aB", "Ab"]
     assert len({folder_name(i) for i in ids}) == len(ids)
+    assert len({folder_name(i).lower() for i in ids}) == len(ids)  # distinct where case is ignored too
 
 
 def test_dot_ids_do_not_delete_earlier_diagnoses(model, tmp_path):

@@ -4,7 +4,9 @@ temporaries, and the check every `--out` passes before any model work.
 An example id becomes a folder name by percent-encoding every byte outside
 `[A-Za-z0-9_-]` (so `.`, `..`, `/` and spaces are escaped); a name longer than
 `MAX_NAME` keeps a prefix and ends in `~` and a hash of the id (`~` never appears in an
-encoded name, so the two forms cannot collide). The real id is kept in the record.
+encoded name, so the two forms cannot collide). An id with an upper-case letter also ends in
+`~` and a hash, so that ids differing only in case (`A`, `a`) stay distinct on file systems that
+ignore case (macOS, Windows). The real id is kept in the record.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ OWNED_MARKERS = ("manifest.json", "diagnosis.json")
 
 def folder_name(example_id: str) -> str:
     """A file-system-safe, unique folder name for an example id (see the module docstring)."""
-    encoded = "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
-                      for ch in str(example_id))
-    if len(encoded) <= MAX_NAME:
+    text = str(example_id)
+    encoded = "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in text)
+    cased = any("A" <= ch <= "Z" for ch in text)
+    if len(encoded) <= MAX_NAME and not cased:
         return encoded
-    digest = hashlib.sha256(str(example_id).encode("utf-8")).hexdigest()[:20]
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
     return f"{encoded[:MAX_NAME - 21]}~{digest}"
 
 
