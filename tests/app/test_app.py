@@ -52,7 +52,12 @@ def world(tmp_path_factory):
     leak = Example("leaky", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {LEAK} lives in Tressamor."),
                    f"Where does the coach live? {LEAK}", (f"Tressamor {LEAK}",))
     save_diagnosis(world["tiny_model"], leak, base / "leak" / "leaky")
-    return {**world, "bad": bad, "noref": noref.parent, "empty": base / "empty", "leak": base / "leak"}
+    filler = " ".join(f"Mira Tessk walked to market number {i} and bought bread." for i in range(14))
+    long = Example("long", ("Varek Olundi is coached by Mira Tessk. " + filler, "Mira Tessk lives in Tressamor. " + filler),
+                   "Where does the coach live?", ("Tressamor",))
+    save_diagnosis(world["tiny_model"], long, base / "long" / "long")
+    return {**world, "bad": bad, "noref": noref.parent, "empty": base / "empty", "leak": base / "leak",
+            "long": base / "long"}
 
 
 @pytest.fixture(autouse=True)
@@ -562,3 +567,15 @@ def test_the_axis_check_catches_the_old_unit_curve_figure(world):
     assert any("10^256" in p for p in problems), problems
     at = open_page("views/unit_curve.py")
     assert not plots.axis_problems(charts(at)[0])
+
+
+def test_a_long_context_shows_one_segment_of_the_strip_at_a_time(world):
+    at = open_page("views/explorer.py", runs=world["long"])
+    assert at.selectbox(key="explorer_example").value == "long"
+    chooser = at.selectbox(key="explorer_segment")
+    assert chooser.options[0] == "all segments" and "passage 2" in chooser.options
+    strip = charts(at)[0]
+    assert strip["layout"]["yaxis"]["ticktext"] == [chooser.value]  # one segment by default
+    chooser.set_value("all segments").run()
+    ok(at)
+    assert len(charts(at)[0]["layout"]["yaxis"]["ticktext"]) > 2  # prefix, passages, suffix
