@@ -22,10 +22,10 @@ from tqdm.auto import tqdm
 
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
-from workbench.experiments.sweep import SweepConfig
+from workbench.experiments.sweep import SweepConfig, check_some_done
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
-from workbench.tasks import Example, load_dataset
+from workbench.tasks import Example
 
 RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
 
@@ -52,8 +52,7 @@ class SweepWorker:
         return model_identity(self.model)
 
     def examples(self, config: SweepConfig) -> list[Example]:
-        return load_dataset(config.dataset, n=config.n, tokenizer=self.model.tokenizer,
-                            max_positions=self.model.max_positions, **config.dataset_options)
+        return config.load_examples(self.model)
 
     def run(self, example: Example, config: DiagnoseConfig, folder: str) -> dict:
         """Diagnose `example` and save it to `folder` (atomically); {"error", "traceback"} if it raised."""
@@ -113,10 +112,7 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
             ray.kill(actor)
         if started_here:
             ray.shutdown()
-    if store.n_done == 0 and store.failures:
-        first = next(iter(store.failures.values()))
-        raise WorkbenchError(f"every example failed ({len(store.failures)} of {len(examples)}); the first, "
-                             f"{first['example_id']!r}: {first['error']}")
+    check_some_done(store, len(examples))
     return store
 
 

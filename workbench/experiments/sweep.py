@@ -42,6 +42,11 @@ class SweepConfig:
             raise WorkbenchError(f"dataset_options must be a dict, got {type(self.dataset_options).__name__}")
         return replace(self, diagnose=self.diagnose.checked())
 
+    def load_examples(self, model: LoadedModel) -> list:
+        """The examples this sweep diagnoses, laid out for `model` (its tokenizer and context)."""
+        return load_dataset(self.dataset, n=self.n, tokenizer=model.tokenizer, max_positions=model.max_positions,
+                            **self.dataset_options)  # raises if n exceeds a file
+
     def identity(self) -> dict:
         """Everything about the data and the computation a resumed run must share."""
         return {"dataset": self.dataset, "n": self.n, "dataset_options": dict(self.dataset_options),
@@ -55,8 +60,7 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
     with the first example's error.
     """
     config = config.checked()
-    examples = load_dataset(config.dataset, n=config.n, tokenizer=model.tokenizer, max_positions=model.max_positions,
-                            **config.dataset_options)  # raises if n exceeds a file
+    examples = config.load_examples(model)
     out = check_out(out, resume=True)
     order = [e.id for e in examples]
     with run_lock(out):
@@ -78,8 +82,13 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
             store.finish("interrupted", order)
             raise
         store.finish("complete", order)
+    check_some_done(store, len(examples))
+    return store
+
+
+def check_some_done(store: SweepStore, n_examples: int) -> None:
+    """Raise with the first real cause when every example of a run failed (any executor)."""
     if store.n_done == 0 and store.failures:
         first = next(iter(store.failures.values()))
-        raise WorkbenchError(f"every example failed ({len(store.failures)} of {len(examples)}); the first, "
+        raise WorkbenchError(f"every example failed ({len(store.failures)} of {n_examples}); the first, "
                              f"{first['example_id']!r}: {first['error']}")
-    return store
