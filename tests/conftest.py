@@ -44,6 +44,13 @@ def tiny_config(family: str, **overrides):
         "mistral": dict(sliding_window=None),
         "qwen2": dict(),
         "qwen3": dict(head_dim=16),
+        # Gemma 3: both layer types, a window far shorter than the test contexts, a RoPE base
+        # (and a linear scaling) per layer type, and a query scalar that is not head_dim.
+        "gemma3_text": dict(head_dim=16, query_pre_attn_scalar=24, sliding_window=16,
+                            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                            rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                             "full_attention": {"rope_type": "linear", "factor": 2.0,
+                                                                "rope_theta": 1000000.0}}),
     }[family]
     return AutoConfig.for_model(family, **{**common, **extra, **overrides})
 
@@ -56,7 +63,7 @@ def tiny_model(family: str, seed: int = 0, dtype=torch.float32, **overrides) -> 
     return wb.wrap_model(hf.to(dtype), byte_tokenizer(), name=f"tiny-{family}")
 
 
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 DEFAULT_THREADS = torch.get_num_threads()
 
 
@@ -92,3 +99,9 @@ def tiny_llama() -> wb.LoadedModel:
 def smol() -> wb.LoadedModel:
     """The embedded SmolLM2-135M (converted once into $KVWB_CACHE)."""
     return wb.load_model("smollm2-135m", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def gemma3() -> wb.LoadedModel:
+    """The second embedded model, Gemma 3 270M (`make test` prepares it; converted once)."""
+    return wb.load_model("gemma3-270m", device="cpu")

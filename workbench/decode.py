@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from workbench.kv import KVCache
+from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 
 
@@ -39,12 +39,12 @@ class TeacherForced:
 
 
 def stop_token_ids(model: LoadedModel) -> set[int]:
-    """End-of-turn ids: the tokenizer's eos, the generation config's eos and <|im_end|>/<|eot_id|>."""
+    """End-of-turn ids: the tokenizer's eos, the generation config's eos and the chat formats' end-of-turn tokens."""
     tok = model.tokenizer
     ids = {tok.eos_token_id} if tok.eos_token_id is not None else set()
     eos = getattr(model.hf.generation_config, "eos_token_id", None)
     ids |= set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
-    for name in ("<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>"):
+    for name in ("<|im_end|>", "<|eot_id|>", "<|end_of_text|>", "<|endoftext|>", "<end_of_turn>"):
         tid = tok.convert_tokens_to_ids(name)
         if isinstance(tid, int) and tid != tok.unk_token_id and tid >= 0:
             ids.add(tid)
@@ -72,7 +72,7 @@ def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                   max_new_tokens: int = 24, stop_at_newline: bool = True) -> Answer:
     """Prefill `suffix_ids` ([pos]) over `cache`, then decode greedily until end of turn."""
     stops = stop_token_ids(model)
-    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(model.config), use_cache=True)
+    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
     generated: list[int] = []
     stopped = False
     for _ in range(max_new_tokens):
@@ -85,12 +85,14 @@ def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
     return _answer(model, generated, stopped)
 
 
-def _groups(lengths: list[int], chunk: int, row_budget: int) -> list[list[int]]:
-    """Indices sorted by length, cut into batches of <= `chunk` caches and <= `row_budget` padded rows."""
+def _groups(lengths: list[int], chunk: int, row_budget: int, same_length: bool = False) -> list[list[int]]:
+    """Indices sorted by length, cut into batches of <= `chunk` caches and <= `row_budget` padded
+    rows; with `same_length`, only caches of one length share a batch (no padding)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     groups: list[list[int]] = []
     for i in order:
-        if groups and len(groups[-1]) < chunk and (len(groups[-1]) + 1) * lengths[i] <= row_budget:
+        fits = groups and len(groups[-1]) < chunk and (len(groups[-1]) + 1) * lengths[i] <= row_budget
+        if fits and (not same_length or lengths[groups[-1][0]] == lengths[i]):
             groups[-1].append(i)
         else:
             groups.append([i])
@@ -107,15 +109,15 @@ def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.
     lengths are padded at their end with masked rows, and the suffix gets each cache's own
     positions, so padding changes nothing but float rounding: up to the rounding of batched
     matrix products each answer is the one `greedy_answer` gives for that cache alone.
-    Batches hold at most `chunk` caches and `row_budget` padded rows.
+    Batches hold at most `chunk` caches and `row_budget` padded rows. A model with sliding-window
+    layers batches only caches of one length: transformers applies the window by index in the
+    padded batch, which would narrow a shorter cache's window by its padding.
     """
-    from transformers import DynamicCache
-
     stops = stop_token_ids(model)
     answers: list[Answer | None] = [None] * len(caches)
     lengths = [c.n_positions for c in caches]
     n_suffix = len(suffix_ids)
-    for group in _groups(lengths, chunk, row_budget):
+    for group in _groups(lengths, chunk, row_budget, same_length=model.adapter.has_windows):
         width = max(lengths[i] for i in group)
         lens = torch.tensor([lengths[i] for i in group], device=model.device)  # [B]
         padded = width != int(lens.min())
@@ -125,14 +127,14 @@ def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.
 
         keys = torch.stack([pad(caches[i].keys) for i in group], dim=1).to(model.device)  # [layer, B, kv_head, pos, d]
         values = torch.stack([pad(caches[i].values) for i in group], dim=1).to(model.device)
-        hf_cache = DynamicCache([(keys[l], values[l]) for l in range(keys.shape[0])], config=model.config)
+        cache_in = hf_cache([(keys[l], values[l]) for l in range(keys.shape[0])])
         mask = None
         if padded:
             mask = (torch.arange(width + n_suffix, device=model.device)[None] < lens[:, None]).long()  # [B, pos]
             mask[:, width:] = 1
         positions = lens[:, None] + torch.arange(n_suffix, device=model.device)[None]  # [B, suffix]
         ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
-        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=hf_cache, use_cache=True,
+        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache_in, use_cache=True,
                        logits_to_keep=1)  # only the last position's logits are read
         generated: list[list[int]] = [[] for _ in group]
         stopped = [False] * len(group)
@@ -173,7 +175,7 @@ def teacher_forced(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
         return TeacherForced(0.0, (), 0, True)
     inputs = torch.cat([suffix_ids.cpu(), answer[:-1]]).to(model.device)
     with torch.inference_mode():
-        out = model.hf(input_ids=inputs[None], cache=cache.to_hf(model.config), use_cache=True)
+        out = model.hf(input_ids=inputs[None], cache=cache.to_hf(), use_cache=True)
     logits = out.logits[0, len(suffix_ids) - 1:].float()  # [answer, vocab]: predicts each answer token
     logp = torch.log_softmax(logits, dim=-1).gather(1, answer[:, None].to(logits.device))[:, 0]
     agree = (logits.argmax(-1).cpu() == answer).long()

@@ -1,9 +1,16 @@
-"""Family adapter: the one place that knows how a Llama-family decoder is laid out.
+"""Family adapter: the one place that knows how a supported decoder is laid out.
 
-Supported: Llama (incl. llama3 / linear / yarn RoPE scaling), Mistral (without a sliding
-window), Qwen2, Qwen3 (per-head q/k RMSNorm before RoPE). All share the decoder-layer shape
-``input_layernorm -> self_attn(q,k,v,o) -> residual -> post_attention_layernorm -> mlp``,
-so the adapter exposes that shape and the rest of the workbench never branches on family.
+Supported: the Llama family (Llama incl. llama3 / linear / yarn RoPE scaling, Mistral without
+a sliding window, Qwen2, Qwen3 with per-head q/k RMSNorm before RoPE) and Gemma 3 (text).
+Every layer is ``norm -> attention(q, k, v, o) -> residual -> norm -> MLP -> residual``; the
+adapter exposes that shape and the rest of the workbench never branches on the family.
+
+What Gemma 3 adds, each behind one adapter method:
+- layer types: five of six layers attend only within a sliding window (`visible`, `windows`);
+- a RoPE base per layer type (`rope_tables`, `rotate`, `rotate_keys` take the layer);
+- q/k RMSNorm before RoPE and the query pre-attention scalar (`project_qkv`, `scaling`);
+- norms after attention and around the MLP (`finish_layer`);
+- the embedding scale (inside the embedding module) and final logit soft-capping (`logits`).
 """
 
 from __future__ import annotations
@@ -17,12 +24,14 @@ from torch import nn
 
 from workbench.errors import WorkbenchError
 
-SUPPORTED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
+WINDOWED_FAMILIES = ("gemma3_text",)  # sliding-window layers honoured by splice, repair and signals
 # Static RoPE variants: the rotation at position p is a fixed R(p), so R(p + d) = R(d) R(p)
 # and a cached key can be moved by a delta rotation. Dynamic/longrope change frequencies
 # with the sequence length and would break that.
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 NO_ROPE_FAMILIES = ("gpt2", "gpt_bigcode", "opt", "bloom", "mpt", "bert", "t5")
+LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 def check_supported_config(config, where: str) -> None:
@@ -31,43 +40,75 @@ def check_supported_config(config, where: str) -> None:
     if family in NO_ROPE_FAMILIES:
         raise WorkbenchError(
             f"{where}: model type {family!r} has no rotary position embeddings; the splice moves "
-            f"cached keys by a delta-RoPE, so only RoPE models of the Llama family are supported "
+            f"cached keys by a delta-RoPE, so only RoPE models of the supported families are supported "
             f"({', '.join(SUPPORTED_FAMILIES)})")
+    if family == "gemma3":
+        raise WorkbenchError(f"{where}: model type 'gemma3' is the multimodal Gemma 3; load its text "
+                             f"model (model type 'gemma3_text', Gemma3ForCausalLM)")
     if family not in SUPPORTED_FAMILIES:
         raise WorkbenchError(
             f"{where}: model type {family!r} is not supported; supported families: "
             f"{', '.join(SUPPORTED_FAMILIES)}")
+    _check_attention(config, family, where)
+    for kind, params in _rope_parameters(config).items():
+        rope = (params or {}).get("rope_type", "default")
+        if rope not in SUPPORTED_ROPE_TYPES:
+            layers = f" ({kind} layers)" if kind else ""
+            raise WorkbenchError(
+                f"{where}: RoPE type {rope!r}{layers} changes its frequencies with the sequence length, so a "
+                f"delta rotation cannot move cached keys; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+
+
+def _check_attention(config, family: str, where: str) -> None:
+    """Sliding windows only where the adapter honours them; causal attention without soft-capping."""
     window = getattr(config, "sliding_window", None)
-    layer_types = getattr(config, "layer_types", None) or ()
+    layer_types = tuple(getattr(config, "layer_types", None) or ())
+    if family in WINDOWED_FAMILIES:
+        unknown = sorted(set(layer_types) - set(LAYER_TYPES))
+        if unknown:
+            raise WorkbenchError(f"{where}: layers of type {unknown} are not supported; supported: "
+                                 f"{', '.join(LAYER_TYPES)}")
+        if getattr(config, "use_bidirectional_attention", False):
+            raise WorkbenchError(f"{where}: bidirectional attention is not a causal LM; the splice needs causal "
+                                 f"attention")
+        if getattr(config, "attn_logit_softcapping", None) is not None:
+            raise WorkbenchError(f"{where}: attention logit soft-capping is not supported")
+        return
     if window is not None and (family != "qwen2" or getattr(config, "use_sliding_window", False)):
         raise WorkbenchError(
-            f"{where}: sliding-window attention (window {window}) is not supported: the splice and "
-            f"the repair assume every token attends to the whole context")
+            f"{where}: sliding-window attention (window {window}) is not supported for {family}: the "
+            f"splice and the repair assume every token attends to the whole context")
     if any(kind != "full_attention" for kind in layer_types):
         raise WorkbenchError(f"{where}: layers of type {sorted(set(layer_types))} are not supported; "
                              f"every layer must use full attention")
-    rope = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
-    if rope not in SUPPORTED_ROPE_TYPES:
-        raise WorkbenchError(
-            f"{where}: RoPE type {rope!r} changes its frequencies with the sequence length, so a "
-            f"delta rotation cannot move cached keys; supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+
+
+def _rope_parameters(config) -> dict[str | None, dict]:
+    """RoPE parameters by layer type (None: one set for every layer)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    if params and all(kind in LAYER_TYPES for kind in params):
+        return dict(params)
+    return {None: params}
 
 
 @dataclass(frozen=True)
 class FamilyAdapter:
-    """What the splice, repair and signals need from a Llama-family model."""
+    """What the splice, repair and signals need from a supported decoder."""
 
     family: str
     n_layers: int
     n_heads: int
     n_kv_heads: int
     head_dim: int
-    embed: nn.Module
+    embed: nn.Module  # token ids -> hidden rows, any embedding scale included
     layers: tuple[nn.Module, ...]
     final_norm: nn.Module
     lm_head: nn.Module
     rotary: nn.Module
-    scaling: float  # attention logit scale, head_dim ** -0.5
+    scaling: float  # attention logit scale: head_dim ** -0.5, or Gemma's query_pre_attn_scalar ** -0.5
+    rope_kinds: tuple[str | None, ...]  # [layer] the rotary table each layer reads (None: the only one)
+    windows: tuple[int | None, ...]  # [layer] sliding window (a key k is seen from q iff q - w < k <= q)
+    logit_softcap: float | None = None
 
     @classmethod
     def from_model(cls, hf_model) -> FamilyAdapter:
@@ -75,9 +116,12 @@ class FamilyAdapter:
         check_supported_config(config, getattr(config, "name_or_path", "") or "model")
         base = hf_model.model
         attn = base.layers[0].self_attn
+        n_layers = len(base.layers)
+        kinds = tuple(getattr(config, "layer_types", None) or ("full_attention",) * n_layers)
+        windowed = config.model_type in WINDOWED_FAMILIES
         return cls(
             family=config.model_type,
-            n_layers=len(base.layers),
+            n_layers=n_layers,
             n_heads=config.num_attention_heads,
             n_kv_heads=config.num_key_value_heads,
             head_dim=attn.head_dim,
@@ -87,7 +131,16 @@ class FamilyAdapter:
             lm_head=hf_model.lm_head,
             rotary=base.rotary_emb,
             scaling=float(attn.scaling),
+            rope_kinds=kinds if windowed else (None,) * n_layers,
+            windows=tuple(config.sliding_window if windowed and kind == "sliding_attention" else None
+                          for kind in kinds),
+            logit_softcap=getattr(config, "final_logit_softcapping", None),
         )
+
+    @property
+    def has_windows(self) -> bool:
+        """Whether some layer attends only within a sliding window."""
+        return any(w is not None for w in self.windows)
 
     def project_qkv(self, layer: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer-normed hidden rows -> (q, k, v) before RoPE, q/k norms applied.
@@ -99,39 +152,95 @@ class FamilyAdapter:
         q = attn.q_proj(x).view(rows, self.n_heads, self.head_dim)
         k = attn.k_proj(x).view(rows, self.n_kv_heads, self.head_dim)
         v = attn.v_proj(x).view(rows, self.n_kv_heads, self.head_dim)
-        if hasattr(attn, "q_norm"):  # Qwen3: RMSNorm over d_head, before RoPE
+        if hasattr(attn, "q_norm"):  # Qwen3, Gemma 3: RMSNorm over d_head, before RoPE
             q, k = attn.q_norm(q), attn.k_norm(k)
         return q, k, v
 
-    def cos_sin(self, positions: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """RoPE tables at absolute positions: cos, sin [pos, d_head] in `like`'s dtype."""
-        cos, sin = self.rotary(like, positions.to(like.device)[None])
-        return cos[0], sin[0]
+    def finish_layer(self, layer: int, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        """The rest of a decoder layer after attention. h: [row, hidden] (its input);
+        attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden]."""
+        block = self.layers[layer]
+        out = block.self_attn.o_proj(attn)
+        if hasattr(block, "pre_feedforward_layernorm"):  # Gemma: norms after attention and around the MLP
+            h = h + block.post_attention_layernorm(out)
+            return h + block.post_feedforward_layernorm(block.mlp(block.pre_feedforward_layernorm(h)))
+        h = h + out
+        return h + block.mlp(block.post_attention_layernorm(h))
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Apply RoPE at `positions`. x: [row, head, d_head]; positions: [row]."""
-        cos, sin = self.cos_sin(positions, x)
-        return x * cos[:, None] + rotate_half(x) * sin[:, None]
+    def _tables(self, like: torch.Tensor, positions: torch.Tensor, kind: str | None):
+        """The rotary module's cos, sin at positions ([1, pos]) for one layer kind: [1, pos, d_head]."""
+        if kind is None:
+            return self.rotary(like, positions)
+        return self.rotary(like, positions, kind)
 
-    def rotate_keys(self, keys: torch.Tensor, positions) -> torch.Tensor:
+    def _rope_scale(self, kind: str | None) -> float:
+        name = "attention_scaling" if kind is None else f"{kind}_attention_scaling"
+        return float(getattr(self.rotary, name, 1.0) or 1.0)
+
+    def rope_tables(self, positions: torch.Tensor, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """RoPE tables at absolute positions for every layer: [layer] of (cos, sin) [pos, d_head] in
+        `like`'s dtype; layers of one kind share one table."""
+        by_kind = {}
+        for kind in dict.fromkeys(self.rope_kinds):
+            cos, sin = self._tables(like, positions.to(like.device)[None], kind)
+            by_kind[kind] = (cos[0], sin[0])
+        return [by_kind[kind] for kind in self.rope_kinds]
+
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
+        """Apply layer `layer`'s RoPE at `positions`. x: [row, head, d_head]; positions: [row]."""
+        cos, sin = self._tables(x, positions.to(x.device)[None], self.rope_kinds[layer])
+        return x * cos[0][:, None] + rotate_half(x) * sin[0][:, None]
+
+    def rotate_keys(self, keys: torch.Tensor, positions, layer: int | None = None) -> torch.Tensor:
         """Rotate cached (post-RoPE) vectors by RoPE at `positions`: R(d) x for each row's d.
 
-        keys: [..., pos, d_head]; positions: [pos] (one rotation per row) or a scalar (one for
-        all rows); a negative position undoes a rotation. Computed in fp32 with the attention
-        scaling of scaled RoPE variants (yarn) divided out, since cached keys carry it once.
+        keys: [..., pos, d_head] of layer `layer`, or with `layer=None` `[layer, ..., pos, d_head]`
+        for every layer, each rotated with its own layer's base. positions: [pos] (one rotation per
+        row) or a scalar; a negative position undoes a rotation. Computed in fp32 with the
+        attention scaling of scaled RoPE variants (yarn) divided out, since cached keys carry it once.
         """
         d = torch.as_tensor(positions, device=keys.device).reshape(1, -1)  # [1, pos] or [1, 1]
         k32 = keys.float()
-        cos, sin = self.rotary(k32, d)
-        scale = float(getattr(self.rotary, "attention_scaling", 1.0) or 1.0)
-        cos, sin = cos[0] / scale, sin[0] / scale  # [pos | 1, d_head]
-        return (k32 * cos + rotate_half(k32) * sin).to(keys.dtype)
+        if layer is None and len(set(self.rope_kinds)) > 1:
+            if keys.shape[0] != self.n_layers:
+                raise WorkbenchError(f"keys of every layer must lead with a layer axis of {self.n_layers}, "
+                                     f"got shape {tuple(keys.shape)}")
+            out = torch.empty_like(k32)
+            for kind in dict.fromkeys(self.rope_kinds):
+                index = [l for l, k in enumerate(self.rope_kinds) if k == kind]
+                out[index] = self._rotate_by(k32[index], d, kind)
+            return out.to(keys.dtype)
+        kind = self.rope_kinds[0 if layer is None else layer]
+        return self._rotate_by(k32, d, kind).to(keys.dtype)
 
-    def rerotate(self, keys: torch.Tensor, delta: int) -> torch.Tensor:
-        """Move post-RoPE keys by `delta` positions: R(p + d) k = R(d) R(p) k. keys: [..., pos, d_head]."""
+    def _rotate_by(self, k32: torch.Tensor, d: torch.Tensor, kind: str | None) -> torch.Tensor:
+        cos, sin = self._tables(k32, d, kind)
+        scale = self._rope_scale(kind)
+        cos, sin = cos[0] / scale, sin[0] / scale  # [pos | 1, d_head]
+        return k32 * cos + rotate_half(k32) * sin
+
+    def rerotate(self, keys: torch.Tensor, delta: int, layer: int | None = None) -> torch.Tensor:
+        """Move post-RoPE keys by `delta` positions: R(p + d) k = R(d) R(p) k. keys as in `rotate_keys`."""
         if delta == 0:
             return keys
-        return self.rotate_keys(keys, delta)
+        return self.rotate_keys(keys, delta, layer)
+
+    def visible(self, query_pos: torch.Tensor, key_pos: torch.Tensor, layer: int) -> torch.Tensor:
+        """Which keys each query sees at layer `layer`, by absolute position: key <= query, and
+        within the layer's sliding window. query_pos: [..., q]; key_pos: [..., k] -> [..., q, k]."""
+        q, k = query_pos[..., :, None], key_pos[..., None, :]
+        seen = k <= q
+        window = self.windows[layer]
+        return seen if window is None else seen & (k > q - window)
+
+    def layer_masks(self, mask: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor) -> list[torch.Tensor]:
+        """A causal mask ([..., q, k]) narrowed to each layer's window: [layer] of [..., q, k];
+        layers of one window share one mask. query_pos [..., q] and key_pos [..., k] are absolute."""
+        by_window: dict[int | None, torch.Tensor] = {}
+        for window in dict.fromkeys(self.windows):
+            near = key_pos[..., None, :] > query_pos[..., :, None] - window if window is not None else None
+            by_window[window] = mask if near is None else mask & near
+        return [by_window[w] for w in self.windows]
 
     @contextmanager
     def record_attention_inputs(self, keep=None) -> Iterator[list[list[torch.Tensor]]]:
@@ -156,8 +265,11 @@ class FamilyAdapter:
                 handle.remove()
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Final norm + LM head. hidden: [row, hidden] -> [row, vocab]."""
-        return self.lm_head(self.final_norm(hidden))
+        """Final norm + LM head (+ soft-capping where the model has it). hidden: [row, hidden] -> [row, vocab]."""
+        logits = self.lm_head(self.final_norm(hidden))
+        if self.logit_softcap is not None:
+            logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
+        return logits
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

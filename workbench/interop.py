@@ -33,7 +33,7 @@ from nnsight.tracing.tracer import skip_context, skippable
 from workbench.context import Context
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache
+from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 from workbench.signals.attention import attention_rows
 
@@ -126,7 +126,7 @@ def trace_suffix(source: Context | Diagnosis, cache="spliced") -> SuffixTracer:
     # nnsight adds a mask of the suffix's width unless given one, which hides the cached rows
     # from the model (it only omits it for `past_key_values=`, deprecated in transformers 5).
     mask = torch.ones(1, kv.n_positions + ids.shape[1], dtype=torch.long, device=model.device)  # [1, past + suffix]
-    return lm.trace(ids, attention_mask=mask, cache=kv.clone().to_hf(model.config), use_cache=True,
+    return lm.trace(ids, attention_mask=mask, cache=kv.clone().to_hf(), use_cache=True,
                     tracer_cls=SuffixTracer)
 
 
@@ -169,11 +169,11 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     if bad:
         raise WorkbenchError(f"layers {bad} out of range [0, {ad.n_layers})")
     with ad.record_attention_inputs() as recorded:
-        out = model.hf(input_ids=ids.to(model.device)[None], use_cache=True)
+        out = model.hf(input_ids=ids.to(model.device)[None], cache=hf_cache(), use_cache=True)
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
     patterns = {}
     for l in layers:
-        q = ad.rotate(ad.project_qkv(l, recorded[l][0])[0], positions)  # [pos, head, d_head]
+        q = ad.rotate(ad.project_qkv(l, recorded[l][0])[0], positions, l)  # [pos, head, d_head]
         keys = out.cache.layers[l].keys[0]  # [kv_head, pos, d_head]
-        patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling)[None]
+        patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])[None]
     return patterns

@@ -33,12 +33,10 @@ class KVCache:
     def clone(self) -> KVCache:
         return KVCache(self.keys.clone(), self.values.clone())
 
-    def to_hf(self, config):
-        """A fresh DynamicCache over these tensors (it grows by concatenation, so ours stay intact)."""
-        from transformers import DynamicCache
-
-        layers = [(self.keys[l][None], self.values[l][None]) for l in range(self.n_layers)]
-        return DynamicCache(layers, config=config)
+    def to_hf(self, config=None):
+        """A fresh full-length HF cache over these tensors (it grows by concatenation, so ours stay
+        intact). `config` is accepted for old callers and ignored: see `hf_cache`."""
+        return hf_cache([(self.keys[l][None], self.values[l][None]) for l in range(self.n_layers)])
 
     @classmethod
     def from_hf(cls, cache) -> KVCache:
@@ -66,12 +64,24 @@ class KVCache:
         return KVCache(new_keys, new_values)
 
 
+def hf_cache(layers=None):
+    """An HF DynamicCache whose every layer keeps all its rows (`layers`: per layer (keys, values)
+    `[batch, kv_head, pos, d_head]`, or None for an empty one).
+
+    Built without the model's config on purpose: with it, transformers gives sliding-window layers
+    (Gemma 3) a cache that drops rows older than the window, and the workbench's caches hold every
+    position of every layer. The model's own masks still apply each layer's window by position.
+    """
+    from transformers import DynamicCache
+
+    return DynamicCache(layers) if layers else DynamicCache()
+
+
 @torch.inference_mode()
 def prefill(model: LoadedModel, ids: torch.Tensor, past: KVCache | None = None) -> KVCache:
     """Run `ids` ([pos]) through the HF model after `past`; return the cache of past + ids."""
     ids = ids.to(model.device)[None]
-    hf_cache = past.to_hf(model.config) if past is not None else None
-    out = model.hf(input_ids=ids, cache=hf_cache, use_cache=True)
+    out = model.hf(input_ids=ids, cache=past.to_hf() if past is not None else hf_cache(), use_cache=True)
     return KVCache.from_hf(out.cache)
 
 
@@ -80,18 +90,16 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
                  batch: int = 16) -> list[KVCache]:
     """`prefill(model, ids_i, past)` for each i, in right-padded batches (causal attention keeps
     the padding out of every real row); each result covers past + ids_i."""
-    from transformers import DynamicCache
-
     out: list[KVCache] = []
     for first in range(0, len(ids), batch):
         group = ids[first:first + batch]
         width = max(len(x) for x in group)
         rows = torch.stack([F.pad(x, (0, width - len(x))) for x in group]).to(model.device)  # [B, width]
-        cache = None
+        cache = hf_cache()
         if past is not None:
-            cache = DynamicCache([(past.keys[l][None].expand(len(group), -1, -1, -1).contiguous(),
-                                   past.values[l][None].expand(len(group), -1, -1, -1).contiguous())
-                                  for l in range(past.n_layers)], config=model.config)
+            cache = hf_cache([(past.keys[l][None].expand(len(group), -1, -1, -1).contiguous(),
+                               past.values[l][None].expand(len(group), -1, -1, -1).contiguous())
+                              for l in range(past.n_layers)])
         result = model.hf(input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1).cache
         keys = torch.stack([layer.keys for layer in result.layers])  # [layer, B, kv_head, pos, d_head]
         values = torch.stack([layer.values for layer in result.layers])
@@ -150,7 +158,7 @@ def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Spl
             sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
         receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
         with torch.inference_mode():
-            exact = torch.stack([ad.rotate(ad.project_qkv(l, inputs[l][0])[1], receiver).transpose(0, 1)
+            exact = torch.stack([ad.rotate(ad.project_qkv(l, inputs[l][0])[1], receiver, l).transpose(0, 1)
                                  for l in range(ad.n_layers)])  # [layer, kv_head, len, d_head]
         delta = ad.rerotate(sent.keys, seg.start - prefix_len)
         diff_sq += (delta.float() - exact.float()).flatten(1).square().sum(1).cpu()

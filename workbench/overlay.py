@@ -7,8 +7,8 @@ their true positions and the MLP together; their queries attend over
 
     base rows not overlaid by the cell  +  the cell's known rows  +  its recomputed rows
 
-under a causal mask built from absolute positions (key position <= query position), with one
-softmax over the three groups. The base is never copied: its scores are one matrix product
+under a causal mask built from absolute positions (key position <= query position, and
+inside the layer's sliding window where it has one), with one softmax over the three groups. The base is never copied: its scores are one matrix product
 shared by every cell. This is exactly `repair.recompute_rows` on each cell's own copy of the
 cache, up to float rounding, at a fraction of the time: the linear layers run on all cells'
 rows at once.
@@ -143,7 +143,9 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
     flat_ids = torch.cat([c.ids.long().cpu() for c in cells]).to(device)  # [token], cells in order
     kpos = _pad([c.known_positions.long().cpu() if n else torch.zeros(0, dtype=torch.long)
                  for c, n in zip(cells, n_known)], kwidth, -1).to(device) if kwidth else None  # [cell, known]
-    mask = _masks(pos, valid, kpos, n_base)  # [cell, row, key]
+    key_pos = torch.cat([torch.arange(n_base, device=device).expand(n_cells, -1)]
+                        + ([kpos] if kpos is not None else []) + [pos], dim=1)  # [cell, key]
+    masks = ad.layer_masks(_masks(pos, valid, kpos, n_base), pos, key_pos)  # [layer] of [cell, row, key]
 
     known_k = known_v = None
     if kpos is not None:  # [layer, cell, kv_head, known, d_head]
@@ -155,10 +157,11 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
                 known_v[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
 
     h = ad.embed(flat_ids)  # [token, hidden]
-    cos, sin = ad.cos_sin(flat_pos, h)  # [token, d_head]
+    tables = ad.rope_tables(flat_pos, h)  # [layer] of (cos, sin) [token, d_head]
     new_keys, new_values = [], []
     for l, layer in enumerate(ad.layers):
         q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [token, head | kv_head, d_head]
+        cos, sin = tables[l]
         q = q * cos[:, None] + rotate_half(q) * sin[:, None]
         k = k * cos[:, None] + rotate_half(k) * sin[:, None]
         qp = q.new_zeros(n_cells, width, ad.n_heads, ad.head_dim)
@@ -169,9 +172,8 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
         new_keys.append(kp)
         new_values.append(vp)
         attn = _attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
-                       None if known_k is None else known_k[l], None if known_v is None else known_v[l], mask)
-        h = h + layer.self_attn.o_proj(attn[cell_of, row_of])  # [token, hidden]
-        h = h + layer.mlp(layer.post_attention_layernorm(h))
+                       None if known_k is None else known_k[l], None if known_v is None else known_v[l], masks[l])
+        h = ad.finish_layer(l, h, attn[cell_of, row_of])  # [token, hidden]
     keys, values = torch.stack(new_keys), torch.stack(new_values)  # [layer, cell, kv_head, row, d_head]
     starts = [sum(n_rows[:c]) for c in range(n_cells)]
     return [CellRows(cells[c].positions.to(device), keys[:, c, :, : n_rows[c]], values[:, c, :, : n_rows[c]],
@@ -285,19 +287,22 @@ class Decoder:
         see_base = (torch.arange(base.n_positions, device=device)[None] <= pos[:, None]) & ~self.hidden_base
         see_known = (self.kpos >= 0) & (self.kpos <= pos[:, None])
         mask = torch.cat([see_base, see_known, torch.ones(n_cells, 1, dtype=torch.bool, device=device)], dim=1)
+        key_pos = torch.cat([torch.arange(base.n_positions, device=device).expand(n_cells, -1), self.kpos,
+                             pos[:, None]], dim=1)  # [cell, key]
+        masks = ad.layer_masks(mask[:, None], pos[:, None], key_pos)  # [layer] of [cell, 1, key]
         h = ad.embed(ids.to(device).long())  # [cell, hidden]
-        cos, sin = ad.cos_sin(pos, h)  # [cell, d_head]
+        tables = ad.rope_tables(pos, h)  # [layer] of (cos, sin) [cell, d_head]
         new_k, new_v = [], []
         for l, layer in enumerate(ad.layers):
             q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [cell, head | kv_head, d_head]
+            cos, sin = tables[l]
             q = q * cos[:, None] + rotate_half(q) * sin[:, None]
             k = k * cos[:, None] + rotate_half(k) * sin[:, None]
             new_k.append(k)
             new_v.append(v)
             attn = _attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
-                           self.keys[l], self.values[l], mask[:, None])  # [cell, 1, head * d_head]
-            h = h + layer.self_attn.o_proj(attn[:, 0])
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+                           self.keys[l], self.values[l], masks[l])  # [cell, 1, head * d_head]
+            h = ad.finish_layer(l, h, attn[:, 0])
         slot = self.length  # [cell]: where each cell's new row goes
         cells = torch.arange(n_cells, device=device)
         # Two index tensors apart put their dimension first: the values go in as [cell, layer, kv_head, d_head].

@@ -4,8 +4,9 @@ Per layer, in order: the chosen rows' hidden states go through the projections a
 their true positions; their new K/V overwrite their own slots *before* attention (so a
 repaired row attending to another repaired row sees the corrected value); their queries
 attend over the whole cache under a causal mask built from absolute positions (key
-position <= query position; a bottom-right mask would let scattered rows see later keys);
-then o-projection and MLP feed the next layer. Cost: O(|S| * n) attention and |S| rows
+position <= query position, and inside the layer's sliding window where it has one; a
+bottom-right mask would let scattered rows see later keys); then o-projection and MLP feed
+the next layer. Cost: O(|S| * n) attention and |S| rows
 of every linear layer. The input cache is never mutated.
 """
 
@@ -60,23 +61,23 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
         return KVCache(keys, values), torch.empty(0, model.config.hidden_size, device=device)
     pos = positions.to(device)
     key_pos = torch.arange(n, device=device)
-    mask = key_pos[None, :] <= pos[:, None]  # [row, pos] causal by absolute position
     with torch.inference_mode():
         h = ad.embed(ids.to(device)[pos])  # [row, hidden]
-        cos, sin = ad.cos_sin(pos, h)
+        tables = ad.rope_tables(pos, h)  # [layer] of (cos, sin) [row, d_head]
         for l, layer in enumerate(ad.layers[:n_layers]):
             x = layer.input_layernorm(h)
             q, k, v = ad.project_qkv(l, x)  # [row, head, d_head], [row, kv_head, d_head] x2
+            cos, sin = tables[l]
             q = q * cos[:, None] + rotate_half(q) * sin[:, None]
             k = k * cos[:, None] + rotate_half(k) * sin[:, None]
             keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
             values[l][:, pos] = v.transpose(0, 1)
             attn = F.scaled_dot_product_attention(
                 q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
-                attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
+                attn_mask=ad.visible(pos, key_pos, l)[None, None],  # [row, pos] by absolute position
+                scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
             attn = attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
-            h = h + layer.self_attn.o_proj(attn)
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = ad.finish_layer(l, h, attn)
     return KVCache(keys, values), h
 
 

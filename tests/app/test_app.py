@@ -435,6 +435,15 @@ def test_live_too_long_says_the_limit(world):
     assert any("too long" in m and "2048" in m for m in messages), messages
 
 
+def test_the_sidebar_model_field_picks_the_model_live_loads(world, tmp_path):
+    at = open_page("views/live.py")
+    assert at.sidebar.text_input(key="model_spec").value == str(world["model"])  # from $KVWB_MODEL
+    at.sidebar.text_input(key="model_spec").set_value(str(tmp_path / "no-model")).run()
+    at.button(key="live_run").click().run()
+    errors = [e.value.replace("\\", "") for e in at.error]  # markdown escapes removed
+    assert any("no-model" in e and "no such model folder" in e for e in errors), errors
+
+
 def test_live_limit_of_the_page(world, monkeypatch):
     monkeypatch.setenv("KVWB_LIVE_MAX_TOKENS", "100")
     at = open_page("views/live.py")

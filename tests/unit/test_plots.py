@@ -15,6 +15,7 @@ import pytest
 from conftest import small_example, tiny_model
 
 from workbench import plots
+from workbench.errors import WorkbenchError
 from workbench.diagnosis import Diagnosis, diagnose
 from workbench.errors import WorkbenchError
 from workbench.plots import colors
@@ -183,6 +184,24 @@ def test_diagnosis_figures_have_the_expected_keys(diagnosis):
     chosen = plots.diagnosis_figures(diagnosis, budget=0.3, selectors=["qattn"])
     assert list(chosen["picks"].data[0].y) == ["qattn", "agreement"]
     assert {t.name for t in chosen["residual"].data} == {"none", "full", "qattn"}
+
+
+def test_a_model_with_local_and_global_layers_gets_a_layer_type_figure(diagnosis):
+    assert "layer_types" not in plots.diagnosis_figures(diagnosis)  # Llama: every layer global
+    gemma = diagnose(tiny_model("gemma3_text"), small_example(), selectors=("none", "full"), budgets=(0.1,),
+                     attribution=False, max_new_tokens=2, progress=False)
+    figures = plots.diagnosis_figures(gemma)
+    keys = list(figures)
+    assert keys[keys.index("deviation") + 1] == "layer_types"
+    fig = figures["layer_types"]
+    assert plots.axis_problems(fig) == []
+    marked = {t.name: list(t.x) for t in fig.data if t.mode == "markers"}
+    assert marked == {"local layers (window 16)": [0, 2], "global layers": [1]}
+    dev = gemma.deviation
+    rel = dev[(dev["kind"] == "v") & (dev["metric"] == "rel_l2")].groupby("layer")["value"].mean()
+    assert list(fig.data[0].y) == pytest.approx(rel.tolist())
+    with pytest.raises(WorkbenchError, match="does not mix"):
+        plots.diagnosis.layer_type_figure(diagnosis)
 
 
 def test_layer_signals_take_log_scale_and_label_from_the_registry(diagnosis):

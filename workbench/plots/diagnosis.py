@@ -21,6 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.plots.embed import figure_div, plotly_script
 from workbench.plots.text import escape
 from workbench.plots.tokens import (
+    deviation_by_layer_type,
     layer_heatmap,
     picks_matrix,
     residual_by_layer,
@@ -109,6 +110,24 @@ def deviation_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> g
                          value_label=escape(metric))
 
 
+def has_layer_types(d: Diagnosis) -> bool:
+    """Whether the diagnosed model mixes sliding-window (local) and global layers (Gemma 3)."""
+    windows = d.model.get("layer_windows") or []
+    return any(w is not None for w in windows) and any(w is None for w in windows)
+
+
+def layer_type_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> go.Figure:
+    """Splice vs dense deviation per layer, local and global layers marked apart."""
+    if not has_layer_types(d):
+        raise WorkbenchError(f"the model of {d.example_id!r} does not mix local and global layers")
+    dev = table(d, "deviation")
+    rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)] if not dev.empty else dev
+    if rows.empty:
+        raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no {kind}/{metric} deviation")
+    return deviation_by_layer_type(rows, d.model["layer_windows"], value_label=escape(metric),
+                                   title=f"splice vs dense by layer type: {escape(metric)} of {KINDS.get(kind, kind)}")
+
+
 def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.Figure:
     """A per-layer signal as a layer x token heatmap (log10 when the registry says so)."""
     rows = table(d, "layer_signals")
@@ -129,7 +148,8 @@ def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", 
 
 def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None) -> dict[str, go.Figure]:
     """The per-example figures with sensible defaults (first budget, non-reference selectors):
-    "tokens", "picks", "deviation", one "layer:NAME" per layer signal, "residual"; a figure
+    "tokens", "picks", "deviation", "layer_types" (models with local and global layers), one
+    "layer:NAME" per layer signal, "residual"; a figure
     whose table is empty is left out."""
     found = budgets(d)
     budget = float(budget) if budget is not None else (found[0] if found else None)
@@ -143,6 +163,8 @@ def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None)
         figures["picks"] = picks_figure(d, budget, chosen)
     if not table(d, "deviation").empty:
         figures["deviation"] = deviation_figure(d)
+        if has_layer_types(d):
+            figures["layer_types"] = layer_type_figure(d)
     layer = table(d, "layer_signals")
     for name in (dict.fromkeys(layer["signal"]) if not layer.empty else ()):
         figures[f"layer:{name}"] = layer_signal_figure(d, name)

@@ -157,6 +157,28 @@ def residual_by_layer(residual: pd.DataFrame, budget: float, kind: str = "v", se
     return fig
 
 
+def deviation_by_layer_type(table: pd.DataFrame, windows: list, title: str = "", value_label: str = "") -> go.Figure:
+    """Mean deviation over reused tokens per layer, local (sliding-window) layers and global ones
+    as two marker traces on one grey line. table: layer, position, value rows; windows: [layer]."""
+    mean = table.groupby("layer")["value"].mean()  # [layer]
+    fig = go.Figure(go.Scatter(x=list(mean.index), y=mean.to_numpy(), mode="lines", showlegend=False,
+                               line={"color": "#bbbbbb"}, hoverinfo="skip"))
+    kinds = {"local": [l for l in mean.index if windows[l] is not None],
+             "global": [l for l in mean.index if windows[l] is None]}
+    sizes = sorted({w for w in windows if w is not None})
+    names = {"local": f"local layers (window {', '.join(map(str, sizes))})", "global": "global layers"}
+    for kind, symbol in (("local", "circle"), ("global", "diamond")):
+        layers = kinds[kind]
+        if layers:
+            fig.add_trace(go.Scatter(x=layers, y=mean[layers].to_numpy(), mode="markers", name=names[kind],
+                                     marker={"symbol": symbol, "size": 10 if kind == "global" else 8},
+                                     hovertemplate="layer %{x}<br>%{y:.4g}<extra>" + kind + "</extra>"))
+    fig.update_xaxes(title="layer", dtick=max(1, len(mean) // 12))
+    fig.update_yaxes(title=f"mean {value_label} over reused tokens")
+    fig.update_layout(title=title, height=360, legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
 def layer_profile(lines: dict[str, list[float]], title: str = "", ytitle: str = "") -> go.Figure:
     """One line per named per-layer sequence (e.g. the splice's relative K and V error)."""
     fig = go.Figure()

@@ -66,18 +66,22 @@ def question_attention(ctx: Context, cache: KVCache | None = None) -> AttentionS
 
 
 def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.Tensor,
-                   scaling: float) -> torch.Tensor:
+                   scaling: float, window: int | None = None) -> torch.Tensor:
     """Causal softmax attention of one layer, fp32, keys expanded to query heads.
 
     q: [row, head, d_head] (post-RoPE); keys: [kv_head, key, d_head] (post-RoPE, key i at
     position i); query_positions: [row]. Query head h reads kv head h // (head / kv_head).
-    Returns [head, row, key]; each row sums to 1 over keys at positions <= its own.
+    Returns [head, row, key]; each row sums to 1 over keys at positions <= its own (and, for a
+    sliding-window layer, > its own minus `window`).
     """
     group = q.shape[1] // keys.shape[0]
     k = keys.float().repeat_interleave(group, dim=0)  # [head, key, d_head]
     logits = torch.einsum("rhd,hkd->hrk", q.float(), k) * scaling  # [head, row, key]
     key_pos = torch.arange(keys.shape[1], device=keys.device)
-    visible = key_pos[None, :] <= query_positions.to(keys.device)[:, None]  # [row, key]
+    query_pos = query_positions.to(keys.device)[:, None]
+    visible = key_pos[None, :] <= query_pos  # [row, key]
+    if window is not None:
+        visible &= key_pos[None, :] > query_pos - window
     return logits.masked_fill(~visible, float("-inf")).softmax(-1)
 
 
@@ -99,9 +103,9 @@ def _attention_scores(ctx: Context, cache: KVCache | None, k: int | None) -> Att
     with torch.inference_mode():
         for l in range(ad.n_layers):
             q, _, _ = ad.project_qkv(l, hidden[l])  # [row, head, d_head]
-            q = ad.rotate(q, query_pos)
+            q = ad.rotate(q, query_pos, l)
             keys = hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
-            probs = attention_rows(q, keys, query_pos, ad.scaling)  # [head, row, key]
+            probs = attention_rows(q, keys, query_pos, ad.scaling, ad.windows[l])  # [head, row, key]
             per_layer[l] = probs.mean(dim=(0, 1))[:n].cpu()
     return AttentionScores(per_layer=per_layer, draft_ids=draft_ids,
                            query_positions=tuple(query_pos.tolist()),
@@ -118,7 +122,7 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
     """
     keep_all = k is None
     with model.adapter.record_attention_inputs(keep=None if keep_all else (lambda x: x[-1:])) as recorded:
-        out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(model.config),
+        out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(),
                        use_cache=True)
         draft_ids: list[int] = []
         if not keep_all:

@@ -18,7 +18,7 @@ from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache
+from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 from workbench.repair import check_positions
 from workbench.signals.saliency import Saliency, check_answer_ids
@@ -48,12 +48,10 @@ def _patched_batch(cache: KVCache, dense: KVCache, jobs: list[tuple[int, str]]) 
 
 def _batch_losses(model: LoadedModel, layers, suffix_ids: torch.Tensor, answer: list[int]) -> torch.Tensor:
     """-log p(answer) under each cache of a batch (see `_patched_batch`). [batch]"""
-    from transformers import DynamicCache
-
     n = layers[0][0].shape[0]
     inputs = torch.cat([suffix_ids.cpu(), torch.tensor(answer[:-1], dtype=torch.long)]).to(model.device)
     with torch.inference_mode():
-        out = model.hf(input_ids=inputs[None].expand(n, -1), cache=DynamicCache(layers, config=model.config),
+        out = model.hf(input_ids=inputs[None].expand(n, -1), cache=hf_cache(layers),
                        use_cache=True, logits_to_keep=len(answer))
     logits = out.logits.to(torch.promote_types(out.logits.dtype, torch.float32))  # [batch, answer, vocab]
     targets = torch.tensor(answer, device=logits.device)[None, :, None].expand(n, -1, 1)

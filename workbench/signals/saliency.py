@@ -22,7 +22,7 @@ import torch
 
 from workbench.decode import stop_token_ids
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache
+from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 
 
@@ -68,7 +68,6 @@ def cache_gradients(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor
     highest after it (the end-of-turn token greedy decoding stopped on), so even an empty
     answer has a loss. Model parameters accumulate no gradients.
     """
-    from transformers import DynamicCache
 
     answer = [int(t) for t in answer_ids]
     if answer or not end_ids:
@@ -78,8 +77,8 @@ def cache_gradients(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor
     keys = [cache.keys[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
     values = [cache.values[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
     with _params_frozen(model.hf), torch.enable_grad():
-        hf_cache = DynamicCache([(k[None], v[None]) for k, v in zip(keys, values)], config=model.config)
-        out = model.hf(input_ids=inputs.to(model.device)[None], cache=hf_cache, use_cache=True,
+        cache_in = hf_cache([(k[None], v[None]) for k, v in zip(keys, values)])
+        out = model.hf(input_ids=inputs.to(model.device)[None], cache=cache_in, use_cache=True,
                        logits_to_keep=n_targets)
         logits = out.logits[0]  # [target, vocab]: row i predicts answer token i
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))

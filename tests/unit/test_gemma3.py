@@ -1,0 +1,102 @@
+"""Gemma 3 on a tiny random model: what the family adds beyond the checks every family runs
+(splice, repair, batched repair, answers and draft attention are in the family-parametrized
+tests): a RoPE base per layer type, the sliding window, logit soft-capping, and refusals."""
+
+import pytest
+import torch
+
+import workbench as wb
+from conftest import small_example, tiny_config, tiny_model
+from workbench.decode import greedy_answer, greedy_answers
+from workbench.kv import relative_error, splice
+
+
+@pytest.fixture(scope="module")
+def gemma() -> wb.LoadedModel:
+    return tiny_model("gemma3_text")
+
+
+@pytest.fixture(scope="module")
+def ctx(gemma) -> wb.Context:
+    return wb.build_context(gemma, small_example())
+
+
+def test_the_adapter_reads_each_layer_type(gemma):
+    ad = gemma.adapter
+    assert ad.windows == (16, None, 16)
+    assert ad.rope_kinds == ("sliding_attention", "full_attention", "sliding_attention")
+    assert ad.scaling == pytest.approx(24 ** -0.5)  # query_pre_attn_scalar, not head_dim
+    k = torch.randn(2, 5, 16)  # [kv_head, pos, d_head]
+    local, full = ad.rotate_keys(k, 7, layer=0), ad.rotate_keys(k, 7, layer=1)
+    assert not torch.allclose(local, full)  # two bases (and a linear scaling on the global one)
+    torch.testing.assert_close(ad.rotate_keys(k, 7, layer=2), local)
+
+
+def test_delta_rotation_matches_each_layers_own_rope(ctx):
+    """The delta-RoPE splice lands on the dense path's rotation at every layer, each with its base:
+    the rounding floor is float noise everywhere (a wrong base would err by O(1))."""
+    floor = splice(ctx.model, ctx.layout).rope_floor  # [layer]
+    assert floor.shape == (3,)
+    assert float(floor.max()) < 1e-5
+    exact = splice(ctx.model, ctx.layout, rerotation="exact").cache
+    err = relative_error(ctx.spliced, exact)
+    assert float(err["k"].max()) < 1e-5 and float(err["v"].max()) == 0.0
+
+
+def test_a_local_layer_confines_the_splice_error_to_the_window(ctx):
+    """Below the first global layer, a passage row further than the window from its passage's
+    start saw the same tokens in isolation as in the dense prefill, so its layer-1 K/V are exact up
+    to rounding; rows within the window of the start saw different tokens and deviate."""
+    window = ctx.model.adapter.windows[0]
+    deep, shallow = [], []
+    for seg in ctx.layout.passages[1:]:
+        assert len(seg) > window
+        shallow += range(seg.start, seg.start + window - 1)
+        deep += range(seg.start + window - 1, seg.end)
+
+    def dev(rows):  # [row]: relative L2 of layer-1 values
+        d = (ctx.spliced.values[1][:, rows] - ctx.dense.values[1][:, rows]).norm(dim=(0, 2))
+        return d / ctx.dense.values[1][:, rows].norm(dim=(0, 2))
+    assert float(dev(deep).max()) < 1e-4
+    assert float(dev(shallow).max()) > 1e-2
+
+
+def test_answers_over_caches_of_different_lengths_equal_one_at_a_time(ctx):
+    """transformers applies a window by index in a padded batch, so windowed models batch only
+    caches of one length; every answer equals the one decoded alone."""
+    caches = [ctx.spliced, ctx.dense.slice(0, ctx.spliced.n_positions - 3), ctx.dense]
+    want = [greedy_answer(ctx.model, c, ctx.suffix_ids, max_new_tokens=6) for c in caches]
+    assert greedy_answers(ctx.model, caches, ctx.suffix_ids, max_new_tokens=6) == want
+
+
+def test_final_logit_softcapping_is_applied():
+    model = tiny_model("gemma3_text", final_logit_softcapping=0.5)
+    seen = []
+    handle = model.adapter.final_norm.register_forward_pre_hook(lambda m, args: seen.append(args[0][0]))
+    try:
+        with torch.inference_mode():
+            logits = model.hf(input_ids=torch.arange(3, 40)[None]).logits[0]  # [pos, vocab]
+    finally:
+        handle.remove()
+    assert float(logits.abs().max()) <= 0.5
+    torch.testing.assert_close(model.adapter.logits(seen[0]), logits)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(attn_logit_softcapping=50.0), "soft-capping"),
+    (dict(use_bidirectional_attention=True), "bidirectional"),
+    (dict(rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+                           "full_attention": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e6}}),
+     "'dynamic' \\(full_attention layers\\)"),
+])
+def test_what_the_adapter_cannot_honour_is_refused(tmp_path, overrides, match):
+    tiny_config("gemma3_text", **overrides).save_pretrained(tmp_path)
+    with pytest.raises(wb.WorkbenchError, match=match):
+        wb.load_model(str(tmp_path))
+
+
+def test_the_multimodal_gemma3_is_refused_with_the_way_out():
+    from transformers import AutoConfig
+
+    with pytest.raises(wb.WorkbenchError, match="gemma3_text"):
+        wb.family.check_supported_config(AutoConfig.for_model("gemma3"), "gemma3")
