@@ -167,6 +167,23 @@ def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.
     return answers
 
 
+@torch.inference_mode()
+def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor, k: int = 2) -> float:
+    """OpenGate's trust in a cache: the mean top-1 probability of the first `k` greedy steps after
+    prefilling `suffix_ids` over `cache` (fewer when an end-of-turn token comes first)."""
+    stops = stop_token_ids(model)
+    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
+    top = []
+    for step in range(k):
+        probs = out.logits[0, -1].float().softmax(-1)
+        token = int(probs.argmax())
+        top.append(float(probs[token]))
+        if token in stops or step == k - 1:
+            break
+        out = model.hf(input_ids=torch.tensor([[token]], device=model.device), cache=out.cache, use_cache=True)
+    return sum(top) / len(top)
+
+
 def teacher_forced(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                    answer_ids) -> TeacherForced:
     """One forward of suffix + answer over `cache`: the answer's log-probability and agreement."""

@@ -35,16 +35,18 @@ def test_one_version_number():
 
 
 def test_the_architecture_docs_examples_run(tiny_llama):
-    """The selector and signal of docs/ARCHITECTURE.md register and reach a Diagnosis."""
+    """The selector and signal of docs/ARCHITECTURE.md register and reach a Diagnosis; its reuse
+    method registers and serves a pipeline."""
     import re
 
     from tests.conftest import small_example
     from workbench.diagnosis import diagnose
+    from workbench.pipeline import METHODS, PipelineSpec, get_method, run_request
     from workbench.selectors import registry as selectors
     from workbench.signals import registry as signals
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     try:
         for block in blocks:
             exec(compile(block, "ARCHITECTURE.md", "exec"), {})
@@ -52,6 +54,11 @@ def test_the_architecture_docs_examples_run(tiny_llama):
                      progress=False)
         assert set(d.outcomes["selector"]) == {"late-value-dev", "cadence-grad"}
         assert d.token_signals.query("signal == 'late_grad_v'")["value"].notna().any()  # saliency was computed
+        spec = PipelineSpec.fully_connected(2)
+        method = get_method("kvcomm-leaf-only")
+        result = run_request(tiny_llama, spec, small_example(), method.name, method.make_state(), max_new_tokens=2)
+        assert [c.reused for c in result.calls] == [False, False]  # a fresh pool holds no anchor yet
     finally:
         selectors._REGISTRY.pop("late-value-dev", None)
         signals._REGISTRY.pop(("token", "late_grad_v"), None)
+        METHODS.pop("kvcomm-leaf-only", None)

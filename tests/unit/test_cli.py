@@ -34,7 +34,7 @@ def tree(root: Path) -> dict[str, bytes | None]:
 def test_every_subcommand_has_help(capsys):
     parser = cli.build_parser()
     subcommands = parser._subparsers._group_actions[0].choices
-    commands = {"prepare", "answer", "diagnose", "run", "summary", "curve", "fidelity", "report", "bench"}
+    commands = {"prepare", "answer", "diagnose", "run", "summary", "curve", "fidelity", "pipeline", "report", "bench"}
     assert set(subcommands) == commands
     for name in subcommands:
         with pytest.raises(SystemExit) as stop:
@@ -139,6 +139,11 @@ BAD_INPUT = {
                                       None, {}),
     "run --grow-max-span -1": (["run", "--grow-max-span", "-1", "--out", "{tmp}/r"], "--grow-max-span must be >= 0",
                                None, {}),
+    "pipeline with six agents": (["pipeline", "--agents", "6", "--out", "{tmp}/p"], "1 to 5 agents", None, {}),
+    "pipeline with an unknown method": (["pipeline", "--methods", "kvcomm,telepathy", "--out", "{tmp}/p"],
+                                        "unknown reuse method 'telepathy'", None, {}),
+    "prepare gemma3 with a bad KVWB_CACHE": (["prepare", "gemma3-270m"], "KVWB_CACHE=", _file,
+                                             {"KVWB_CACHE": "{tmp}/afile/cache"}),
     "summary --contrast without a budget": (["summary", "{tmp}/run", "--contrast", "cadence:random"],
                                             "A:B@BUDGET", _sweep_dir, {}),
     "summary --contrast of unknown selectors": (["summary", "{tmp}/run", "--contrast", "a:b@0.2"],

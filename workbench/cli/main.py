@@ -6,11 +6,11 @@ import argparse
 import os
 import sys
 
-from workbench.cli import answer, bench, curve, diagnose, fidelity, prepare, report, run, summary
+from workbench.cli import answer, bench, curve, diagnose, fidelity, pipeline, prepare, report, run, summary
 from workbench.cli.common import one_line, printable
 from workbench.errors import WorkbenchError
 
-COMMANDS = (prepare, answer, diagnose, run, summary, curve, fidelity, report, bench)
+COMMANDS = (prepare, answer, diagnose, run, summary, curve, fidelity, pipeline, report, bench)
 
 
 class Parser(argparse.ArgumentParser):

@@ -14,6 +14,8 @@ from workbench.runstore import SweepRun
 def markdown_table(frame: pd.DataFrame) -> str:
     """A DataFrame as a markdown table (floats with three decimals)."""
     def cell(v):
+        if v is pd.NA:
+            return "–"
         return f"{v:.3f}" if isinstance(v, float) else str(v)
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "---|" * len(frame.columns)

@@ -9,7 +9,8 @@ out-path checks, one writer at a time, loaders, discovery). Nothing else writes 
 
 from workbench.runstore.kinds import DIAGNOSES, KINDS, RunFolder, RunKind, get_kind, inspect_folder, scan_runs
 from workbench.runstore.loaders import (
-    CurveRun, FidelityRun, SweepRun, load_curve, load_fidelity, load_sweep, upgrade_table,
+    CurveRun, FidelityRun, PipelineRun, SweepRun, load_curve, load_fidelity, load_pipeline, load_sweep,
+    upgrade_table,
 )
 from workbench.runstore.lock import run_lock
 from workbench.runstore.manifest import (
@@ -20,9 +21,10 @@ from workbench.runstore.paths import check_out, folder_name, owned, subfolders
 from workbench.runstore.writers import SweepStore, example_row, write_diagnosis_run, write_run
 
 __all__ = [
-    "DIAGNOSES", "KINDS", "MANIFEST", "CurveRun", "FidelityRun", "RunFolder", "RunKind", "SweepRun", "SweepStore",
+    "DIAGNOSES", "KINDS", "MANIFEST", "CurveRun", "FidelityRun", "PipelineRun", "RunFolder", "RunKind", "SweepRun",
+    "SweepStore",
     "check_out", "example_row", "finished", "folder_name", "get_kind", "git_revision", "identity_differences",
-    "inspect_folder", "load_curve", "load_fidelity", "load_sweep", "new_manifest", "now", "owned",
+    "inspect_folder", "load_curve", "load_fidelity", "load_pipeline", "load_sweep", "new_manifest", "now", "owned",
     "package_versions", "read_manifest", "run_lock", "scan_runs", "subfolders", "upgrade_table",
     "write_diagnosis_run", "write_manifest", "write_run",
 ]

@@ -6,6 +6,7 @@
       manifest.json + conditions/anchors/augmentation/answers.parquet     fidelity kvwb fidelity
       manifest.json + diagnosis.json + tables                             diagnosis kvwb diagnose --out
       manifest.json + index.html + one .html/.json per example            report  kvwb report --all
+      manifest.json + requests.parquet, calls.parquet, requests/METHOD/   pipeline kvwb pipeline
 
 `scan_runs(root)` lists the run folders under a runs directory with what each lacks; the app's
 run pickers and the Runs page read it.
@@ -58,6 +59,9 @@ class RunKind:
 OUTCOME_COLUMNS = ("example_id", "selector", "unit", "budget", "n_reused", "n_recomputed", "answer", "flip",
                    "flip_strict", "em", "f1", "dense_logprob")
 EXAMPLE_COLUMNS = ("example_id", "folder", "question", "dense_em", "spliced_em", "splice_flip")
+PIPELINE_REQUEST_COLUMNS = ("method", "index", "example_id", "answer", "em", "contains", "n_calls", "n_reused")
+PIPELINE_CALL_COLUMNS = ("method", "index", "agent", "role", "depth", "reused", "max_entropy", "threshold",
+                         "confidence", "template_differs")
 DIAGNOSIS_TABLES = ("tokens", "token_signals", "deviation", "selections", "outcomes", "residual")
 FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "thresholds", "answers")
 
@@ -73,6 +77,9 @@ KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
     RunKind("diagnosis", ("diagnosis.json", *(f"{t}.parquet" for t in DIAGNOSIS_TABLES)), {},
             "kvwb diagnose --example synthetic#3 --out runs/NAME"),
     RunKind("report", ("index.html",), {}, "kvwb report runs/RUN --all --out runs/NAME"),
+    RunKind("pipeline", ("requests.parquet", "calls.parquet", "requests"),
+            {"requests.parquet": PIPELINE_REQUEST_COLUMNS, "calls.parquet": PIPELINE_CALL_COLUMNS},
+            "kvwb pipeline --agents 3 --n 12 --out runs/NAME"),
 )}
 
 

@@ -98,6 +98,28 @@ def load_curve(folder: str | Path) -> CurveRun:
 
 
 @dataclass(frozen=True)
+class PipelineRun:
+    """A `kvwb pipeline` folder read back: one row per (method, request) and per call."""
+
+    folder: Path
+    manifest: dict
+    requests: pd.DataFrame
+    calls: pd.DataFrame
+
+
+def load_pipeline(folder: str | Path) -> PipelineRun:
+    """Read a `kvwb pipeline` folder."""
+    folder = Path(folder)
+    manifest = read_manifest(folder, kind="pipeline")
+    missing = [n for n in ("requests", "calls") if not (folder / f"{n}.parquet").is_file()]
+    if missing:
+        raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)} (no request finished "
+                             f"yet; run `kvwb pipeline --out {folder}` again to go on)")
+    return PipelineRun(folder, manifest, _read_parquet(folder / "requests.parquet"),
+                       _read_parquet(folder / "calls.parquet"))
+
+
+@dataclass(frozen=True)
 class FidelityRun:
     """A fidelity-probe folder read back: conditions, anchors, augmentation and answers tables."""
 

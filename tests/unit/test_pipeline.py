@@ -1,0 +1,220 @@
+"""The multi-agent scenario on a tiny model: the pipeline spec, KVComm's anchor pool and gate,
+and the exactness each reuse path owes the dense reference."""
+
+import math
+
+import pytest
+import torch
+
+from conftest import tiny_model
+from workbench.errors import WorkbenchError
+from workbench.kv import relative_error
+from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, base_cache, dense_call, kvcomm_call, run_request
+from workbench.pipeline.methods import MethodState, get_method
+from workbench.pipeline.request import call_seed, task_text
+from workbench.pipeline.spec import Agent
+from workbench.repair import repair
+from workbench.tasks import synthetic_examples
+
+AGENT = Agent("reader", "You read.", "Say what you read.")
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return PipelineSpec.fully_connected(3)
+
+
+def call_layout(model, spec, agent=2, seed=0, cut=None):
+    """Agent `agent`'s call on synthetic example `seed`; `cut` shortens every slot's text."""
+    task = task_text(synthetic_examples(1, seed=seed)[0])
+    outputs = {0: f"Mira Tessk coaches him (source {seed}).", 1: f"She was born in Tressamor (source {seed})."}
+    if cut:
+        task, outputs = task[:cut], {j: text[:cut // 8] for j, text in outputs.items()}
+    return agent_layout(model.tokenizer, spec, agent, task, outputs)
+
+
+# ------------------------------------------------------------------ the spec
+
+def test_a_generated_pipeline_is_ordered_and_fully_connected(spec):
+    assert spec.order == (0, 1, 2) and spec.final == 2
+    assert spec.predecessors(2) == (0, 1) and spec.depth(2) == 2 and spec.depth(0) == 0
+    assert [a.role for a in spec.agents] == ["reader", "reasoner", "answerer"]
+    assert PipelineSpec.chain(4).predecessors(3) == (2,)
+
+
+@pytest.mark.parametrize("agents, edges, match", [
+    ((), (), "at least one agent"),
+    ((AGENT, Agent("b", " ", "x")), ((0, 1),), "agent 1: its system is empty"),
+    ((AGENT, AGENT, AGENT), ((0, 1), (1, 2), (2, 1)), r"cycle through agents \[1, 2\]"),
+    ((AGENT, AGENT), ((0, 0),), "self-loop"),
+    ((AGENT, AGENT), ((0, 5),), "outside 0..1"),
+])
+def test_bad_pipelines_are_refused_before_any_model_work(agents, edges, match):
+    with pytest.raises(WorkbenchError, match=match):
+        PipelineSpec(agents, edges)
+
+
+def test_generated_pipelines_have_one_to_five_agents():
+    with pytest.raises(WorkbenchError, match="1 to 5 agents"):
+        PipelineSpec.fully_connected(0)
+
+
+def test_an_agent_prompt_lays_out_its_slots(model, spec):
+    layout, slots = call_layout(model, spec)
+    assert [s.name for s in slots] == ["task", "agent0", "agent1"]
+    assert [seg.text.strip() for seg in layout.passages] == [s.message for s in slots]
+    assert "Say which answer" not in layout.segments[-1].text and "final answer" in layout.segments[-1].text
+
+
+# ------------------------------------------------------------------ exactness
+
+def test_a_base_cache_is_exact_at_layer0(model, spec):
+    """C(x | ∅) moved to its position: layer 0 depends on the token and its position only."""
+    layout, _ = call_layout(model, spec)
+    dense = dense_call(model, layout)
+    for seg in layout.passages:
+        base = base_cache(model, layout.ids[seg.start:seg.end], seg.start)
+        real = dense.slice(seg.start, seg.end)
+        assert float((base.keys[0] - real.keys[0]).abs().max()) < 1e-4
+        assert torch.equal(base.values[0], real.values[0])
+        assert float(relative_error(base, real)["v"][-1]) > 1e-3  # above layer 0 the prefix matters
+
+
+def test_with_gamma_zero_kvcomm_is_dense_exactly(model, spec):
+    pool = AnchorPool(gamma=0.0)
+    for seed in range(4):
+        layout, slots = call_layout(model, spec, seed=seed)
+        served = kvcomm_call(model, pool, 2, layout, slots)
+        assert not served.reused
+        dense = dense_call(model, layout)
+        assert torch.equal(served.cache.keys, dense.keys) and torch.equal(served.cache.values, dense.values)
+    examples = synthetic_examples(3, seed=1)
+    state, dense_state = MethodState(AnchorPool(gamma=0.0)), MethodState()
+    for example in examples:
+        got = run_request(model, spec, example, "kvcomm", state, max_new_tokens=4)
+        want = run_request(model, spec, example, "dense", dense_state, max_new_tokens=4)
+        assert [c.output for c in got.calls] == [c.output for c in want.calls]
+        assert not any(c.reused for c in got.calls)
+
+
+def test_an_anchor_served_back_under_the_same_prefix_reproduces_the_segment(model, spec):
+    layout, slots = call_layout(model, spec)
+    dense = dense_call(model, layout)
+    pool = AnchorPool()
+    for slot, seg in zip(slots, layout.passages):
+        base = base_cache(model, layout.ids[seg.start:seg.end], seg.start)
+        real = dense.slice(seg.start, seg.end)
+        pool.store(slot.name, slot.message, 2, base.keys, base.values, real.keys, real.values)
+        keys, values = pool.predict(slot.name, 2, base.keys, base.values)
+        torch.testing.assert_close(keys[1:], real.keys[1:], atol=1e-5, rtol=0)  # layer 0 keeps the base
+        torch.testing.assert_close(values, real.values, atol=1e-5, rtol=0)
+
+
+def test_repairing_every_row_of_a_predicted_cache_gives_dense(model, spec):
+    pool = AnchorPool(gamma=1.0)
+    for seed in range(3):  # anchors from other requests
+        layout, slots = call_layout(model, spec, seed=seed)
+        kvcomm_call(model, pool, 2, layout, slots)
+    layout, slots = call_layout(model, spec, seed=7, cut=200)  # new messages, no longer than the anchors
+    served = kvcomm_call(model, pool, 2, layout, slots)
+    assert served.reused  # γ = 1 trusts the prediction once two anchors exist
+    dense = dense_call(model, layout)
+    assert float(relative_error(served.cache, dense)["v"].max()) > 1e-3  # a prediction, not the truth
+    fixed = repair(model, served.cache, layout.ids, layout.reused_positions)
+    err = relative_error(fixed, dense)
+    assert float(err["k"].max()) < 1e-5 and float(err["v"].max()) < 1e-5
+
+
+# ------------------------------------------------------------------ the gate and the pool
+
+def anchor_tensors(value: float, rows: int = 4):
+    t = torch.full((2, 1, rows, 3), value)  # [layer, kv_head, len, d_head]
+    return t, t.clone()
+
+
+def test_the_gate_needs_two_anchors_and_low_entropy():
+    pool = AnchorPool(gamma=1.0)
+    k, v = anchor_tensors(0.0)
+    assert not pool.gate("task", 0, v).reuse and math.isnan(pool.gate("task", 0, v).entropy)
+    pool.store("task", "a", 0, k, v, k + 1, v + 1)
+    pool.store("task", "b", 0, k + 5, v + 5, k + 6, v + 6)
+    decision = pool.gate("task", 0, v)  # one anchor at distance 0, one far: s ~ (1, 0)
+    assert decision.reuse and decision.n_anchors == 2 and decision.entropy < 1e-3
+    assert decision.threshold == pytest.approx(1.0)
+    assert not AnchorPool(gamma=0.0).gate("task", 0, v).reuse
+    assert pool.gate("task", 1, v).n_anchors == 0  # Δs are per agent
+    assert pool.gate("task", 0, torch.zeros(2, 1, 9, 3)).n_anchors == 0  # anchors shorter than the new base
+
+
+def test_equidistant_anchors_have_maximal_entropy():
+    pool = AnchorPool(gamma=0.99)
+    k, v = anchor_tensors(0.0)
+    for name, shift in (("a", 1.0), ("b", -1.0)):
+        pool.store("task", name, 0, k + shift, v + shift, k, v)
+    decision = pool.gate("task", 0, v)
+    assert decision.entropy == pytest.approx(1.0) and not decision.reuse
+
+
+def test_eviction_drops_the_least_activated_of_the_five_oldest():
+    pool = AnchorPool(gamma=1.0)
+    k, v = anchor_tensors(0.0)
+    for i in range(21):
+        pool.store("task", f"m{i}", 0, k, v, k, v)
+    for name in ("m0", "m1", "m3", "m4"):
+        pool.slots["task"][name].activations = 3
+    pool.store("task", "new", 0, k, v, k, v)  # 21 > 20: evict before adding
+    assert "m2" not in pool.slots["task"] and "new" in pool.slots["task"] and pool.size("task") == 21
+
+
+# ------------------------------------------------------------------ methods
+
+def test_token_matched_equals_the_chat_template_when_the_ids_are_equal(model, spec):
+    """The byte tokenizer splits nowhere differently: both Dense paths give the same answers."""
+    for example in synthetic_examples(2, seed=3):
+        matched = run_request(model, spec, example, "token-matched", MethodState(), max_new_tokens=4)
+        template = run_request(model, spec, example, "chat-template", MethodState(), max_new_tokens=4)
+        assert not any(c.template_differs for c in matched.calls)
+        assert [c.output for c in matched.calls] == [c.output for c in template.calls]
+
+
+def test_call_level_policies_force_the_calls_they_name(model):
+    spec = PipelineSpec.fully_connected(3)
+    examples = synthetic_examples(6, seed=0)
+    for method, forced in (("protect-root", 0), ("protect-leaf", 2)):
+        state = get_method(method).make_state()
+        state.pool.gamma = 1.0  # reuse whatever it can, so only the policy forces dense calls
+        calls = [c for ex in examples for c in run_request(model, spec, ex, method, state, max_new_tokens=3).calls]
+        assert not any(c.reused for c in calls if c.agent == forced)
+        assert any(c.reused for c in calls if c.agent != forced)
+
+
+def test_the_coin_policy_is_seeded_per_call(model):
+    spec = PipelineSpec.fully_connected(3)
+    example = synthetic_examples(1, seed=0)[0]
+    runs = [run_request(model, spec, example, "coin-alloc", get_method("coin-alloc").make_state(), 3, seed=s)
+            for s in (0, 0)]
+    assert [(c.reused, c.output) for c in runs[0].calls] == [(c.reused, c.output) for c in runs[1].calls]
+    seeds = {call_seed(s, "q", agent) for s in range(3) for agent in range(3)}
+    assert len(seeds) == 9  # every (run seed, agent) draws its own coin
+
+
+def test_opengate_with_theta_zero_keeps_every_prediction(model, spec):
+    """BCR App. I's plumbing control: θ = 0 must serve what KVComm γ = 1 serves; θ > 1 never does."""
+    from workbench.pipeline.methods import CallContext, opengate
+
+    pool = AnchorPool(gamma=1.0)
+    for seed in range(3):
+        layout, slots = call_layout(model, spec, seed=seed)
+        kvcomm_call(model, pool, 2, layout, slots)
+    layout, slots = call_layout(model, spec, seed=7, cut=200)
+    call = CallContext(model, spec, 2, layout, slots, MethodState(pool), 0)
+    kept = opengate(call, theta=0.0)
+    assert kept.reused and 0.0 < kept.confidence <= 1.0
+    assert torch.equal(kept.cache.keys, kvcomm_call(model, pool, 2, layout, slots).cache.keys)
+    refused = opengate(call, theta=1.01)
+    assert not refused.reused and torch.equal(refused.cache.keys, dense_call(model, layout).keys)

@@ -1,0 +1,114 @@
+"""`kvwb pipeline`'s run and summary on a tiny model: resumable without losing or changing a
+finished request, and tables computed as BCR computes them."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import tiny_model
+from workbench import cli
+from workbench.errors import WorkbenchError
+from workbench.experiments import pipeline_run
+from workbench.experiments.pipeline_run import PipelineConfig, request_path, run_pipeline
+from workbench.experiments.pipeline_summary import summarize_pipeline
+from workbench.runstore import load_pipeline, read_manifest
+
+CONFIG = PipelineConfig(agents=3, n=4, methods=("token-matched", "kvcomm-always"), max_new_tokens=3)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+def answers(out, n, method="kvcomm-always"):
+    return [json.loads(request_path(out, method, i).read_text()) for i in range(n)]
+
+
+def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(model, tmp_path, monkeypatch):
+    whole = tmp_path / "whole"
+    run_pipeline(model, CONFIG, whole, progress=False)
+    want = answers(whole, 4)
+
+    real, calls = pipeline_run.run_request, {"n": 0}
+
+    def dies_on_the_third_new_request(*args, **kwargs):
+        if kwargs.get("replay") is None and args[3] == "kvcomm-always":
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_run, "run_request", dies_on_the_third_new_request)
+    killed = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(model, CONFIG, killed, progress=False)
+    assert read_manifest(killed)["status"] == "interrupted"
+    kept = [json.loads(request_path(killed, "kvcomm-always", i).read_text()) for i in range(2)]
+    assert not request_path(killed, "kvcomm-always", 2).exists()
+    monkeypatch.setattr(pipeline_run, "run_request", real)
+    run_pipeline(model, CONFIG, killed, progress=False)  # replays 2 requests, then goes on
+    got = answers(killed, 4)
+    assert got[:2] == kept  # nothing finished was lost or redone
+    strip = [[{k: v for k, v in c.items() if k != "seconds"} for c in r["calls"]] for r in got]
+    assert strip == [[{k: v for k, v in c.items() if k != "seconds"} for c in r["calls"]] for r in want]
+    assert read_manifest(killed)["status"] == "complete"
+
+
+def test_a_resume_with_other_settings_is_refused(model, tmp_path):
+    out = tmp_path / "run"
+    run_pipeline(model, PipelineConfig(agents=2, n=1, methods=("token-matched",), max_new_tokens=2), out,
+                 progress=False)
+    with pytest.raises(WorkbenchError, match="other settings.*agents"):
+        run_pipeline(model, PipelineConfig(agents=3, n=1, methods=("token-matched",), max_new_tokens=2), out,
+                     progress=False)
+
+
+@pytest.mark.parametrize("config, match", [
+    (PipelineConfig(agents=0), "1 to 5 agents"),
+    (PipelineConfig(topology="ring"), "unknown topology"),
+    (PipelineConfig(methods=("dense-ish",)), "unknown reuse method"),
+    (PipelineConfig(methods=()), "at least one"),
+])
+def test_bad_configs_are_refused(config, match):
+    with pytest.raises(WorkbenchError, match=match):
+        config.checked()
+
+
+def test_the_cli_writes_a_run_the_loader_reads(model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    out = tmp_path / "cli"
+    assert cli.main(["pipeline", "--agents", "2", "--n", "2", "--methods", "chat-template,token-matched,kvcomm",
+                     "--max-new-tokens", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "methods" in printed and "tax" in printed and "warmup" in printed
+    run = load_pipeline(out)
+    assert len(run.requests) == 6 and len(run.calls) == 12
+    assert set(run.calls["role"]) == {"reader", "answerer"}
+
+
+def requests_table(rows):
+    return pd.DataFrame([{"method": m, "index": i, "example_id": str(i), "answer": a, "contains": ok, "em": ok}
+                         for m, i, a, ok in rows])
+
+
+def test_the_summary_computes_mcnemar_the_line_and_the_tax():
+    # 4 requests; the reference right on all, kvcomm wrong on 2, token-matched wrong on 1
+    rows = [("chat-template", i, "x", 1.0) for i in range(4)]
+    rows += [("token-matched", i, "x" if i else "y", float(i > 0)) for i in range(4)]
+    rows += [("kvcomm", i, "x" if i > 1 else "z", float(i > 1)) for i in range(4)]
+    calls = pd.DataFrame([{"method": m, "index": i, "reused": m == "kvcomm" and i % 2 == 0,
+                           "template_differs": m == "token-matched" and i == 0}
+                          for m in ("chat-template", "token-matched", "kvcomm") for i in range(4) for _ in range(2)])
+    tables = summarize_pipeline(requests_table(rows), calls)
+    methods = tables["methods"].set_index("method")
+    assert methods.loc["kvcomm", "acc"] == 0.5 and methods.loc["kvcomm", "reuse"] == 0.5
+    assert (methods.loc["kvcomm", "b_ref"], methods.loc["kvcomm", "c_ref"]) == (2, 0)
+    assert methods.loc["kvcomm", "flip_rate"] == 0.5
+    # the line through (0, 1.0) and (0.5, 0.5): slope 1; token-matched reuses nothing, so its residual is -0.25
+    assert methods.loc["kvcomm", "line_resid"] == pytest.approx(0.0)
+    assert methods.loc["token-matched", "line_resid"] == pytest.approx(-0.25)
+    tax = tables["tax"].iloc[0]
+    assert (tax["tokenization"], tax["approximation"], tax["calls_differ"]) == (0.25, 0.25, 0.25)
+    assert list(tables["warmup"]["block"]) == ["1-1", "2-2", "3-3", "4-4"]

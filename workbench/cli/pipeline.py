@@ -1,0 +1,47 @@
+"""`kvwb pipeline`: the multi-agent reuse scenario (KVComm, its gates and policies) into a run
+folder, resumable, then its summary tables."""
+
+from __future__ import annotations
+
+from workbench.cli.common import add_model_options, load_model, names, positive_int, printable, say
+
+NAME = "pipeline"
+
+
+def add_arguments(p) -> None:
+    from workbench.experiments.pipeline_run import DEFAULT_METHODS, TOPOLOGIES
+
+    add_model_options(p)
+    p.add_argument("--agents", type=positive_int, default=4, help="agents per pipeline, 1 to 5 (default 4)")
+    p.add_argument("--topology", choices=sorted(TOPOLOGIES), default="full",
+                   help="full: every agent reads every earlier one (BCR's setting, default); chain: only the one before")
+    p.add_argument("--dataset", default="synthetic", help="data set spec (default synthetic); each example is a request")
+    p.add_argument("--n", type=positive_int, default=60, help="requests (default 60)")
+    p.add_argument("--methods", type=names, default=DEFAULT_METHODS,
+                   help=f"comma-separated reuse methods, run in this order (default {','.join(DEFAULT_METHODS)})")
+    p.add_argument("--seed", type=int, default=0, help="run seed of the drawn policies (coin-alloc)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="each agent's answer limit (default 24)")
+    p.add_argument("--score", choices=["contains", "em"], default="contains",
+                   help="what counts as correct in the summary (default contains)")
+    p.add_argument("--out", required=True, help="run folder; an existing run with the same settings resumes")
+
+
+def command(args) -> int:
+    """Run every reuse method over the requests into --out (resumable); print the summary tables."""
+    from workbench.experiments.pipeline_run import PipelineConfig, run_pipeline
+    from workbench.experiments.pipeline_summary import summarize_pipeline
+    from workbench.report.markdown import markdown_table
+    from workbench.runstore import check_out, load_pipeline
+
+    config = PipelineConfig(agents=args.agents, topology=args.topology, dataset=args.dataset, n=args.n,
+                            methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens).checked()
+    out = check_out(args.out, resume=True)
+    model = load_model(args)
+    run_pipeline(model, config, out)
+    run = load_pipeline(out)
+    tables = summarize_pipeline(run.requests, run.calls, score=args.score)
+    for name, table in tables.items():
+        if not table.empty:
+            say(f"\n{name}\n" + markdown_table(table))
+    print(f"wrote {printable(out)}")
+    return 0

@@ -1,0 +1,158 @@
+"""`kvwb pipeline`: every reuse method over the requests of a data set, resumable.
+
+Each method runs the requests in order with its own state (KVComm's anchor pool learns online,
+so order matters: BCR Table 6's warm-up). Each finished request is one JSON file, written
+atomically; the tables are rebuilt from them.
+
+    runs/NAME/manifest.json                         kind "pipeline", the config, the model
+    runs/NAME/requests/METHOD/00012.json            one RequestResult
+    runs/NAME/requests.parquet                      one row per (method, request): answer, scores
+    runs/NAME/calls.parquet                         one row per (method, request, agent)
+
+Resuming rebuilds each method's state by replaying its finished requests (`run_request(...,
+replay=...)`: every call's method runs again, no answer is decoded), so no finished request is
+lost and the pool after a resume is the pool an uninterrupted run would hold.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from workbench.atomic import write_json, write_parquet
+from workbench.errors import WorkbenchError
+from workbench.models import LoadedModel, model_identity
+from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
+from workbench.runstore import check_out, finished, identity_differences, new_manifest, read_manifest, run_lock
+from workbench.runstore import write_manifest
+from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
+
+DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
+                   "protect-leaf", "coin-alloc")
+TOPOLOGIES = {"full": PipelineSpec.fully_connected, "chain": PipelineSpec.chain}
+REQUESTS = "requests"
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What `kvwb pipeline` runs: a generated pipeline, a data set, the methods, in order."""
+
+    agents: int = 4
+    topology: str = "full"
+    dataset: str = "synthetic"
+    n: int = 60
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    seed: int = 0
+    max_new_tokens: int = 24
+    dataset_options: dict = field(default_factory=dict)
+
+    def checked(self) -> PipelineConfig:
+        if self.topology not in TOPOLOGIES:
+            raise WorkbenchError(f"unknown topology {self.topology!r}; use one of {', '.join(TOPOLOGIES)}")
+        self.spec()  # the agent count, before any model work
+        if not self.methods:
+            raise WorkbenchError("name at least one reuse method")
+        for name in self.methods:
+            get_method(name)
+        if len(set(self.methods)) != len(self.methods):
+            raise WorkbenchError(f"a method is named twice: {', '.join(self.methods)}")
+        return replace(self, methods=tuple(self.methods))
+
+    def spec(self) -> PipelineSpec:
+        return TOPOLOGIES[self.topology](self.agents)
+
+    def identity(self) -> dict:
+        """What a resumed run must share (n may grow; methods may be added)."""
+        return {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
+                "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
+                "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict()}
+
+
+def request_path(out: Path, method: str, index: int) -> Path:
+    return Path(out) / REQUESTS / method / f"{index:05d}.json"
+
+
+def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, progress: bool = True) -> dict:
+    """Run every method over the first `config.n` requests into `out` (resuming a compatible run);
+    returns the manifest."""
+    config = config.checked()
+    examples = load_dataset(config.dataset, n=config.n, tokenizer=model.tokenizer,
+                            max_positions=model.max_positions, **config.dataset_options)
+    spec, out = config.spec(), check_out(out, resume=True)
+    with run_lock(out):
+        manifest = _open(out, model, config)
+        try:
+            for method in config.methods:
+                state = get_method(method).make_state()
+                bar = tqdm(examples, desc=method, unit="request", disable=not progress)
+                for index, example in enumerate(bar):
+                    path = request_path(out, method, index)
+                    done = RequestResult.from_dict(json.loads(path.read_text())) if path.is_file() else None
+                    if done is not None and done.example_id != example.id:
+                        raise WorkbenchError(f"{path} holds request {done.example_id!r}, not {example.id!r}: the "
+                                             f"data set changed under the run; use a new --out")
+                    result = run_request(model, spec, example, method, state, config.max_new_tokens, config.seed,
+                                         replay=done)
+                    if done is None:
+                        path.parent.mkdir(parents=True, exist_ok=True)
+                        write_json(path, result.to_dict())
+                write_tables(out, config, examples)
+        except KeyboardInterrupt:
+            write_tables(out, config, examples)
+            write_manifest(out, finished(manifest, "interrupted"))
+            raise
+        manifest = finished(manifest, "complete", n_requests=len(examples))
+        write_manifest(out, manifest)
+    return manifest
+
+
+def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
+    identity = {"model": model_identity(model).get("fingerprint"), **config.identity()}
+    if (out / "manifest.json").is_file():
+        manifest = read_manifest(out, kind="pipeline")
+        recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
+        recorded = {k: v for k, v in recorded.items() if k in identity}
+        diffs = identity_differences(recorded, identity)
+        if diffs:
+            raise WorkbenchError(f"{out} holds a pipeline run made with other settings; use a new --out or the "
+                                 f"same settings. Differences: " + "; ".join(diffs))
+        manifest = {**manifest, "status": "running", "end": None,
+                    "args": {**manifest["args"], "n": config.n, "methods": list(config.methods)}}
+    else:
+        manifest = new_manifest("pipeline", model_identity(model),
+                                {**config.identity(), "n": config.n, "methods": list(config.methods)})
+    (out / REQUESTS).mkdir(parents=True, exist_ok=True)
+    write_manifest(out, manifest)
+    return manifest
+
+
+def write_tables(out: Path, config: PipelineConfig, examples) -> None:
+    """requests.parquet and calls.parquet from every finished request file."""
+    requests, calls = [], []
+    for method in config.methods:
+        for index, example in enumerate(examples):
+            path = request_path(out, method, index)
+            if not path.is_file():
+                continue
+            result = RequestResult.from_dict(json.loads(path.read_text()))
+            em, f1 = best_em_f1(result.answer, example.gold)
+            requests.append({"method": method, "index": index, "example_id": example.id, "answer": result.answer,
+                             "gold": " | ".join(example.gold), "em": em, "f1": f1,
+                             "contains": contains_answer(result.answer, example.gold),
+                             "n_calls": len(result.calls), "n_reused": sum(c.reused for c in result.calls)})
+            for c in result.calls:
+                finite = [e for e in c.gate_entropy if e == e]
+                calls.append({"method": method, "index": index, "example_id": example.id, "agent": c.agent,
+                              "role": c.role, "depth": c.depth, "n_tokens": c.n_tokens, "reused": c.reused,
+                              "n_slots": len(c.n_anchors), "max_entropy": max(finite) if finite else float("nan"),
+                              "threshold": max((t for t in c.gate_threshold if t == t), default=float("nan")),
+                              "min_anchors": min(c.n_anchors) if c.n_anchors else 0,
+                              "confidence": c.confidence, "template_differs": c.template_differs,
+                              "output": c.output, "seconds": c.seconds})
+    if requests:
+        write_parquet(Path(out) / "requests.parquet", pd.DataFrame(requests))
+        write_parquet(Path(out) / "calls.parquet", pd.DataFrame(calls))

@@ -1,0 +1,142 @@
+"""KVComm's online anchor pool (Eq. 1 and 2 of BCR; `HankYe/KVCOMM`, `llm/kvcomm_engine.py`).
+
+A placeholder (the task, or an agent's output) is prefilled once on its own: its *base* cache.
+In an agent's prompt it sits after another prefix, so its real cache differs from the base by
+Δ = C(x | P) − C(x | ∅). A dense pass of an agent's prompt stores that Δ as an *anchor*. A later
+occurrence of the same placeholder slot under the same agent is predicted as
+
+    base (moved to its position)  +  Σ_a w_a Δ_a          (layer 0 keeps the base)
+
+with weights from how close the new base is to each anchor's base, and a gate decides whether
+to trust the prediction at all:
+
+    s = softmax(−d),  d_a = ||V_new − V_a||₂ over the first len(new) rows of every layer
+    reuse iff n ≥ 2 and H(s) ≤ γ · log2 n         (n: anchors at least as long as the new base)
+
+What the code does and the paper does not say, followed here:
+- weights for the prediction are per token, from the mean |K_new − K_a| (resp. V) over
+  layers, heads and channels; keys and values are weighted apart; anchors align on their first
+  rows; layer 0 is never adjusted; stored ΔK is not re-rotated (it was taken at the anchor's
+  own positions);
+- a reuse activates the anchors inside the top-p 0.9 mass (counts); when a slot holds more than
+  20 anchors (strictly), the least-activated of the 5 oldest is evicted;
+- each anchor holds one Δ per agent (a Δ is specific to the agent's prefix); only anchors with a
+  Δ for the asking agent take part (the code's per-slot pool holds them in one entry).
+Differences from the code are listed in docs/PROTOCOLS.md (multi-agent reuse).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+MAX_ANCHORS = 20
+EVICTION_WINDOW = 5
+TOP_P = 0.9
+
+
+@dataclass
+class Anchor:
+    """One message seen in one slot: its base cache there and a Δ per agent that read it densely."""
+
+    base_keys: torch.Tensor  # [layer, kv_head, len, d_head], post-RoPE at the anchor's positions
+    base_values: torch.Tensor  # [layer, kv_head, len, d_head]
+    deltas: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # agent -> (dK, dV)
+    activations: int = 0
+
+    @property
+    def length(self) -> int:
+        return self.base_keys.shape[2]
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What the entropy gate saw for one placeholder of one call."""
+
+    reuse: bool
+    n_anchors: int  # anchors that could take part (long enough, with a Δ for this agent)
+    entropy: float  # H(s) in bits (nan when n < 2)
+    threshold: float  # γ · log2 n (nan when n < 2)
+    weights: tuple[float, ...] = ()  # s over the candidate anchors
+
+
+class AnchorPool:
+    """Anchors per slot (`"task"`, `"agent3"`, ...), keyed by the message text that filled it."""
+
+    def __init__(self, gamma: float = 0.3, max_anchors: int = MAX_ANCHORS, window: int = EVICTION_WINDOW):
+        self.gamma, self.max_anchors, self.window = float(gamma), max_anchors, window
+        self.slots: dict[str, dict[str, Anchor]] = {}
+
+    def size(self, slot: str) -> int:
+        return len(self.slots.get(slot, {}))
+
+    def candidates(self, slot: str, agent: int, length: int) -> list[Anchor]:
+        """Anchors of `slot` at least `length` rows long that hold a Δ for `agent` (oldest first)."""
+        return [a for a in self.slots.get(slot, {}).values() if a.length >= length and agent in a.deltas]
+
+    def gate(self, slot: str, agent: int, base_values: torch.Tensor) -> GateDecision:
+        """Eq. 2 on values: reuse iff at least 2 anchors and H(softmax(−d)) ≤ γ · log2 n.
+        base_values: [layer, kv_head, len, d_head] of the new occurrence at its position."""
+        anchors = self.candidates(slot, agent, base_values.shape[2])
+        n = len(anchors)
+        if n < 2:
+            return GateDecision(False, n, math.nan, math.nan)
+        rows = base_values.shape[2]
+        dist = torch.stack([(base_values.float() - a.base_values[:, :, :rows].float()).norm() for a in anchors])  # [n]
+        s = torch.softmax(-dist, dim=0)
+        entropy = float(-(s * torch.log2(s + 1e-40)).sum())
+        threshold = self.gamma * math.log2(n)
+        reuse = entropy <= threshold
+        if reuse:
+            for i in _top_p(s, TOP_P):
+                anchors[i].activations += 1
+        return GateDecision(reuse, n, entropy, threshold, tuple(s.tolist()))
+
+    def predict(self, slot: str, agent: int, base_keys: torch.Tensor,
+                base_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """base + Σ w Δ with per-token weights (keys and values apart); layer 0 keeps the base.
+        base_keys/values: [layer, kv_head, len, d_head] at the new position -> the same shapes."""
+        anchors = self.candidates(slot, agent, base_keys.shape[2])
+        if not anchors:
+            return base_keys, base_values
+        rows = base_keys.shape[2]
+        out = []
+        for base, pick, which in ((base_keys, lambda a: a.base_keys, 0), (base_values, lambda a: a.base_values, 1)):
+            diffs = torch.stack([(base.float() - pick(a)[:, :, :rows].float()).abs().mean(dim=(0, 1, 3))
+                                 for a in anchors])  # [anchor, len]
+            w = torch.softmax(-diffs, dim=0)  # [anchor, len]
+            delta = torch.stack([a.deltas[agent][which][:, :, :rows].float() for a in anchors])  # [anchor, L, H, len, D]
+            shift = (w[:, None, None, :, None] * delta).sum(0)  # [layer, kv_head, len, d_head]
+            shift[0] = 0  # layer 0 keeps the base
+            out.append((base.float() + shift).to(base.dtype))
+        return out[0], out[1]
+
+    def store(self, slot: str, message: str, agent: int, base_keys: torch.Tensor, base_values: torch.Tensor,
+              real_keys: torch.Tensor, real_values: torch.Tensor) -> None:
+        """After a dense pass: remember Δ = real − base of `message` in `slot` for `agent`.
+        All tensors [layer, kv_head, len, d_head] at the same positions."""
+        pool = self.slots.setdefault(slot, {})
+        if len(pool) > self.max_anchors:
+            self._evict(pool)
+        anchor = pool.get(message)
+        if anchor is None:
+            anchor = pool[message] = Anchor(base_keys.clone(), base_values.clone())
+        else:  # the code lets the last writer's base stand
+            anchor.base_keys, anchor.base_values = base_keys.clone(), base_values.clone()
+        anchor.deltas[agent] = ((real_keys.float() - base_keys.float()).to(base_keys.dtype),
+                                (real_values.float() - base_values.float()).to(base_values.dtype))
+
+    def _evict(self, pool: dict[str, Anchor]) -> None:
+        """Drop the least-activated of the `window` oldest anchors (the oldest on a tie)."""
+        oldest = list(pool)[: self.window]
+        del pool[min(oldest, key=lambda m: pool[m].activations)]
+
+
+def _top_p(s: torch.Tensor, p: float) -> list[int]:
+    """Anchors the code activates: in descending order of s, those whose running sum stays below
+    p; when even the first reaches p, all of them (as `predict_as_anchor` does)."""
+    order = torch.argsort(s, descending=True)
+    below = (torch.cumsum(s[order], 0) < p).nonzero()
+    return order.tolist() if below.numel() == 0 else order[: int(below.max()) + 1].tolist()

@@ -1,0 +1,101 @@
+"""One agent call: its prompt laid out, and its cache by a dense prefill or by KVComm's prediction.
+
+An agent's prompt is a `Layout` whose prefix is the chat frame with the agent's system prompt,
+whose "passages" are the placeholders it reads (the task, then its predecessors' outputs) and
+whose suffix is its instruction. So the splice, the repair, the signals and the selectors of the
+workbench apply to a call's cache unchanged.
+
+    layout, slots = agent_layout(model.tokenizer, spec, agent, task, outputs)
+    dense = dense_call(model, layout)                        # C(prompt), the reference
+    cache, decisions = kvcomm_call(model, pool, agent, layout, slots)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from workbench.kv import KVCache, prefill
+from workbench.layout import Layout, PromptFormat, build_layout
+from workbench.models import LoadedModel
+from workbench.pipeline.anchors import AnchorPool, GateDecision
+from workbench.pipeline.spec import PipelineSpec
+from workbench.tasks import Example
+
+# The neutral prefix a placeholder's base cache is computed after and then dropped (KVComm
+# computes user inputs after "Q:" so that no placeholder row is the attention sink at 0).
+BASE_PREFIX = "Q:"
+AGENT_FORMAT = PromptFormat(passage_separator="\n\n", question_template="{question}", answer_lead="")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A placeholder of a call: its name (`"task"`, `"agent2"`) and the text that fills it."""
+
+    name: str
+    message: str
+
+
+def agent_layout(tokenizer, spec: PipelineSpec, agent: int, task: str, outputs: dict[int, str],
+                 answer_lead: str = "", max_positions: int | None = None) -> tuple[Layout, tuple[Slot, ...]]:
+    """Agent `agent`'s prompt: system prompt, the task, its predecessors' outputs, its instruction.
+    `outputs` maps each predecessor to what it said. Returns the layout and its slots, one per
+    passage of the layout in order."""
+    me = spec.agents[agent]
+    slots = [Slot("task", f"Task: {task}")]
+    for j in spec.predecessors(agent):
+        slots.append(Slot(f"agent{j}", f"{spec.agents[j].role.capitalize()} said: {outputs[j]}"))
+    example = Example(f"agent{agent}", tuple(s.message for s in slots), me.instruction, (), system=me.system,
+                      meta={"answer_lead": answer_lead})
+    return build_layout(tokenizer, example, AGENT_FORMAT, max_positions=max_positions), tuple(slots)
+
+
+def dense_call(model: LoadedModel, layout: Layout) -> KVCache:
+    """Token-matched Dense: one prefill of the call's own ids (each segment tokenized apart, as
+    the reuse path lays them out) over the handed-off span [0, suffix_start)."""
+    return prefill(model, layout.ids[: layout.suffix_start])
+
+
+def template_ids(tokenizer, layout: Layout) -> torch.Tensor:
+    """Chat-template Dense's ids: the call's whole text tokenized as one. [pos]"""
+    text = "".join(seg.text for seg in layout.segments)
+    return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
+
+
+def base_cache(model: LoadedModel, ids: torch.Tensor, start: int) -> KVCache:
+    """C(x | ∅) of a placeholder's ids ([len]), computed after BASE_PREFIX (then dropped) and moved
+    by a delta rotation to absolute positions [start, start + len)."""
+    lead = torch.tensor(model.tokenizer(BASE_PREFIX, add_special_tokens=False)["input_ids"], dtype=torch.long)
+    alone = prefill(model, torch.cat([lead, ids.cpu()])).slice(len(lead), len(lead) + len(ids))
+    return KVCache(model.adapter.rerotate(alone.keys, start - len(lead)), alone.values)
+
+
+@dataclass(frozen=True)
+class KVCommCall:
+    """A call served by KVComm: its cache, each slot's gate decision, and whether it was reused."""
+
+    cache: KVCache  # [0, suffix_start): the predicted cache, or the dense one on a fallback
+    decisions: tuple[GateDecision, ...]  # one per slot
+    reused: bool  # every slot passed the gate; otherwise the call paid a dense prefill
+
+
+def kvcomm_call(model: LoadedModel, pool: AnchorPool, agent: int, layout: Layout,
+                slots: tuple[Slot, ...], force_dense: bool = False) -> KVCommCall:
+    """Gate every slot; if all pass, assemble prefix (exact) + predicted slots; else prefill
+    densely and store each failed slot's Δ as an anchor (the pool learns online).
+    `force_dense` (a call-level policy) pays the dense prefill whatever the gate says; the gate
+    still runs, so the pool learns as it would."""
+    prefix = prefill(model, layout.ids[: layout.prefix.end])
+    bases = [base_cache(model, layout.ids[seg.start:seg.end], seg.start) for seg in layout.passages]
+    decisions = tuple(pool.gate(slot.name, agent, base.values) for slot, base in zip(slots, bases))
+    if all(d.reuse for d in decisions) and not force_dense:
+        parts = [prefix] + [KVCache(*pool.predict(slot.name, agent, base.keys, base.values))
+                            for slot, base in zip(slots, bases)]
+        return KVCommCall(KVCache.cat(parts), decisions, True)
+    dense = dense_call(model, layout)
+    for slot, seg, base, decision in zip(slots, layout.passages, bases, decisions):
+        if not decision.reuse:
+            real = dense.slice(seg.start, seg.end)
+            pool.store(slot.name, slot.message, agent, base.keys, base.values, real.keys, real.values)
+    return KVCommCall(dense, decisions, False)

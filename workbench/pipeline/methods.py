@@ -1,0 +1,141 @@
+"""Reuse methods of a pipeline call, as a registry (like the selectors).
+
+A method decides how one agent call gets its cache: `fn(ctx: CallContext) -> CallResult`. The
+request loop (`pipeline.request`) calls it once per agent in topological order; the state that
+lives across calls and requests (KVComm's anchor pool) sits in `MethodState`.
+
+    @register_method("my-method", description="...")
+    def my_method(call): ...
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from workbench.decode import draft_confidence
+from workbench.errors import WorkbenchError
+from workbench.kv import KVCache, prefill
+from workbench.layout import Layout
+from workbench.models import LoadedModel
+from workbench.pipeline.anchors import AnchorPool, GateDecision
+from workbench.pipeline.calls import Slot, dense_call, kvcomm_call, template_ids
+from workbench.pipeline.spec import PipelineSpec
+
+
+@dataclass
+class MethodState:
+    """What persists across the calls and requests of one run of a method."""
+
+    pool: AnchorPool = field(default_factory=AnchorPool)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    model: LoadedModel
+    spec: PipelineSpec
+    agent: int
+    layout: Layout
+    slots: tuple[Slot, ...]
+    state: MethodState
+    seed: int  # this call's own seed (run seed, request, agent), for drawn policies
+
+
+@dataclass(frozen=True)
+class CallResult:
+    cache: KVCache  # the context the answer is decoded over
+    reused: bool  # served without a dense prefill of the call
+    decisions: tuple[GateDecision, ...] = ()  # per slot, when a gate ran
+    suffix_ids: torch.Tensor | None = None  # what is prefilled over `cache` (default: the layout's suffix)
+    confidence: float = math.nan  # OpenGate: mean top-1 probability of the draft
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    fn: Callable[[CallContext], CallResult]
+    description: str
+    make_state: Callable[[], MethodState]
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(name: str, description: str, make_state: Callable[[], MethodState] = MethodState):
+    def add(fn):
+        if name in METHODS:
+            raise WorkbenchError(f"reuse method {name!r} is already registered")
+        METHODS[name] = Method(name, fn, description, make_state)
+        return fn
+    return add
+
+
+def get_method(name: str) -> Method:
+    if name not in METHODS:
+        raise WorkbenchError(f"unknown reuse method {name!r}; registered: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def kvcomm_state(gamma: float) -> Callable[[], MethodState]:
+    """A fresh pool with entropy threshold γ (γ = 0 never reuses; γ = 1 always trusts ≥ 2 anchors)."""
+    return lambda: MethodState(AnchorPool(gamma=gamma))
+
+
+@register_method("dense", "every call prefilled densely: the reference")
+def dense(call: CallContext) -> CallResult:
+    return CallResult(dense_call(call.model, call.layout), reused=False)
+
+
+@register_method("chat-template", "Dense over the whole prompt tokenized as one text (BCR's Dense)")
+def chat_template(call: CallContext) -> CallResult:
+    ids = template_ids(call.model.tokenizer, call.layout)  # [pos]
+    return CallResult(prefill(call.model, ids[:-1]), reused=False, suffix_ids=ids[-1:])
+
+
+@register_method("token-matched", "Dense over the reuse path's merged per-segment ids")
+def token_matched(call: CallContext) -> CallResult:
+    return CallResult(dense_call(call.model, call.layout), reused=False)
+
+
+def _kvcomm(call: CallContext, force_dense: bool = False) -> CallResult:
+    served = kvcomm_call(call.model, call.state.pool, call.agent, call.layout, call.slots, force_dense)
+    return CallResult(served.cache, served.reused, served.decisions)
+
+
+register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(_kvcomm)
+register_method("kvcomm-always", "KVComm's prediction whenever 2 anchors exist (γ = 1)", kvcomm_state(1.0))(_kvcomm)
+
+
+@register_method("protect-root", "KVComm γ = 0.3, but entry agents always prefill densely (P3)", kvcomm_state(0.3))
+def protect_root(call: CallContext) -> CallResult:
+    return _kvcomm(call, force_dense=call.spec.depth(call.agent) == 0)
+
+
+@register_method("protect-leaf", "KVComm γ = 0.3, but the deepest agent always prefills densely (P4)",
+                 kvcomm_state(0.3))
+def protect_leaf(call: CallContext) -> CallResult:
+    deepest = max(call.spec.depth(a) for a in range(call.spec.n_agents))
+    return _kvcomm(call, force_dense=call.spec.depth(call.agent) == deepest)
+
+
+@register_method("coin-alloc", "KVComm γ = 0.3, and a seeded coin forces a dense call with probability "
+                 "1 / n_agents, the share the structural policies force (P5)", kvcomm_state(0.3))
+def coin_alloc(call: CallContext) -> CallResult:
+    rng = np.random.default_rng(call.seed)
+    return _kvcomm(call, force_dense=bool(rng.random() < 1.0 / call.spec.n_agents))
+
+
+@register_method("opengate", "serve KVComm's prediction (γ = 1), draft k = 2 tokens, keep it iff their mean "
+                 "top-1 probability >= 0.5, else prefill densely (App. I)", kvcomm_state(1.0))
+def opengate(call: CallContext, k: int = 2, theta: float = 0.5) -> CallResult:
+    served = _kvcomm(call)
+    if not served.reused:
+        return served
+    confidence = draft_confidence(call.model, served.cache, call.layout.ids[call.layout.suffix_start:], k)
+    if confidence >= theta:
+        return replace(served, confidence=confidence)
+    return CallResult(dense_call(call.model, call.layout), False, served.decisions, confidence=confidence)

@@ -1,0 +1,120 @@
+"""One request through a pipeline under one reuse method: every agent in topological order.
+
+    state = get_method("kvcomm").make_state()
+    result = run_request(model, spec, example, "kvcomm", state)
+    result.answer, result.calls                  # the final agent's answer, one CallRecord per agent
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from workbench.decode import greedy_answer
+from workbench.models import LoadedModel
+from workbench.pipeline.calls import agent_layout, template_ids
+from workbench.pipeline.methods import CallContext, MethodState, get_method
+from workbench.pipeline.spec import PipelineSpec
+from workbench.tasks import Example
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One agent call of one request."""
+
+    agent: int
+    role: str
+    depth: int
+    n_tokens: int
+    reused: bool
+    gate_entropy: tuple[float, ...]  # per slot (nan where no gate ran or < 2 anchors)
+    gate_threshold: tuple[float, ...]
+    n_anchors: tuple[int, ...]
+    confidence: float  # OpenGate's draft confidence (nan for other methods)
+    template_differs: bool  # the whole prompt tokenized as one differs from the merged segment ids
+    output: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    example_id: str
+    method: str
+    answer: str  # the final agent's output
+    calls: tuple[CallRecord, ...]
+
+    def to_dict(self) -> dict:
+        """JSON-safe (nan as None)."""
+        return {"example_id": self.example_id, "method": self.method, "answer": self.answer,
+                "calls": [{k: _json_safe(v) for k, v in asdict(c).items()} for c in self.calls]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RequestResult:
+        calls = []
+        for c in data["calls"]:
+            fields = {k: (tuple(_float(x) if k.startswith("gate_") else x for x in v) if isinstance(v, list) else v)
+                      for k, v in c.items()}
+            fields["confidence"] = _float(fields["confidence"])
+            calls.append(CallRecord(**fields))
+        return cls(data["example_id"], data["method"], data["answer"], tuple(calls))
+
+
+def _json_safe(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (tuple, list)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _float(value) -> float:
+    return math.nan if value is None else float(value)
+
+
+def task_text(example: Example) -> str:
+    """The shared task T: the example's passages, then its question."""
+    return "\n".join(example.passages) + f"\nQuestion: {example.question}"
+
+
+def call_seed(seed: int, example_id: str, agent: int) -> int:
+    """A drawn policy's seed for one call: from the run seed, the request's id and the agent."""
+    digest = hashlib.sha256(f"{seed}/{example_id}/{agent}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method: str, state: MethodState,
+                max_new_tokens: int = 24, seed: int = 0, replay: RequestResult | None = None) -> RequestResult:
+    """Run every agent of `spec` on `example` with reuse method `method` (its `state` carries over
+    between requests). The final agent writes the example's answer lead, if it has one.
+
+    `replay` (a finished result of this request) rebuilds `state` on resume: every call runs its
+    method again, so the anchor pool learns exactly what it learned, but each agent's output is
+    read from the record instead of decoded; `replay` itself is returned."""
+    fn = get_method(method).fn
+    task = task_text(example)
+    outputs: dict[int, str] = {}
+    calls = []
+    for agent in spec.order:
+        start = time.perf_counter()
+        lead = example.meta.get("answer_lead", "") if agent == spec.final else ""
+        layout, slots = agent_layout(model.tokenizer, spec, agent, task, outputs, lead, model.max_positions)
+        result = fn(CallContext(model, spec, agent, layout, slots, state, call_seed(seed, example.id, agent)))
+        if replay is not None:
+            outputs[agent] = next(c.output for c in replay.calls if c.agent == agent) or "(nothing)"
+            continue
+        suffix = layout.ids[layout.suffix_start:] if result.suffix_ids is None else result.suffix_ids
+        answer = greedy_answer(model, result.cache, suffix, max_new_tokens)
+        outputs[agent] = answer.text or "(nothing)"
+        calls.append(CallRecord(agent, spec.agents[agent].role, spec.depth(agent), layout.n_tokens, result.reused,
+                                tuple(d.entropy for d in result.decisions),
+                                tuple(d.threshold for d in result.decisions),
+                                tuple(d.n_anchors for d in result.decisions), result.confidence,
+                                not torch.equal(template_ids(model.tokenizer, layout), layout.ids),
+                                answer.text, time.perf_counter() - start))
+    if replay is not None:
+        return replay
+    return RequestResult(example.id, method, outputs[spec.final], tuple(calls))
