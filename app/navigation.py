@@ -20,5 +20,6 @@ PAGES = {
     "flips": Page("views/flips.py", "Decision flips", ":material/swap_horiz:", "flips"),
     "unit": Page("views/unit_curve.py", "Unit of choice", ":material/grid_view:", "unit-of-choice"),
     "fidelity": Page("views/fidelity.py", "Fidelity vs consumability", ":material/compare:", "fidelity"),
+    "pipeline": Page("views/pipeline.py", "Multi-agent reuse", ":material/hub:", "multi-agent"),
     "live": Page("views/live.py", "Live", ":material/bolt:", "live"),
 }

@@ -174,6 +174,17 @@ def read_curve(folder: Path) -> runstore.CurveRun:
     return _curve(str(folder), _stamp(*(folder / n for n in (runstore.MANIFEST, "curve.parquet", "summary.parquet"))))
 
 
+@st.cache_data(show_spinner="Reading the pipeline run...", max_entries=8)
+def _pipeline(path: str, stamp: tuple) -> runstore.PipelineRun:
+    return runstore.load_pipeline(path)
+
+
+def read_pipeline(folder: Path) -> runstore.PipelineRun:
+    """A pipeline run, re-read when its tables change (it may still be running)."""
+    return _pipeline(str(folder), _stamp(folder / runstore.MANIFEST, folder / "requests.parquet",
+                                         folder / "calls.parquet"))
+
+
 @st.cache_data(show_spinner="Reading the fidelity run...", max_entries=8)
 def _fidelity(path: str, stamp: tuple) -> runstore.FidelityRun:
     return runstore.load_fidelity(path)

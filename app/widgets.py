@@ -42,7 +42,8 @@ def ensure_choice(key: str, options: list, default) -> None:
 
 def how_to_get_data(kind: str) -> None:
     """The message pages show instead of an error when no run of a kind exists."""
-    what = {"sweep": "sweep runs", "curve": "unit-of-choice curve runs", "fidelity": "fidelity runs"}.get(kind, "runs")
+    what = {"sweep": "sweep runs", "curve": "unit-of-choice curve runs", "fidelity": "fidelity runs",
+            "pipeline": "multi-agent pipeline runs"}.get(kind, "runs")
     text = (f"No {what} under {plain(state.runs_root())} yet. Make one from a shell with "
             f"`{runstore.KINDS[kind].make}`")
     if kind == "sweep":

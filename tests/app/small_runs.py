@@ -11,6 +11,7 @@ import torch
 from conftest import small_example, tiny_model
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.experiments.fidelity import run_fidelity
+from workbench.experiments.pipeline_run import PipelineConfig, run_pipeline
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.experiments.unit_curve import run_curve
 from workbench.models import model_identity
@@ -44,7 +45,7 @@ def save_diagnosis(model, example: Example, out: Path, selectors=("none", "full"
 
 
 def build_runs(base: Path) -> dict:
-    """base/model and base/runs/{tiny (sweep), curve, fid (fidelity), one (diagnosis)}."""
+    """base/model and base/runs/{tiny (sweep), curve, fid (fidelity), one (diagnosis), pipe (pipeline)}."""
     model, folder = save_model(base)
     runs = base / "runs"
     run_sweep(model, SweepConfig(dataset=f"jsonl:{SAMPLE}", n=3, diagnose=config()), runs / "tiny", progress=False)
@@ -53,6 +54,9 @@ def build_runs(base: Path) -> dict:
                  bank_alphas=(0.5, 1), bank_size=3, pool_sizes=(1, 2), proj_cos=(0.95,), max_new_tokens=3,
                  progress=False)
     save_diagnosis(model, small_example(), runs / "one")
+    run_pipeline(model, PipelineConfig(agents=3, n=6, methods=("chat-template", "token-matched", "kvcomm",
+                                                               "kvcomm-always"), max_new_tokens=3),
+                 runs / "pipe", progress=False)
     return {"base": base, "model": folder, "runs": runs, "tiny_model": model}
 
 

@@ -379,6 +379,26 @@ def test_fidelity_page(world):
     ok(at)
 
 
+def test_multi_agent_page(world):
+    at = open_page("views/pipeline.py")
+    assert at.selectbox(key="pipeline_run").value == "pipe"
+    methods = frame_with(at, "method", "reuse", "acc", "line_pred")
+    saved = pd.read_parquet(world["runs"] / "pipe" / "requests.parquet")
+    assert list(methods["method"]) == list(dict.fromkeys(saved["method"]))
+    assert list(methods["acc"]) == pytest.approx(list(saved.groupby("method", sort=False)["contains"].mean()))
+    assert at.selectbox(key="pipe_method").value == "kvcomm"
+    calls = frame_with(at, "agent", "role", "reused", "max_entropy")
+    assert list(calls["role"]) == ["reader", "reasoner", "answerer"]
+    at.selectbox(key="pipe_method").set_value("kvcomm-always").run()
+    at.selectbox(key="pipe_request").set_value(5).run()
+    ok(at)
+    graph = charts(at)[1]
+    reused = pd.read_parquet(world["runs"] / "pipe" / "calls.parquet").query("method == 'kvcomm-always' and index == 5")
+    drawn = {t["name"]: len(array(t["x"])) for t in graph["data"]}
+    assert drawn.get("reused (no dense prefill)", 0) == int(reused["reused"].sum())
+    assert drawn.get("dense prefill", 0) == int((~reused["reused"]).sum())
+
+
 def test_live_diagnoses_explores_and_saves(world, tmp_path):
     at = open_page("views/live.py", runs=tmp_path)
     assert at.text_area(key="live_passages").value.strip()

@@ -56,6 +56,8 @@ PAGES = [
     ("fidelity?run=fid", "Fidelity vs consumability", 3),
     ("?run=one", "KV Repair Workbench", 0),
     ("explorer?run=one", "Example explorer", 4),  # no layer signals: none, full, random, densedev
+    ("?run=pipe", "KV Repair Workbench", 0),
+    ("multi-agent?run=pipe", "Multi-agent reuse", 2),
 ]
 
 AXIS_CHECK = """

@@ -112,3 +112,21 @@ def test_the_summary_computes_mcnemar_the_line_and_the_tax():
     tax = tables["tax"].iloc[0]
     assert (tax["tokenization"], tax["approximation"], tax["calls_differ"]) == (0.25, 0.25, 0.25)
     assert list(tables["warmup"]["block"]) == ["1-1", "2-2", "3-3", "4-4"]
+
+
+def test_the_pipeline_figures_show_their_data(model, tmp_path):
+    from workbench import plots
+
+    out = tmp_path / "figs"
+    run_pipeline(model, PipelineConfig(agents=3, n=5, methods=("chat-template", "token-matched", "kvcomm-always"),
+                                       max_new_tokens=2), out, progress=False)
+    run = load_pipeline(out)
+    tables = summarize_pipeline(run.requests, run.calls, anchor="kvcomm-always")
+    line = plots.reuse_vs_accuracy(tables["methods"])
+    assert {t.name for t in line.data if t.mode == "markers"} == {"chat-template", "token-matched", "kvcomm-always"}
+    one = run.calls.query("method == 'kvcomm-always' and index == 4")
+    graph = plots.agent_graph(one, [(0, 1), (0, 2), (1, 2)])
+    assert sum(len(t.x) for t in graph.data) == 3 and len(graph.layout.annotations) == 3
+    gate = plots.gate_entropy(run.calls[run.calls["method"] == "kvcomm-always"])
+    for fig in (line, graph, gate):
+        assert plots.axis_problems(fig) == []

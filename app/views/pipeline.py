@@ -1,0 +1,71 @@
+"""Multi-agent reuse: a `kvwb pipeline` run (BCR §2–§4, KVComm): each call's decision on the
+agent graph, the entropy gate against its threshold, reuse against accuracy with the allocation
+line, the tokenization tax and the warm-up."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import state
+from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
+from workbench.errors import WorkbenchError
+from workbench.experiments.pipeline_summary import summarize_pipeline
+from workbench.plots import pipeline as figures
+
+st.title("Multi-agent reuse")
+st.caption("A request runs on a pipeline of agents; each reads the shared task and the earlier agents' outputs "
+           "as segments whose caches a reuse method predicts (KVComm) or prefills densely. Accuracy = the final "
+           "answer contains an accepted answer.")
+
+run = choose_run(("pipeline",), key="pipeline_run", stop_on_problems=True)
+try:
+    data = state.read_pipeline(run.path)
+    tables = summarize_pipeline(data.requests, data.calls)
+except (WorkbenchError, OSError, KeyError) as err:
+    warn(err)
+    st.stop()
+
+args = data.manifest.get("args") or {}
+spec = args.get("spec") or {}
+edges = [tuple(e) for e in spec.get("edges", [])]
+st.markdown(f"{plain(run.name)}: model {plain((data.manifest.get('model') or {}).get('name', '?'))}, "
+            f"{args.get('agents', '?')} agents ({plain(args.get('topology', '?'))}), "
+            f"{data.requests['index'].nunique()} requests, status {plain(data.manifest.get('status', '?'))}.")
+
+st.subheader("Reuse against accuracy")
+show_figure(figures.reuse_vs_accuracy(tables["methods"]), f"reuse-accuracy-{run.name}", "pipe_line")
+st.dataframe(tables["methods"], hide_index=True, width="stretch")
+csv_button(tables["methods"], f"methods-{run.name}", "pipe_methods_csv", "Methods as CSV")
+
+methods = list(dict.fromkeys(data.requests["method"]))
+st.subheader("One request on the agent graph")
+c1, c2 = st.columns(2)
+ensure_choice("pipe_method", methods, "kvcomm" if "kvcomm" in methods else methods[0])
+method = c1.selectbox("Method", methods, key="pipe_method")
+done = sorted(data.requests[data.requests["method"] == method]["index"].unique().tolist())
+labels = {i: f"{i + 1}: {data.requests[(data.requests['index'] == i)]['example_id'].iloc[0]}" for i in done}
+ensure_choice("pipe_request", done, done[0])
+index = c2.selectbox("Request", done, key="pipe_request", format_func=lambda i: labels[i])
+calls = data.calls[(data.calls["method"] == method) & (data.calls["index"] == index)]
+answer = data.requests[(data.requests["method"] == method) & (data.requests["index"] == index)].iloc[0]
+show_figure(figures.agent_graph(calls, edges, title=f"{plain(method)}: request {index + 1}"),
+            f"graph-{run.name}-{method}-{index + 1}", "pipe_graph")
+st.text(f"Final answer: {answer['answer']}   (gold: {answer['gold']}; contains: {bool(answer['contains'])})")
+st.dataframe(calls[["agent", "role", "depth", "reused", "max_entropy", "threshold", "min_anchors", "confidence",
+                    "template_differs", "output"]], hide_index=True, width="stretch")
+
+st.subheader("The entropy gate, call by call")
+try:
+    show_figure(figures.gate_entropy(data.calls[data.calls["method"] == method]),
+                f"gate-{run.name}-{method}", "pipe_gate")
+except WorkbenchError as err:
+    st.info(plain(err))
+
+st.subheader("Tokenization tax and warm-up")
+if tables["tax"].empty:
+    st.info("The tax needs chat-template, token-matched and kvcomm in the run.")
+else:
+    st.dataframe(tables["tax"], hide_index=True, width="stretch")
+st.dataframe(tables["warmup"], hide_index=True, width="stretch")
+with st.expander("Manifest"):
+    st.json(data.manifest, expanded=1)

@@ -1,0 +1,101 @@
+"""Figures of a `kvwb pipeline` run (BCR §2–§4): the agent graph of one request coloured by each
+call's decision, the gate's entropy against its threshold, and reuse rate against accuracy with
+the allocation line. Built from the run's tables (`calls`, the summary's `methods`)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.errors import WorkbenchError
+from workbench.plots.text import escape
+
+REUSED, DENSE = "#2ca02c", "#7f7f7f"
+
+
+def agent_graph(calls: pd.DataFrame, edges: list, title: str = "") -> go.Figure:
+    """One request's agents (x: depth, y: order within a depth) with their edges; each node is
+    coloured by its call's decision (reused or dense). calls: the rows of one (method, request)."""
+    if calls.empty:
+        raise WorkbenchError("no calls to draw")
+    rows = calls.sort_values("agent")
+    place: dict[int, tuple[float, float]] = {}
+    for depth, group in rows.groupby("depth"):
+        zigzag = 0.5 if depth % 2 else -0.5  # so an edge that skips a depth does not run through a node
+        for k, agent in enumerate(group["agent"]):
+            place[int(agent)] = (float(depth), zigzag - (k - (len(group) - 1) / 2))
+    fig = go.Figure()
+    for a, b in edges:
+        if a in place and b in place:
+            (x0, y0), (x1, y1) = place[a], place[b]
+            fig.add_annotation(x=x1, y=y1, ax=x0, ay=y0, xref="x", yref="y", axref="x", ayref="y", text="",
+                               showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.2, arrowcolor="#999999",
+                               standoff=18, startstandoff=18)
+    for reused, color, name in ((True, REUSED, "reused (no dense prefill)"), (False, DENSE, "dense prefill")):
+        part = rows[rows["reused"] == reused]
+        if part.empty:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[place[int(a)][0] for a in part["agent"]], y=[place[int(a)][1] for a in part["agent"]],
+            mode="markers+text", name=name, text=[escape(r) for r in part["role"]], textposition="top center",
+            marker={"size": 28, "color": color, "line": {"width": 1, "color": "#333333"}},
+            customdata=[escape(o) for o in part["output"]],
+            hovertemplate="%{text}<br>said: %{customdata}<extra>" + name + "</extra>"))
+    depth = int(rows["depth"].max())
+    fig.update_xaxes(title="depth in the pipeline", range=[-0.5, depth + 0.5], dtick=1, zeroline=False)
+    spread = max(place[a][1] for a in place) - min(place[a][1] for a in place)
+    fig.update_yaxes(visible=False, range=[-1.2 - spread / 2, 1.2 + spread / 2])
+    fig.update_layout(title=title, height=320, template="plotly_white", legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def gate_entropy(calls: pd.DataFrame, title: str = "") -> go.Figure:
+    """Per call in run order, the gate's entropy (the highest over the call's slots) against its
+    threshold γ·log2 n; a call with a slot that had fewer than 2 anchors has no entropy."""
+    gated = calls.dropna(subset=["max_entropy"]).sort_values(["index", "agent"]).reset_index(drop=True)
+    if gated.empty:
+        raise WorkbenchError("no call of this method ran the entropy gate with 2 or more anchors")
+    x = list(range(len(gated)))
+    fig = go.Figure(go.Scatter(x=x, y=gated["threshold"], mode="lines", name="threshold γ·log2 n",
+                               line={"color": "#d62728", "dash": "dash", "shape": "hv"}))
+    for reused, color, name in ((True, REUSED, "reused"), (False, DENSE, "dense")):
+        part = gated[gated["reused"] == reused]
+        fig.add_trace(go.Scatter(x=[x[i] for i in part.index], y=part["max_entropy"], mode="markers", name=name,
+                                 marker={"color": color, "size": 7},
+                                 customdata=list(zip(part["index"] + 1, part["role"])),
+                                 hovertemplate="request %{customdata[0]}, %{customdata[1]}<br>H = %{y:.3f}"
+                                               "<extra>" + name + "</extra>"))
+    fig.update_xaxes(title="gated call, in run order")
+    fig.update_yaxes(title="gate entropy H(s), bits", rangemode="tozero")
+    fig.update_layout(title=title or "The entropy gate per call", height=360, template="plotly_white")
+    return fig
+
+
+def reuse_vs_accuracy(methods: pd.DataFrame, title: str = "") -> go.Figure:
+    """Each method at (reuse rate, accuracy) with its Wilson interval, and Eq. 3's line through
+    the reference and KVComm (its `line_pred` column) where the run has one."""
+    if methods.empty:
+        raise WorkbenchError("no method to plot")
+    fig = go.Figure()
+    line = methods.dropna(subset=["line_pred"])
+    if line["reuse"].nunique() >= 2:  # every line_pred lies on the line: two of them draw it
+        lo, hi = line.loc[line["reuse"].idxmin()], line.loc[line["reuse"].idxmax()]
+        slope = (hi["line_pred"] - lo["line_pred"]) / (hi["reuse"] - lo["reuse"])
+        fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[lo["line_pred"] + slope * (x - lo["reuse"]) for x in (0.0, 1.0)],
+                                 mode="lines", name="allocation line (Eq. 3)", hoverinfo="skip",
+                                 line={"color": "#999999", "dash": "dot"}))
+    for row in methods.itertuples(index=False):
+        fig.add_trace(go.Scatter(
+            x=[row.reuse], y=[row.acc], mode="markers", name=escape(row.method), marker={"size": 11},
+            error_y={"type": "data", "symmetric": False, "array": [row.acc_high - row.acc],
+                     "arrayminus": [row.acc - row.acc_low]},
+            hovertemplate=f"{escape(row.method)}<br>reuse %{{x:.3f}}<br>accuracy %{{y:.3f}}"
+                          + ("" if math.isnan(getattr(row, "line_resid", math.nan)) else
+                             f"<br>residual {row.line_resid:+.3f}") + "<extra></extra>"))
+    fig.update_xaxes(title="reuse rate (calls served without a dense prefill)", range=[-0.05, 1.05])
+    fig.update_yaxes(title="accuracy", range=[-0.05, 1.1])
+    fig.update_layout(title=title or "Reuse against accuracy (bars: Wilson 95%)", height=440,
+                      template="plotly_white", legend={"title": {"text": "method"}})
+    return fig
