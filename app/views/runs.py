@@ -127,6 +127,9 @@ with left:
         link("unit", "Unit of choice page")
     elif run.kind == "fidelity":
         link("fidelity", "Fidelity page")
+    elif run.kind == "pipeline":
+        st.markdown("A multi-agent reuse run (`kvwb pipeline`): every reuse method over the same requests.")
+        link("pipeline", "Multi-agent reuse page")
     elif run.kind == "diagnosis":
         st.markdown("A single saved Diagnosis (`kvwb diagnose --out`, or saved from Live): open it in the "
                     "Example explorer.")

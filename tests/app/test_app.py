@@ -161,7 +161,7 @@ def test_runs_page_lists_runs_and_shows_their_numbers(world):
     assert table.loc["tiny", "kind"] == "sweep" and table.loc["tiny", "status"] == "complete"
     assert table.loc["tiny", "examples done"] == 3 and table.loc["tiny", "start"]
     assert dict(table["kind"]) == {"tiny": "sweep", "tiny-copy": "sweep", "curve": "curve", "fid": "fidelity",
-                                   "one": "diagnosis"}
+                                   "one": "diagnosis", "pipe": "pipeline"}
     assert table.loc["one", "examples done"] == 1 and table.loc["tiny", "model"] == "tiny-llama"
     at.selectbox(key="runs_pick").set_value("tiny").run()
     ok(at)
@@ -174,7 +174,7 @@ def test_runs_page_lists_runs_and_shows_their_numbers(world):
     saved = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet")
     assert list(examples["example_id"]) == list(saved["example_id"])
     assert list(examples["dense_answer"]) == list(saved["dense_answer"])
-    for name in ("curve", "fid", "one"):
+    for name in ("curve", "fid", "one", "pipe"):
         at.selectbox(key="runs_pick").set_value(name).run()
         ok(at)
 
