@@ -9,7 +9,8 @@ import streamlit as st
 import state
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench.errors import WorkbenchError
-from workbench.experiments.pipeline_summary import summarize_pipeline
+from workbench import plots
+from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
 from workbench.plots import pipeline as figures
 
 st.title("Multi-agent reuse")
@@ -60,6 +61,17 @@ try:
                 f"gate-{run.name}-{method}", "pipe_gate")
 except WorkbenchError as err:
     st.info(plain(err))
+
+st.subheader("Repair on top of the predicted final calls")
+repair = repair_summary(data.repair)
+if repair.empty:
+    st.info("No repair in this run: `kvwb pipeline --repair-on kvcomm` repairs the final call of KVComm wherever "
+            "it was served from a predicted cache, with every selector against the five-draw coin.")
+else:
+    st.caption(f"{data.repair['index'].nunique()} final calls of {plain(data.repair['method'].iloc[0])} served "
+               f"from a predicted cache; flips against each call's token-matched Dense.")
+    show_figure(plots.budget_curve(repair, "flip_rate"), f"repair-{run.name}", "pipe_repair")
+    st.dataframe(repair, hide_index=True, width="stretch")
 
 st.subheader("Tokenization tax and warm-up")
 if tables["tax"].empty:

@@ -45,7 +45,7 @@ def save_diagnosis(model, example: Example, out: Path, selectors=("none", "full"
 
 
 def build_runs(base: Path) -> dict:
-    """base/model and base/runs/{tiny (sweep), curve, fid (fidelity), one (diagnosis), pipe (pipeline)}."""
+    """base/model and base/runs/{tiny (sweep), curve, fid (fidelity), one (diagnosis), pipe and pipe-rep (pipelines)}."""
     model, folder = save_model(base)
     runs = base / "runs"
     run_sweep(model, SweepConfig(dataset=f"jsonl:{SAMPLE}", n=3, diagnose=config()), runs / "tiny", progress=False)
@@ -57,6 +57,8 @@ def build_runs(base: Path) -> dict:
     run_pipeline(model, PipelineConfig(agents=3, n=6, methods=("chat-template", "token-matched", "kvcomm",
                                                                "kvcomm-always"), max_new_tokens=3),
                  runs / "pipe", progress=False)
+    run_pipeline(model, PipelineConfig(agents=2, n=8, methods=("token-matched", "kvcomm-always"), max_new_tokens=2,
+                                       repair_on="kvcomm-always"), runs / "pipe-rep", progress=False)
     return {"base": base, "model": folder, "runs": runs, "tiny_model": model}
 
 

@@ -161,7 +161,7 @@ def test_runs_page_lists_runs_and_shows_their_numbers(world):
     assert table.loc["tiny", "kind"] == "sweep" and table.loc["tiny", "status"] == "complete"
     assert table.loc["tiny", "examples done"] == 3 and table.loc["tiny", "start"]
     assert dict(table["kind"]) == {"tiny": "sweep", "tiny-copy": "sweep", "curve": "curve", "fid": "fidelity",
-                                   "one": "diagnosis", "pipe": "pipeline"}
+                                   "one": "diagnosis", "pipe": "pipeline", "pipe-rep": "pipeline"}
     assert table.loc["one", "examples done"] == 1 and table.loc["tiny", "model"] == "tiny-llama"
     at.selectbox(key="runs_pick").set_value("tiny").run()
     ok(at)
@@ -397,6 +397,18 @@ def test_multi_agent_page(world):
     drawn = {t["name"]: len(array(t["x"])) for t in graph["data"]}
     assert drawn.get("reused (no dense prefill)", 0) == int(reused["reused"].sum())
     assert drawn.get("dense prefill", 0) == int((~reused["reused"]).sum())
+
+
+def test_multi_agent_page_shows_the_repair_on_top(world):
+    at = AppTest.from_file(str(HOME), default_timeout=TIMEOUT)
+    at.query_params["run"] = "pipe-rep"
+    at.run()
+    at.switch_page("views/pipeline.py")
+    at.run()
+    ok(at)
+    table = frame_with(at, "selector", "budget", "flip_rate", "ref_b")
+    assert {"bcr", "bcr:grow", "random"} <= set(table["selector"])
+    assert any("served from a predicted cache" in c.value for c in at.caption)
 
 
 def test_live_diagnoses_explores_and_saves(world, tmp_path):

@@ -1,8 +1,10 @@
 """The multi-agent scenario on a tiny model: the pipeline spec, KVComm's anchor pool and gate,
 and the exactness each reuse path owes the dense reference."""
 
+import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 
@@ -218,3 +220,26 @@ def test_opengate_with_theta_zero_keeps_every_prediction(model, spec):
     assert torch.equal(kept.cache.keys, kvcomm_call(model, pool, 2, layout, slots).cache.keys)
     refused = opengate(call, theta=1.01)
     assert not refused.reused and torch.equal(refused.cache.keys, dense_call(model, layout).keys)
+
+
+# ------------------------------------------------------------------ repair on top
+
+def test_repair_on_top_of_a_predicted_final_call(model):
+    """The final call's Diagnosis: reusing everything answers as the pipeline did, recomputing
+    every row answers as the call's token-matched Dense."""
+    from workbench.pipeline.repair import REPAIR
+
+    spec = PipelineSpec.fully_connected(2)
+    state = MethodState(AnchorPool(gamma=1.0))
+    for example in synthetic_examples(8, seed=0):
+        result = run_request(model, spec, example, "kvcomm-always", state, max_new_tokens=3, repair=REPAIR)
+        if result.calls[-1].reused:
+            break
+    else:
+        pytest.fail("no final call was served from a predicted cache")
+    rows = pd.DataFrame(result.repair)
+    assert set(rows["selector"]) == set(REPAIR.selectors) and set(rows["budget"]) == set(REPAIR.budgets)
+    assert set(rows.loc[rows["selector"] == "none", "answer"]) == {result.answer}
+    assert not rows.loc[rows["selector"] == "full", "flip"].any()
+    assert rows.loc[rows["selector"] == "random", "draw"].nunique() == REPAIR.coin_draws
+    assert json.loads(json.dumps(result.to_dict()))["repair"][0]["selector"] == "none"

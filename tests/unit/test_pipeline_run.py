@@ -130,3 +130,20 @@ def test_the_pipeline_figures_show_their_data(model, tmp_path):
     gate = plots.gate_entropy(run.calls[run.calls["method"] == "kvcomm-always"])
     for fig in (line, graph, gate):
         assert plots.axis_problems(fig) == []
+
+
+def test_repair_on_a_method_writes_its_table_and_summary(model, tmp_path):
+    from workbench.experiments.pipeline_summary import repair_summary
+
+    out = tmp_path / "rep"
+    config = PipelineConfig(agents=2, n=8, methods=("token-matched", "kvcomm-always"), max_new_tokens=2,
+                            repair_on="kvcomm-always")
+    run_pipeline(model, config, out, progress=False)
+    run = load_pipeline(out)
+    reused_final = run.calls.query("method == 'kvcomm-always' and agent == 1 and reused")
+    assert run.repair["index"].nunique() == len(reused_final) > 0
+    table = repair_summary(run.repair)
+    assert {"bcr", "random", "cacheblend"} <= set(table["selector"])
+    assert set(table["budget"]) == {0.05, 0.1, 0.2, 0.3, 0.4}
+    with pytest.raises(WorkbenchError, match="not one of the methods"):
+        PipelineConfig(methods=("kvcomm",), repair_on="opengate").checked()

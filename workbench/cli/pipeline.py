@@ -21,6 +21,10 @@ def add_arguments(p) -> None:
                    help=f"comma-separated reuse methods, run in this order (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--seed", type=int, default=0, help="run seed of the drawn policies (coin-alloc)")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="each agent's answer limit (default 24)")
+    p.add_argument("--repair-on", default=None, metavar="METHOD",
+                   help="repair the final call of METHOD (e.g. kvcomm) wherever it was served from a predicted "
+                        "cache, with every selector at rho in 0.05..0.4 against the five-draw coin (BCR's repair "
+                        "on top; slow)")
     p.add_argument("--score", choices=["contains", "em"], default="contains",
                    help="what counts as correct in the summary (default contains)")
     p.add_argument("--out", required=True, help="run folder; an existing run with the same settings resumes")
@@ -29,17 +33,22 @@ def add_arguments(p) -> None:
 def command(args) -> int:
     """Run every reuse method over the requests into --out (resumable); print the summary tables."""
     from workbench.experiments.pipeline_run import PipelineConfig, run_pipeline
-    from workbench.experiments.pipeline_summary import summarize_pipeline
+    from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
     from workbench.report.markdown import markdown_table
     from workbench.runstore import check_out, load_pipeline
 
     config = PipelineConfig(agents=args.agents, topology=args.topology, dataset=args.dataset, n=args.n,
-                            methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens).checked()
+                            methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens,
+                            repair_on=args.repair_on).checked()
     out = check_out(args.out, resume=True)
     model = load_model(args)
     run_pipeline(model, config, out)
     run = load_pipeline(out)
     tables = summarize_pipeline(run.requests, run.calls, score=args.score)
+    repair = repair_summary(run.repair)
+    if not repair.empty:  # the columns BCR's Table 5a reads; the app and the parquet hold the rest
+        tables["repair (final calls served from a prediction; b/c against the coin)"] = repair[
+            ["selector", "unit", "budget", "n", "em", "flip_rate", "ref_b", "ref_c", "ref_p"]]
     for name, table in tables.items():
         if not table.empty:
             say(f"\n{name}\n" + markdown_table(table))

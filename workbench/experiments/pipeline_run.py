@@ -8,6 +8,7 @@ atomically; the tables are rebuilt from them.
     runs/NAME/requests/METHOD/00012.json            one RequestResult
     runs/NAME/requests.parquet                      one row per (method, request): answer, scores
     runs/NAME/calls.parquet                         one row per (method, request, agent)
+    runs/NAME/repair.parquet                        with --repair-on: the final call's repair outcomes
 
 Resuming rebuilds each method's state by replaying its finished requests (`run_request(...,
 replay=...)`: every call's method runs again, no answer is decoded), so no finished request is
@@ -27,6 +28,7 @@ from workbench.atomic import write_json, write_parquet
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
+from workbench.pipeline.repair import REPAIR
 from workbench.runstore import check_out, finished, identity_differences, new_manifest, read_manifest, run_lock
 from workbench.runstore import write_manifest
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
@@ -49,6 +51,7 @@ class PipelineConfig:
     seed: int = 0
     max_new_tokens: int = 24
     dataset_options: dict = field(default_factory=dict)
+    repair_on: str | None = None  # a method whose reused final calls get BCR's repair on top (every selector)
 
     def checked(self) -> PipelineConfig:
         if self.topology not in TOPOLOGIES:
@@ -60,6 +63,9 @@ class PipelineConfig:
             get_method(name)
         if len(set(self.methods)) != len(self.methods):
             raise WorkbenchError(f"a method is named twice: {', '.join(self.methods)}")
+        if self.repair_on is not None and self.repair_on not in self.methods:
+            raise WorkbenchError(f"--repair-on {self.repair_on!r} is not one of the methods run "
+                                 f"({', '.join(self.methods)})")
         return replace(self, methods=tuple(self.methods))
 
     def spec(self) -> PipelineSpec:
@@ -67,9 +73,12 @@ class PipelineConfig:
 
     def identity(self) -> dict:
         """What a resumed run must share (n may grow; methods may be added)."""
-        return {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
-                "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
-                "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict()}
+        identity = {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
+                    "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
+                    "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict()}
+        if self.repair_on is not None:
+            identity.update(repair_on=self.repair_on, repair=REPAIR.to_dict())
+        return identity
 
 
 def request_path(out: Path, method: str, index: int) -> Path:
@@ -96,7 +105,7 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                         raise WorkbenchError(f"{path} holds request {done.example_id!r}, not {example.id!r}: the "
                                              f"data set changed under the run; use a new --out")
                     result = run_request(model, spec, example, method, state, config.max_new_tokens, config.seed,
-                                         replay=done)
+                                         replay=done, repair=REPAIR if method == config.repair_on else None)
                     if done is None:
                         path.parent.mkdir(parents=True, exist_ok=True)
                         write_json(path, result.to_dict())
@@ -132,7 +141,7 @@ def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
 
 def write_tables(out: Path, config: PipelineConfig, examples) -> None:
     """requests.parquet and calls.parquet from every finished request file."""
-    requests, calls = [], []
+    requests, calls, repair = [], [], []
     for method in config.methods:
         for index, example in enumerate(examples):
             path = request_path(out, method, index)
@@ -144,6 +153,7 @@ def write_tables(out: Path, config: PipelineConfig, examples) -> None:
                              "gold": " | ".join(example.gold), "em": em, "f1": f1,
                              "contains": contains_answer(result.answer, example.gold),
                              "n_calls": len(result.calls), "n_reused": sum(c.reused for c in result.calls)})
+            repair += [{"method": method, "index": index, **row} for row in result.repair]
             for c in result.calls:
                 finite = [e for e in c.gate_entropy if e == e]
                 calls.append({"method": method, "index": index, "example_id": example.id, "agent": c.agent,
@@ -156,3 +166,5 @@ def write_tables(out: Path, config: PipelineConfig, examples) -> None:
     if requests:
         write_parquet(Path(out) / "requests.parquet", pd.DataFrame(requests))
         write_parquet(Path(out) / "calls.parquet", pd.DataFrame(calls))
+    if repair:
+        write_parquet(Path(out) / "repair.parquet", pd.DataFrame(repair))

@@ -13,11 +13,14 @@ answer that differs from the reference's after normalization: it needs no gold.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.experiments.summary import summarize
+from workbench.runstore import SweepRun
 from workbench.stats import mcnemar_exact, wilson_interval
 from workbench.tasks import is_flip
 
@@ -105,3 +108,18 @@ def _warmup(requests: pd.DataFrame, calls: pd.DataFrame, methods: list[str], sco
             row[f"reuse_{method}"] = float(cl["reused"].mean()) if len(cl) else math.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def repair_summary(repair: pd.DataFrame, reference: str = "random") -> pd.DataFrame:
+    """Repair on top of the predicted final calls (BCR §3), as a sweep's summary: one row per
+    selector and budget, exact match and flips against the call's token-matched Dense, McNemar
+    against the five-draw coin (`reference`). `repair`: the run's repair.parquet."""
+    if repair.empty:
+        return pd.DataFrame()
+    outcomes = repair.assign(example_id=repair["method"] + "/" + repair["index"].astype(str))
+    none = outcomes[outcomes["selector"] == "none"].groupby("example_id")["em"].first()
+    full = outcomes[outcomes["selector"] == "full"].groupby("example_id")["em"].first()
+    examples = pd.DataFrame({"example_id": none.index, "dense_em": full.reindex(none.index).to_numpy(),
+                             "spliced_em": none.to_numpy()})
+    run = SweepRun(Path("."), {}, examples, outcomes)
+    return summarize(run, reference=reference if reference in set(outcomes["selector"]) else None)

@@ -37,18 +37,26 @@ class Slot:
     message: str
 
 
-def agent_layout(tokenizer, spec: PipelineSpec, agent: int, task: str, outputs: dict[int, str],
-                 answer_lead: str = "", max_positions: int | None = None) -> tuple[Layout, tuple[Slot, ...]]:
-    """Agent `agent`'s prompt: system prompt, the task, its predecessors' outputs, its instruction.
-    `outputs` maps each predecessor to what it said. Returns the layout and its slots, one per
-    passage of the layout in order."""
+def agent_example(spec: PipelineSpec, agent: int, task: str, outputs: dict[int, str], answer_lead: str = "",
+                  gold: tuple[str, ...] = (), request: str = "") -> tuple[Example, tuple[Slot, ...]]:
+    """Agent `agent`'s prompt as an Example (its slots are the passages, its instruction the
+    question, its system prompt the system) and its slots. `outputs` maps each predecessor to
+    what it said; `gold` and `request` (an id) label the call for scoring."""
     me = spec.agents[agent]
     slots = [Slot("task", f"Task: {task}")]
     for j in spec.predecessors(agent):
         slots.append(Slot(f"agent{j}", f"{spec.agents[j].role.capitalize()} said: {outputs[j]}"))
-    example = Example(f"agent{agent}", tuple(s.message for s in slots), me.instruction, (), system=me.system,
-                      meta={"answer_lead": answer_lead})
-    return build_layout(tokenizer, example, AGENT_FORMAT, max_positions=max_positions), tuple(slots)
+    example = Example(f"{request}/agent{agent}" if request else f"agent{agent}", tuple(s.message for s in slots),
+                      me.instruction, tuple(gold), system=me.system, meta={"answer_lead": answer_lead})
+    return example, tuple(slots)
+
+
+def agent_layout(tokenizer, spec: PipelineSpec, agent: int, task: str, outputs: dict[int, str],
+                 answer_lead: str = "", max_positions: int | None = None) -> tuple[Layout, tuple[Slot, ...]]:
+    """Agent `agent`'s prompt laid out (see `agent_example`), and its slots, one per passage of
+    the layout in order."""
+    example, slots = agent_example(spec, agent, task, outputs, answer_lead)
+    return build_layout(tokenizer, example, AGENT_FORMAT, max_positions=max_positions), slots
 
 
 def dense_call(model: LoadedModel, layout: Layout) -> KVCache:

@@ -10,14 +10,16 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
 from workbench.decode import greedy_answer
 from workbench.models import LoadedModel
-from workbench.pipeline.calls import agent_layout, template_ids
+from workbench.diagnosis import DiagnoseConfig
+from workbench.pipeline.calls import agent_example, agent_layout, template_ids
 from workbench.pipeline.methods import CallContext, MethodState, get_method
+from workbench.pipeline.repair import repair_call
 from workbench.pipeline.spec import PipelineSpec
 from workbench.tasks import Example
 
@@ -46,11 +48,13 @@ class RequestResult:
     method: str
     answer: str  # the final agent's output
     calls: tuple[CallRecord, ...]
+    repair: tuple[dict, ...] = ()  # the final call's repair outcomes (see `run_request`'s `repair`)
 
     def to_dict(self) -> dict:
         """JSON-safe (nan as None)."""
         return {"example_id": self.example_id, "method": self.method, "answer": self.answer,
-                "calls": [{k: _json_safe(v) for k, v in asdict(c).items()} for c in self.calls]}
+                "calls": [{k: _json_safe(v) for k, v in asdict(c).items()} for c in self.calls],
+                "repair": list(self.repair)}
 
     @classmethod
     def from_dict(cls, data: dict) -> RequestResult:
@@ -60,7 +64,7 @@ class RequestResult:
                       for k, v in c.items()}
             fields["confidence"] = _float(fields["confidence"])
             calls.append(CallRecord(**fields))
-        return cls(data["example_id"], data["method"], data["answer"], tuple(calls))
+        return cls(data["example_id"], data["method"], data["answer"], tuple(calls), tuple(data.get("repair", ())))
 
 
 def _json_safe(value):
@@ -68,6 +72,8 @@ def _json_safe(value):
         return None
     if isinstance(value, (tuple, list)):
         return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
+        return _json_safe(value.item())
     return value
 
 
@@ -87,17 +93,22 @@ def call_seed(seed: int, example_id: str, agent: int) -> int:
 
 
 def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method: str, state: MethodState,
-                max_new_tokens: int = 24, seed: int = 0, replay: RequestResult | None = None) -> RequestResult:
+                max_new_tokens: int = 24, seed: int = 0, replay: RequestResult | None = None,
+                repair: DiagnoseConfig | None = None) -> RequestResult:
     """Run every agent of `spec` on `example` with reuse method `method` (its `state` carries over
     between requests). The final agent writes the example's answer lead, if it has one.
 
     `replay` (a finished result of this request) rebuilds `state` on resume: every call runs its
     method again, so the anchor pool learns exactly what it learned, but each agent's output is
-    read from the record instead of decoded; `replay` itself is returned."""
+    read from the record instead of decoded; `replay` itself is returned.
+
+    `repair`: when the final agent's call was served from a predicted cache, a Diagnosis of that
+    call under this config (BCR's repair on top, every selector; see `pipeline.repair`); its
+    outcomes are the result's `repair` rows."""
     fn = get_method(method).fn
     task = task_text(example)
     outputs: dict[int, str] = {}
-    calls = []
+    calls, repaired = [], []
     for agent in spec.order:
         start = time.perf_counter()
         lead = example.meta.get("answer_lead", "") if agent == spec.final else ""
@@ -108,6 +119,11 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
             continue
         suffix = layout.ids[layout.suffix_start:] if result.suffix_ids is None else result.suffix_ids
         answer = greedy_answer(model, result.cache, suffix, max_new_tokens)
+        if repair is not None and agent == spec.final and result.reused:
+            call_example, _ = agent_example(spec, agent, task, outputs, lead, example.gold, example.id)
+            rows = repair_call(model, layout, slots, result.cache, call_example,
+                               replace(repair, max_new_tokens=max_new_tokens))
+            repaired = [{k: _json_safe(v) for k, v in row.items()} for row in rows.to_dict("records")]
         outputs[agent] = answer.text or "(nothing)"
         calls.append(CallRecord(agent, spec.agents[agent].role, spec.depth(agent), layout.n_tokens, result.reused,
                                 tuple(d.entropy for d in result.decisions),
@@ -117,4 +133,4 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
                                 answer.text, time.perf_counter() - start))
     if replay is not None:
         return replay
-    return RequestResult(example.id, method, outputs[spec.final], tuple(calls))
+    return RequestResult(example.id, method, outputs[spec.final], tuple(calls), tuple(repaired))

@@ -105,6 +105,7 @@ class PipelineRun:
     manifest: dict
     requests: pd.DataFrame
     calls: pd.DataFrame
+    repair: pd.DataFrame  # the final calls' repair outcomes (empty without --repair-on)
 
 
 def load_pipeline(folder: str | Path) -> PipelineRun:
@@ -115,8 +116,10 @@ def load_pipeline(folder: str | Path) -> PipelineRun:
     if missing:
         raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)} (no request finished "
                              f"yet; run `kvwb pipeline --out {folder}` again to go on)")
+    repair = folder / "repair.parquet"
     return PipelineRun(folder, manifest, _read_parquet(folder / "requests.parquet"),
-                       _read_parquet(folder / "calls.parquet"))
+                       _read_parquet(folder / "calls.parquet"),
+                       _read_parquet(repair) if repair.is_file() else pd.DataFrame())
 
 
 @dataclass(frozen=True)
