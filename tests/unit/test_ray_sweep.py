@@ -1,8 +1,11 @@
 """The Ray executor on a real local cluster (2 CPUs, 2 workers) with the tiny model saved to a
 folder: the same outcomes as the local executor, one run store, resume across executors, and a
-failing example recorded while the others go on."""
+failing example recorded while the others go on, and a worker killed mid-run losing only its
+example in flight."""
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -98,3 +101,35 @@ def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys)
     out = capsys.readouterr().out
     assert "2 examples (0 failed)" in out
     assert load_sweep(tmp_path / "run").manifest["details"]["executor"] == "ray"
+
+
+def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_folder, tmp_path):
+    """SIGKILL one worker process once the first example is saved: the run goes on with the other
+    worker, records exactly the killed worker's example as failed, and a rerun recomputes it."""
+    psutil = pytest.importorskip("psutil")
+    ids = [f"q{i}" for i in range(8)]
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ids), n=len(ids), diagnose=DIAGNOSE)
+    out, result = tmp_path / "ray", {}
+
+    def sweep():
+        try:
+            result["store"] = run_sweep_ray(str(model_folder), config, out, workers=2, progress=False)
+        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+            result["error"] = err
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    deadline = time.time() + 120
+    while not ((out / "diagnoses").is_dir() and any(p.name[0] != "." for p in (out / "diagnoses").iterdir())):
+        assert time.time() < deadline and thread.is_alive(), result
+        time.sleep(0.05)
+    workers = [p for p in psutil.process_iter(["cmdline"]) if "SweepWorker" in " ".join(p.info["cmdline"] or [])]
+    assert len(workers) == 2, [w.info["cmdline"] for w in workers]
+    workers[0].kill()
+    thread.join(300)
+    assert "error" not in result, result.get("error")
+    store = result["store"]
+    assert len(store.failures) == 1 and store.n_done == len(ids) - 1
+    assert "worker died" in next(iter(store.failures.values()))["error"]
+    again = run_sweep(load_model(str(model_folder)), config, out, progress=False)
+    assert again.n_done == len(ids) and not again.failures
