@@ -147,3 +147,22 @@ def test_repair_on_a_method_writes_its_table_and_summary(model, tmp_path):
     assert set(table["budget"]) == {0.05, 0.1, 0.2, 0.3, 0.4}
     with pytest.raises(WorkbenchError, match="not one of the methods"):
         PipelineConfig(methods=("kvcomm",), repair_on="opengate").checked()
+
+
+def test_a_pipeline_over_musique_passages(model, tmp_path, monkeypatch):
+    """The real variant: MuSiQue's retrieved passages (the first K) and its instruction form the task."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "musique_sample.json"
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    out = tmp_path / "musique"
+    assert cli.main(["pipeline", "--dataset", f"musique:{fixture}", "--max-passages", "2", "--agents", "2",
+                     "--n", "3", "--methods", "token-matched,kvcomm", "--max-new-tokens", "2",
+                     "--out", str(out)]) == 0
+    run = load_pipeline(out)
+    assert list(run.requests["example_id"].unique()) == ["musique-900", "musique-901", "musique-902"]
+    assert run.manifest["args"]["dataset_options"] == {"max_passages": 2}
+    with pytest.raises(WorkbenchError, match="other settings.*max_passages"):
+        run_pipeline(model, PipelineConfig(agents=2, dataset=f"musique:{fixture}", n=3,
+                                           methods=("token-matched", "kvcomm"), max_new_tokens=2,
+                                           dataset_options={"max_passages": 3}), out, progress=False)

@@ -82,8 +82,10 @@ def _float(value) -> float:
 
 
 def task_text(example: Example) -> str:
-    """The shared task T: the example's passages, then its question."""
-    return "\n".join(example.passages) + f"\nQuestion: {example.question}"
+    """The shared task T: the example's instruction (a retrieval data set's, if any), its passages,
+    then its question."""
+    head = f"{example.system}\n" if example.system else ""
+    return head + "\n".join(example.passages) + f"\nQuestion: {example.question}"
 
 
 def call_seed(seed: int, example_id: str, agent: int) -> int:
