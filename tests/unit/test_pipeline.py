@@ -12,13 +12,14 @@ from conftest import tiny_model
 from workbench.errors import WorkbenchError
 from workbench.kv import relative_error
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, base_cache, dense_call, kvcomm_call, run_request
-from workbench.pipeline.methods import MethodState, get_method
+from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.request import call_seed, task_text
 from workbench.pipeline.spec import Agent
 from workbench.repair import repair
 from workbench.tasks import synthetic_examples
 
 AGENT = Agent("reader", "You read.", "Say what you read.")
+TASK_CUT = 400  # characters (= tokens, byte tokenizer) of a new task no longer than the anchors' tasks
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def call_layout(model, spec, agent=2, seed=0, cut=None):
     task = task_text(synthetic_examples(1, seed=seed)[0])
     outputs = {0: f"Mira Tessk coaches him (source {seed}).", 1: f"She was born in Tressamor (source {seed})."}
     if cut:
-        task, outputs = task[:cut], {j: text[:cut // 8] for j, text in outputs.items()}
+        task, outputs = task[:cut], {j: text[:20] for j, text in outputs.items()}
     return agent_layout(model.tokenizer, spec, agent, task, outputs)
 
 
@@ -243,3 +244,32 @@ def test_repair_on_top_of_a_predicted_final_call(model):
     assert not rows.loc[rows["selector"] == "full", "flip"].any()
     assert rows.loc[rows["selector"] == "random", "draw"].nunique() == REPAIR.coin_draws
     assert json.loads(json.dumps(result.to_dict()))["repair"][0]["selector"] == "none"
+
+
+def test_bcr_repairs_chunks_of_a_reused_call_and_its_coin_draws_other_chunks(model, spec):
+    from workbench.pipeline.bcr import CHUNK, bcr, bcr_coin
+    from workbench.pipeline.calls import agent_example
+
+    pool = AnchorPool(gamma=1.0)
+    for seed in range(3):
+        layout, slots = call_layout(model, spec, seed=seed)
+        kvcomm_call(model, pool, 2, layout, slots)
+    layout, slots = call_layout(model, spec, seed=7, cut=TASK_CUT)  # over 320 slot rows: ρM >= B
+    example, _ = agent_example(spec, 2, "x", {0: "y", 1: "z"})
+    results = {}
+    for name, fn in (("bcr", bcr), ("coin", bcr_coin)):
+        state = MethodState(AnchorPool(gamma=1.0))
+        state.pool.slots = {k: dict(v) for k, v in pool.slots.items()}
+        results[name] = fn(CallContext(model, spec, 2, layout, slots, state, seed=5, example=example))
+    served = kvcomm_call(model, pool, 2, layout, slots).cache
+    dense = dense_call(model, layout)
+    for result in results.values():
+        assert result.reused and result.n_repaired >= CHUNK  # ρM >= B here: Algorithm 1 repairs
+        changed = (result.cache.values != served.values).any(dim=(0, 1, 3)).nonzero()[:, 0]  # [pos]
+        assert len(changed) == result.n_repaired
+        fixed = repair(model, served, layout.ids, changed)  # the serial reference over the served cache
+        assert torch.equal(result.cache.keys, fixed.keys) and torch.equal(result.cache.values, fixed.values)
+        torch.testing.assert_close(fixed.values[0][:, changed], dense.values[0][:, changed], atol=1e-5, rtol=0)
+    picked = {name: set((r.cache.values != served.values).any(dim=(0, 1, 3)).nonzero()[:, 0].tolist())
+              for name, r in results.items()}
+    assert picked["bcr"] != picked["coin"]

@@ -34,7 +34,7 @@ from workbench.runstore import write_manifest
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
-                   "protect-leaf", "coin-alloc")
+                   "protect-leaf", "coin-alloc", "bcr", "bcr-coin")
 TOPOLOGIES = {"full": PipelineSpec.fully_connected, "chain": PipelineSpec.chain}
 REQUESTS = "requests"
 
@@ -161,7 +161,8 @@ def write_tables(out: Path, config: PipelineConfig, examples) -> None:
                               "n_slots": len(c.n_anchors), "max_entropy": max(finite) if finite else float("nan"),
                               "threshold": max((t for t in c.gate_threshold if t == t), default=float("nan")),
                               "min_anchors": min(c.n_anchors) if c.n_anchors else 0,
-                              "confidence": c.confidence, "template_differs": c.template_differs,
+                              "confidence": c.confidence, "n_repaired": c.n_repaired,
+                              "template_differs": c.template_differs,
                               "output": c.output, "seconds": c.seconds})
     if requests:
         write_parquet(Path(out) / "requests.parquet", pd.DataFrame(requests))

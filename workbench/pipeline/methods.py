@@ -25,6 +25,7 @@ from workbench.models import LoadedModel
 from workbench.pipeline.anchors import AnchorPool, GateDecision
 from workbench.pipeline.calls import Slot, dense_call, kvcomm_call, template_ids
 from workbench.pipeline.spec import PipelineSpec
+from workbench.tasks import Example
 
 
 @dataclass
@@ -43,6 +44,7 @@ class CallContext:
     slots: tuple[Slot, ...]
     state: MethodState
     seed: int  # this call's own seed (run seed, request, agent), for drawn policies
+    example: Example | None = None  # the call's prompt as an Example (its layout was built from it)
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class CallResult:
     decisions: tuple[GateDecision, ...] = ()  # per slot, when a gate ran
     suffix_ids: torch.Tensor | None = None  # what is prefilled over `cache` (default: the layout's suffix)
     confidence: float = math.nan  # OpenGate: mean top-1 probability of the draft
+    n_repaired: int = 0  # rows recomputed exactly in the served cache (BCR)
 
 
 @dataclass(frozen=True)
@@ -101,38 +104,39 @@ def token_matched(call: CallContext) -> CallResult:
     return CallResult(dense_call(call.model, call.layout), reused=False)
 
 
-def _kvcomm(call: CallContext, force_dense: bool = False) -> CallResult:
+def kvcomm_result(call: CallContext, force_dense: bool = False) -> CallResult:
+    """KVComm's call (`calls.kvcomm_call`) as a method's result."""
     served = kvcomm_call(call.model, call.state.pool, call.agent, call.layout, call.slots, force_dense)
     return CallResult(served.cache, served.reused, served.decisions)
 
 
-register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(_kvcomm)
-register_method("kvcomm-always", "KVComm's prediction whenever 2 anchors exist (γ = 1)", kvcomm_state(1.0))(_kvcomm)
+register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(kvcomm_result)
+register_method("kvcomm-always", "KVComm's prediction whenever 2 anchors exist (γ = 1)", kvcomm_state(1.0))(kvcomm_result)
 
 
 @register_method("protect-root", "KVComm γ = 0.3, but entry agents always prefill densely (P3)", kvcomm_state(0.3))
 def protect_root(call: CallContext) -> CallResult:
-    return _kvcomm(call, force_dense=call.spec.depth(call.agent) == 0)
+    return kvcomm_result(call, force_dense=call.spec.depth(call.agent) == 0)
 
 
 @register_method("protect-leaf", "KVComm γ = 0.3, but the deepest agent always prefills densely (P4)",
                  kvcomm_state(0.3))
 def protect_leaf(call: CallContext) -> CallResult:
     deepest = max(call.spec.depth(a) for a in range(call.spec.n_agents))
-    return _kvcomm(call, force_dense=call.spec.depth(call.agent) == deepest)
+    return kvcomm_result(call, force_dense=call.spec.depth(call.agent) == deepest)
 
 
 @register_method("coin-alloc", "KVComm γ = 0.3, and a seeded coin forces a dense call with probability "
                  "1 / n_agents, the share the structural policies force (P5)", kvcomm_state(0.3))
 def coin_alloc(call: CallContext) -> CallResult:
     rng = np.random.default_rng(call.seed)
-    return _kvcomm(call, force_dense=bool(rng.random() < 1.0 / call.spec.n_agents))
+    return kvcomm_result(call, force_dense=bool(rng.random() < 1.0 / call.spec.n_agents))
 
 
 @register_method("opengate", "serve KVComm's prediction (γ = 1), draft k = 2 tokens, keep it iff their mean "
                  "top-1 probability >= 0.5, else prefill densely (App. I)", kvcomm_state(1.0))
 def opengate(call: CallContext, k: int = 2, theta: float = 0.5) -> CallResult:
-    served = _kvcomm(call)
+    served = kvcomm_result(call)
     if not served.reused:
         return served
     confidence = draft_confidence(call.model, served.cache, call.layout.ids[call.layout.suffix_start:], k)

@@ -17,7 +17,8 @@ import torch
 from workbench.decode import greedy_answer
 from workbench.models import LoadedModel
 from workbench.diagnosis import DiagnoseConfig
-from workbench.pipeline.calls import agent_example, agent_layout, template_ids
+from workbench.layout import build_layout
+from workbench.pipeline.calls import AGENT_FORMAT, agent_example, template_ids
 from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.repair import repair_call
 from workbench.pipeline.spec import PipelineSpec
@@ -37,6 +38,7 @@ class CallRecord:
     gate_threshold: tuple[float, ...]
     n_anchors: tuple[int, ...]
     confidence: float  # OpenGate's draft confidence (nan for other methods)
+    n_repaired: int  # rows recomputed exactly in the served cache (BCR; 0 for other methods)
     template_differs: bool  # the whole prompt tokenized as one differs from the merged segment ids
     output: str
     seconds: float
@@ -63,6 +65,7 @@ class RequestResult:
             fields = {k: (tuple(_float(x) if k.startswith("gate_") else x for x in v) if isinstance(v, list) else v)
                       for k, v in c.items()}
             fields["confidence"] = _float(fields["confidence"])
+            fields.setdefault("n_repaired", 0)  # requests written before BCR was a method
             calls.append(CallRecord(**fields))
         return cls(data["example_id"], data["method"], data["answer"], tuple(calls), tuple(data.get("repair", ())))
 
@@ -114,15 +117,16 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
     for agent in spec.order:
         start = time.perf_counter()
         lead = example.meta.get("answer_lead", "") if agent == spec.final else ""
-        layout, slots = agent_layout(model.tokenizer, spec, agent, task, outputs, lead, model.max_positions)
-        result = fn(CallContext(model, spec, agent, layout, slots, state, call_seed(seed, example.id, agent)))
+        call_example, slots = agent_example(spec, agent, task, outputs, lead, example.gold, example.id)
+        layout = build_layout(model.tokenizer, call_example, AGENT_FORMAT, max_positions=model.max_positions)
+        result = fn(CallContext(model, spec, agent, layout, slots, state, call_seed(seed, example.id, agent),
+                                call_example))
         if replay is not None:
             outputs[agent] = next(c.output for c in replay.calls if c.agent == agent) or "(nothing)"
             continue
         suffix = layout.ids[layout.suffix_start:] if result.suffix_ids is None else result.suffix_ids
         answer = greedy_answer(model, result.cache, suffix, max_new_tokens)
         if repair is not None and agent == spec.final and result.reused:
-            call_example, _ = agent_example(spec, agent, task, outputs, lead, example.gold, example.id)
             rows = repair_call(model, layout, slots, result.cache, call_example,
                                replace(repair, max_new_tokens=max_new_tokens))
             repaired = [{k: _json_safe(v) for k, v in row.items()} for row in rows.to_dict("records")]
@@ -130,7 +134,7 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
         calls.append(CallRecord(agent, spec.agents[agent].role, spec.depth(agent), layout.n_tokens, result.reused,
                                 tuple(d.entropy for d in result.decisions),
                                 tuple(d.threshold for d in result.decisions),
-                                tuple(d.n_anchors for d in result.decisions), result.confidence,
+                                tuple(d.n_anchors for d in result.decisions), result.confidence, result.n_repaired,
                                 not torch.equal(template_ids(model.tokenizer, layout), layout.ids),
                                 answer.text, time.perf_counter() - start))
     if replay is not None:
