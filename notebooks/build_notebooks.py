@@ -151,6 +151,66 @@ NOTEBOOKS = {
         ("code", 'names = interop.transformer_lens_names(d.ctx.dense)\n'
                  'print({k: tuple(v.shape) for k, v in list(names.items())[:4]})'),
     ],
+    "06_multi_agent_reuse": [
+        ("md", "# Multi-agent reuse: KVComm's anchors and gate, its policies, and BCR's repair\n\n"
+               "A request runs on a pipeline of agents. Each reads the shared task and the earlier agents' "
+               "outputs as segments whose caches a reuse method either predicts from an online pool of "
+               "anchors (KVComm) or prefills densely. `docs/PROTOCOLS.md` gives the protocol."),
+        ("code", SETUP),
+        ("code", 'from workbench.pipeline import PipelineSpec, get_method, run_request\n'
+                 'spec = PipelineSpec.fully_connected(3)\n'
+                 'print(spec.order, [a.role for a in spec.agents], spec.predecessors(2))'),
+        ("md", "One method's state (the anchor pool) carries over from request to request: it learns online."),
+        ("code", 'state = get_method("kvcomm-always").make_state()\n'
+                 'for example in wb.load_dataset("synthetic", n=2 if SMALL else 6):\n'
+                 '    result = run_request(model, spec, example, "kvcomm-always", state)\n'
+                 '    print(example.id, [(c.role, c.reused, c.n_anchors) for c in result.calls], "->", result.answer)'),
+        ("md", "## A run: every method over the same requests, resumable"),
+        ("code", 'import tempfile\nfrom pathlib import Path\n'
+                 'from workbench.experiments.pipeline_run import PipelineConfig, run_pipeline\n'
+                 'from workbench.experiments.pipeline_summary import summarize_pipeline\n'
+                 'from workbench.runstore import load_pipeline\n'
+                 'config = PipelineConfig(agents=2, n=2, methods=("token-matched", "kvcomm-always")) if SMALL else \\\n'
+                 '    PipelineConfig(agents=3, n=20, methods=("chat-template", "token-matched", "kvcomm", "kvcomm-always", "bcr"))\n'
+                 'out = Path(tempfile.mkdtemp()) / "pipeline"\n'
+                 'run_pipeline(model, config, out)\n'
+                 'run = load_pipeline(out)\n'
+                 'tables = summarize_pipeline(run.requests, run.calls)\n'
+                 'tables["methods"][["method", "reuse", "acc", "flip_rate", "b_ref", "c_ref", "p_ref", "line_resid"]]'),
+        ("code", 'tables["tax"]'),
+        ("code", 'from workbench import plots\nplots.reuse_vs_accuracy(tables["methods"])'),
+        ("code", 'last = run.calls.query("method == \'kvcomm-always\' and index == @run.calls[\'index\'].max()")\n'
+                 'plots.agent_graph(last, list(spec.edges))'),
+    ],
+    "07_gemma3_sliding_windows": [
+        ("md", "# Gemma 3: sliding-window layers and what they do to a splice\n\n"
+               "Gemma 3 270M (the second embedded model, under the Gemma Terms of Use) attends within a "
+               "512-token window in 15 of its 18 layers and uses a RoPE base per layer type. The splice "
+               "re-rotates each layer with its own base; the repair honours each layer's window."),
+        ("code", 'import workbench as wb\n'
+                 'gemma = wb.load_model("gemma3-270m")\n'
+                 'print(gemma.adapter.windows, gemma.adapter.rope_kinds[:6])'),
+        ("code", 'from workbench.tasks import Example\n'
+                 'filler = " ".join(f"Mira Tessk walked to market number {i} and bought bread." for i in range(45))\n'
+                 'example = Example("long", ("Varek Olundi is coached by Mira Tessk.",\n'
+                 '                           "Mira Tessk was born in Tressamor. " + filler),\n'
+                 '                  "In which city was the coach of Varek Olundi born?", ("Tressamor",))\n'
+                 'ctx = wb.build_context(gemma, example)\n'
+                 'print(ctx.layout.n_tokens, "tokens;", ctx.check_splice())'),
+        ("md", "Below the first global layer, a row more than a window deep into its passage saw the same "
+               "tokens spliced or dense: its error there is rounding."),
+        ("code", 'seg, window = ctx.layout.passages[1], gemma.adapter.windows[0]\n'
+                 'for layer in (1, 2, 6):\n'
+                 '    s, d = ctx.spliced.values[layer], ctx.dense.values[layer]\n'
+                 '    rel = (s - d).norm(dim=(0, 2)) / d.norm(dim=(0, 2))   # [pos]\n'
+                 '    print(layer, "near the start %.2e" % rel[seg.start:seg.start + window - 1].max(),\n'
+                 '          "deep %.2e" % rel[seg.start + window - 1:seg.end].max())'),
+        ("code", 'from workbench.diagnosis import diagnose\n'
+                 'from workbench.plots.diagnosis import layer_type_figure\n'
+                 'd = diagnose(gemma, example, selectors=("none", "full", "random", "cadence-grad"), budgets=(0.2,),\n'
+                 '             attribution=False, ctx=ctx)\n'
+                 'layer_type_figure(d)'),
+    ],
 }
 
 
