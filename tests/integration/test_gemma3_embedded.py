@@ -2,7 +2,6 @@
 the exact operations, a short diagnosis and `kvwb answer` on it (slow tier)."""
 
 import pytest
-import torch
 
 import workbench as wb
 from workbench import cli

@@ -15,7 +15,6 @@ import pytest
 from conftest import small_example, tiny_model
 
 from workbench import plots
-from workbench.errors import WorkbenchError
 from workbench.diagnosis import Diagnosis, diagnose
 from workbench.errors import WorkbenchError
 from workbench.plots import colors
