@@ -201,6 +201,9 @@ def test_a_model_with_local_and_global_layers_gets_a_layer_type_figure(diagnosis
     assert list(fig.data[0].y) == pytest.approx(rel.tolist())
     with pytest.raises(WorkbenchError, match="does not mix"):
         plots.diagnosis.layer_type_figure(diagnosis)
+    heat = figures["deviation"]
+    assert list(heat.layout.yaxis.ticktext) == ["0 L", "1 G", "2 L"] and "G global" in heat.layout.title.text
+    assert plots.deviation_figure(diagnosis).layout.yaxis.ticktext is None  # Llama: plain layer numbers
 
 
 def test_layer_signals_take_log_scale_and_label_from_the_registry(diagnosis):

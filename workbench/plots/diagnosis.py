@@ -106,8 +106,8 @@ def deviation_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> g
     rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)] if not dev.empty else dev
     if rows.empty:
         raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no {kind}/{metric} deviation")
-    return layer_heatmap(rows, table(d, "tokens"), title=f"splice vs dense: {escape(metric)} of {KINDS.get(kind, kind)}",
-                         value_label=escape(metric))
+    return layer_heatmap(rows, table(d, "tokens"), title=f"splice vs dense: {escape(metric)} of {KINDS.get(kind, kind)}"
+                         + _types_note(d), value_label=escape(metric), layer_names=_layer_names(d))
 
 
 def has_layer_types(d: Diagnosis) -> bool:
@@ -136,7 +136,19 @@ def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.
         raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no layer signal {name!r}")
     log = is_log(name, "layer") if log is None else log
     return layer_heatmap(rows, table(d, "tokens"), log=log, value_label=escape(label(name, "layer")),
-                         title=f"{escape(label(name, 'layer'))}, per layer and reused token")
+                         title=f"{escape(label(name, 'layer'))}, per layer and reused token" + _types_note(d),
+                         layer_names=_layer_names(d))
+
+
+def _layer_names(d: Diagnosis) -> dict[int, str] | None:
+    """Layer axis labels "5 G" / "4 L" for models with global and local layers (else None)."""
+    if not has_layer_types(d):
+        return None
+    return {l: f"{l} {'G' if w is None else 'L'}" for l, w in enumerate(d.model["layer_windows"])}
+
+
+def _types_note(d: Diagnosis) -> str:
+    return " (layers: L local, G global)" if has_layer_types(d) else ""
 
 
 def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", selectors=None) -> go.Figure:

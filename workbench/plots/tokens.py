@@ -118,8 +118,9 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
 
 
 def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", log: bool = False,
-                  value_label: str = "") -> go.Figure:
-    """Layer x token heatmap of one per-layer signal. table: layer, position, value rows."""
+                  value_label: str = "", layer_names: dict[int, str] | None = None) -> go.Figure:
+    """Layer x token heatmap of one per-layer signal. table: layer, position, value rows;
+    `layer_names` labels the layer axis (e.g. local and global layers)."""
     wide = table.pivot_table(index="layer", columns="position", values="value", aggfunc="mean")
     z = wide.to_numpy()  # [layer, reused token]
     if log:
@@ -133,7 +134,11 @@ def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", lo
                                colorbar={"title": {"text": value_label + (" (log10)" if log else ""),
                                                    "side": "right"}}))
     fig.update_xaxes(title="reused token (context order)")
-    fig.update_yaxes(title="layer", dtick=max(1, len(wide.index) // 12))
+    if layer_names:
+        layers = list(wide.index)
+        fig.update_yaxes(title="layer", tickvals=layers, ticktext=[layer_names.get(l, str(l)) for l in layers])
+    else:
+        fig.update_yaxes(title="layer", dtick=max(1, len(wide.index) // 12))
     fig.update_layout(title=title, height=420, margin={"l": 60, "r": 20, "t": 40, "b": 40})
     return fig
 
