@@ -12,6 +12,7 @@ from conftest import tiny_model
 from workbench.errors import WorkbenchError
 from workbench.kv import relative_error
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, base_cache, dense_call, kvcomm_call, run_request
+from workbench.pipeline.calls import agent_example
 from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.request import call_seed, task_text
 from workbench.pipeline.spec import Agent
@@ -100,7 +101,7 @@ def test_with_gamma_zero_kvcomm_is_dense_exactly(model, spec):
     state, dense_state = MethodState(AnchorPool(gamma=0.0)), MethodState()
     for example in examples:
         got = run_request(model, spec, example, "kvcomm", state, max_new_tokens=4)
-        want = run_request(model, spec, example, "dense", dense_state, max_new_tokens=4)
+        want = run_request(model, spec, example, "token-matched", dense_state, max_new_tokens=4)
         assert [c.output for c in got.calls] == [c.output for c in want.calls]
         assert not any(c.reused for c in got.calls)
 
@@ -208,14 +209,15 @@ def test_the_coin_policy_is_seeded_per_call(model):
 
 def test_opengate_with_theta_zero_keeps_every_prediction(model, spec):
     """BCR App. I's plumbing control: θ = 0 must serve what KVComm γ = 1 serves; θ > 1 never does."""
-    from workbench.pipeline.methods import CallContext, opengate
+    from workbench.pipeline.methods import opengate
 
     pool = AnchorPool(gamma=1.0)
     for seed in range(3):
         layout, slots = call_layout(model, spec, seed=seed)
         kvcomm_call(model, pool, 2, layout, slots)
     layout, slots = call_layout(model, spec, seed=7, cut=200)
-    call = CallContext(model, spec, 2, layout, slots, MethodState(pool), 0)
+    example, _ = agent_example(spec, 2, "x", {0: "y", 1: "z"})
+    call = CallContext(model, spec, 2, layout, slots, MethodState(pool), 0, example)
     kept = opengate(call, theta=0.0)
     assert kept.reused and 0.0 < kept.confidence <= 1.0
     assert torch.equal(kept.cache.keys, kvcomm_call(model, pool, 2, layout, slots).cache.keys)
@@ -248,7 +250,6 @@ def test_repair_on_top_of_a_predicted_final_call(model):
 
 def test_bcr_repairs_chunks_of_a_reused_call_and_its_coin_draws_other_chunks(model, spec):
     from workbench.pipeline.bcr import CHUNK, bcr, bcr_coin
-    from workbench.pipeline.calls import agent_example
 
     pool = AnchorPool(gamma=1.0)
     for seed in range(3):

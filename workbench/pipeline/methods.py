@@ -44,7 +44,7 @@ class CallContext:
     slots: tuple[Slot, ...]
     state: MethodState
     seed: int  # this call's own seed (run seed, request, agent), for drawn policies
-    example: Example | None = None  # the call's prompt as an Example (its layout was built from it)
+    example: Example  # the call's prompt as an Example (its layout was built from it)
 
 
 @dataclass(frozen=True)
@@ -86,11 +86,6 @@ def get_method(name: str) -> Method:
 def kvcomm_state(gamma: float) -> Callable[[], MethodState]:
     """A fresh pool with entropy threshold γ (γ = 0 never reuses; γ = 1 always trusts ≥ 2 anchors)."""
     return lambda: MethodState(AnchorPool(gamma=gamma))
-
-
-@register_method("dense", "every call prefilled densely: the reference")
-def dense(call: CallContext) -> CallResult:
-    return CallResult(dense_call(call.model, call.layout), reused=False)
 
 
 @register_method("chat-template", "Dense over the whole prompt tokenized as one text (BCR's Dense)")

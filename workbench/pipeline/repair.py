@@ -19,7 +19,7 @@ from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.kv import KVCache
 from workbench.layout import Layout
 from workbench.models import LoadedModel
-from workbench.pipeline.calls import Slot, dense_call
+from workbench.pipeline.calls import dense_call
 from workbench.tasks import Example
 
 REPAIR_BUDGETS = (0.05, 0.1, 0.2, 0.3, 0.4)  # BCR's ρ
@@ -28,10 +28,9 @@ REPAIR_SELECTORS = ("none", "full", "random", "bcr", "bcr:grow", "bcr:single", "
 REPAIR = DiagnoseConfig(selectors=REPAIR_SELECTORS, budgets=REPAIR_BUDGETS, pool="all", attribution=False)
 
 
-def repair_call(model: LoadedModel, layout: Layout, slots: tuple[Slot, ...], predicted: KVCache,
-                call_example: Example, config: DiagnoseConfig = REPAIR) -> pd.DataFrame:
+def repair_call(model: LoadedModel, layout: Layout, predicted: KVCache, call_example: Example,
+                config: DiagnoseConfig = REPAIR) -> pd.DataFrame:
     """The outcomes (one row per selector, budget and draw) of repairing `predicted`, the cache of
     the call laid out as `layout` ([0, suffix_start)), against the call's token-matched Dense."""
-    del slots  # the layout's passages are the slots, in order
     ctx = Context(model, call_example, layout, spliced=predicted, dense=dense_call(model, layout))
     return diagnose(model, call_example, config, ctx=ctx, progress=False).outcomes
