@@ -89,6 +89,16 @@ def test_a_base_cache_is_exact_at_layer0(model, spec):
         assert float(relative_error(base, real)["v"][-1]) > 1e-3  # above layer 0 the prefix matters
 
 
+def test_a_memoized_base_is_the_same_base_moved(model, spec):
+    layout, _ = call_layout(model, spec)
+    seg = layout.passages[0]
+    ids, memo = layout.ids[seg.start:seg.end], {}
+    for start in (seg.start, seg.start + 37):
+        fresh, kept = base_cache(model, ids, start), base_cache(model, ids, start, memo)
+        assert torch.equal(fresh.keys, kept.keys) and torch.equal(fresh.values, kept.values)
+    assert len(memo) == 1  # prefilled once, moved twice
+
+
 def test_with_gamma_zero_kvcomm_is_dense_exactly(model, spec):
     pool = AnchorPool(gamma=0.0)
     for seed in range(4):

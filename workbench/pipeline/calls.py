@@ -71,11 +71,18 @@ def template_ids(tokenizer, layout: Layout) -> torch.Tensor:
     return torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=torch.long)
 
 
-def base_cache(model: LoadedModel, ids: torch.Tensor, start: int) -> KVCache:
+def base_cache(model: LoadedModel, ids: torch.Tensor, start: int,
+               memo: dict[tuple[int, ...], KVCache] | None = None) -> KVCache:
     """C(x | ∅) of a placeholder's ids ([len]), computed after BASE_PREFIX (then dropped) and moved
-    by a delta rotation to absolute positions [start, start + len)."""
+    by a delta rotation to absolute positions [start, start + len). `memo` keeps each computed
+    base by its ids, so a slot every agent of a request reads (the task) is prefilled once."""
     lead = torch.tensor(model.tokenizer(BASE_PREFIX, add_special_tokens=False)["input_ids"], dtype=torch.long)
-    alone = prefill(model, torch.cat([lead, ids.cpu()])).slice(len(lead), len(lead) + len(ids))
+    key = tuple(ids.tolist())
+    alone = memo.get(key) if memo is not None else None
+    if alone is None:
+        alone = prefill(model, torch.cat([lead, ids.cpu()])).slice(len(lead), len(lead) + len(ids))
+        if memo is not None:
+            memo[key] = alone
     return KVCache(model.adapter.rerotate(alone.keys, start - len(lead)), alone.values)
 
 
@@ -89,15 +96,16 @@ class KVCommCall:
 
 
 def kvcomm_call(model: LoadedModel, pool: AnchorPool, agent: int, layout: Layout,
-                slots: tuple[Slot, ...], force_dense: bool = False) -> KVCommCall:
+                slots: tuple[Slot, ...], force_dense: bool = False,
+                bases_memo: dict[tuple[int, ...], KVCache] | None = None) -> KVCommCall:
     """Gate every slot; if all pass, assemble prefix (exact) + predicted slots; else prefill
     densely and store each failed slot's Δ as an anchor (the pool learns online).
     `force_dense` (a call-level policy) pays the dense prefill whatever the gate says; the gate
-    still runs, so the pool learns as it would."""
-    prefix = prefill(model, layout.ids[: layout.prefix.end])
-    bases = [base_cache(model, layout.ids[seg.start:seg.end], seg.start) for seg in layout.passages]
+    still runs, so the pool learns as it would. `bases_memo`: see `base_cache`."""
+    bases = [base_cache(model, layout.ids[seg.start:seg.end], seg.start, bases_memo) for seg in layout.passages]
     decisions = tuple(pool.gate(slot.name, agent, base.values) for slot, base in zip(slots, bases))
     if all(d.reuse for d in decisions) and not force_dense:
+        prefix = prefill(model, layout.ids[: layout.prefix.end])  # the agent's own prompt start: exact
         parts = [prefix] + [KVCache(*pool.predict(slot.name, agent, base.keys, base.values))
                             for slot, base in zip(slots, bases)]
         return KVCommCall(KVCache.cat(parts), decisions, True)

@@ -33,6 +33,7 @@ class MethodState:
     """What persists across the calls and requests of one run of a method."""
 
     pool: AnchorPool = field(default_factory=AnchorPool)
+    bases: dict = field(default_factory=dict)  # this request's slot base caches by ids (`calls.base_cache`)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def token_matched(call: CallContext) -> CallResult:
 
 def kvcomm_result(call: CallContext, force_dense: bool = False) -> CallResult:
     """KVComm's call (`calls.kvcomm_call`) as a method's result."""
-    served = kvcomm_call(call.model, call.state.pool, call.agent, call.layout, call.slots, force_dense)
+    served = kvcomm_call(call.model, call.state.pool, call.agent, call.layout, call.slots, force_dense,
+                         call.state.bases)
     return CallResult(served.cache, served.reused, served.decisions)
 
 

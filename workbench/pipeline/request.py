@@ -111,6 +111,7 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
     call under this config (BCR's repair on top, every selector; see `pipeline.repair`); its
     outcomes are the result's `repair` rows."""
     fn = get_method(method).fn
+    state.bases.clear()  # slot bases are shared by the calls of one request only
     task = task_text(example)
     outputs: dict[int, str] = {}
     calls, repaired = [], []
