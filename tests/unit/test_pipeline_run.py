@@ -55,6 +55,12 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(model, tmp_path
     assert strip == [[{k: v for k, v in c.items() if k != "seconds"} for c in r["calls"]] for r in want]
     assert read_manifest(killed)["status"] == "complete"
 
+    def no_work(*args, **kwargs):
+        raise AssertionError("a finished run replayed a request")
+
+    monkeypatch.setattr(pipeline_run, "run_request", no_work)
+    run_pipeline(model, CONFIG, killed, progress=False)  # nothing missing: no replay, no model work
+
 
 def test_a_resume_with_other_settings_is_refused(model, tmp_path):
     out = tmp_path / "run"

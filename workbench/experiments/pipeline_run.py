@@ -10,9 +10,10 @@ atomically; the tables are rebuilt from them.
     runs/NAME/calls.parquet                         one row per (method, request, agent)
     runs/NAME/repair.parquet                        with --repair-on: the final call's repair outcomes
 
-Resuming rebuilds each method's state by replaying its finished requests (`run_request(...,
-replay=...)`: every call's method runs again, no answer is decoded), so no finished request is
-lost and the pool after a resume is the pool an uninterrupted run would hold.
+Resuming rebuilds a stateful method's state by replaying its finished requests up to its last
+missing one (`run_request(..., replay=...)`: every call's method runs again, no answer is
+decoded), so no finished request is lost and the pool after a resume is the pool an
+uninterrupted run would hold. A method with nothing missing, or with no state, replays nothing.
 """
 
 from __future__ import annotations
@@ -96,10 +97,15 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
         manifest = _open(out, model, config)
         try:
             for method in config.methods:
-                state = get_method(method).make_state()
-                bar = tqdm(examples, desc=method, unit="request", disable=not progress)
-                for index, example in enumerate(bar):
-                    path = request_path(out, method, index)
+                info, state = get_method(method), get_method(method).make_state()
+                missing = [i for i in range(len(examples)) if not request_path(out, method, i).is_file()]
+                if not missing:
+                    continue
+                # a stateful method replays what comes before its last missing request; others need no replay
+                todo = range(missing[-1] + 1) if info.stateful else missing
+                bar = tqdm(todo, desc=method, unit="request", disable=not progress)
+                for index in bar:
+                    example, path = examples[index], request_path(out, method, index)
                     done = RequestResult.from_dict(json.loads(path.read_text())) if path.is_file() else None
                     if done is not None and done.example_id != example.id:
                         raise WorkbenchError(f"{path} holds request {done.example_id!r}, not {example.id!r}: the "

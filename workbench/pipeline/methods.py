@@ -65,6 +65,11 @@ class Method:
     description: str
     make_state: Callable[[], MethodState]
 
+    @property
+    def stateful(self) -> bool:
+        """Whether a call depends on earlier requests (an anchor pool): the default state holds none."""
+        return self.make_state is not MethodState
+
 
 METHODS: dict[str, Method] = {}
 
