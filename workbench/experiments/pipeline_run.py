@@ -30,8 +30,7 @@ from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
 from workbench.pipeline.repair import REPAIR
-from workbench.runstore import check_out, finished, identity_differences, new_manifest, read_manifest, run_lock
-from workbench.runstore import write_manifest
+from workbench.runstore import check_out, finished, resume_manifest, run_lock, write_manifest
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
@@ -126,20 +125,10 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
 
 
 def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
-    identity = {"model": model_identity(model).get("fingerprint"), **config.identity()}
-    if (out / "manifest.json").is_file():
-        manifest = read_manifest(out, kind="pipeline")
-        recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
-        recorded = {k: v for k, v in recorded.items() if k in identity}
-        diffs = identity_differences(recorded, identity)
-        if diffs:
-            raise WorkbenchError(f"{out} holds a pipeline run made with other settings; use a new --out or the "
-                                 f"same settings. Differences: " + "; ".join(diffs))
-        manifest = {**manifest, "status": "running", "end": None,
-                    "args": {**manifest["args"], "n": config.n, "methods": list(config.methods)}}
-    else:
-        manifest = new_manifest("pipeline", model_identity(model),
-                                {**config.identity(), "n": config.n, "methods": list(config.methods)})
+    """The run's manifest (resumed when the settings match; `n` and the methods may change)."""
+    identity = config.identity()
+    manifest = resume_manifest(out, "pipeline", model_identity(model),
+                               {**identity, "n": config.n, "methods": list(config.methods)}, fixed=identity)
     (out / REQUESTS).mkdir(parents=True, exist_ok=True)
     write_manifest(out, manifest)
     return manifest

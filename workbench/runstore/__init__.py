@@ -15,7 +15,7 @@ from workbench.runstore.loaders import (
 from workbench.runstore.lock import run_lock
 from workbench.runstore.manifest import (
     MANIFEST, finished, git_revision, identity_differences, new_manifest, now, package_versions, read_manifest,
-    write_manifest,
+    resume_manifest, write_manifest,
 )
 from workbench.runstore.paths import check_out, folder_name, owned, subfolders
 from workbench.runstore.writers import SweepStore, example_row, write_diagnosis_run, write_run
@@ -25,6 +25,6 @@ __all__ = [
     "SweepStore",
     "check_out", "example_row", "finished", "folder_name", "get_kind", "git_revision", "identity_differences",
     "inspect_folder", "load_curve", "load_fidelity", "load_pipeline", "load_sweep", "new_manifest", "now", "owned",
-    "package_versions", "read_manifest", "run_lock", "scan_runs", "subfolders", "upgrade_table",
+    "package_versions", "read_manifest", "resume_manifest", "run_lock", "scan_runs", "subfolders", "upgrade_table",
     "write_diagnosis_run", "write_manifest", "write_run",
 ]

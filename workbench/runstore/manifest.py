@@ -132,3 +132,24 @@ def identity_differences(recorded: dict, current: dict) -> list[str]:
         if old != new:
             diffs.append(f"{key}: {old!r} in the run vs {new!r} now")
     return diffs
+
+
+def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, fixed=None) -> dict:
+    """The manifest a run starts with: the one already in `folder`, marked running again and with
+    `args` written in, when it was made with the same model (fingerprint) and arguments; else a
+    new one. `fixed` names the argument keys that must match (default: all of `args`), so that a
+    run may grow (`n`, more methods). Raises a WorkbenchError listing every difference."""
+    if not (Path(folder) / MANIFEST).is_file():
+        return new_manifest(kind, model_identity, args)
+    manifest = read_manifest(folder, kind=kind)
+    recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
+    current = {"model": model_identity.get("fingerprint"), **args}
+    if fixed is not None:
+        keep = {"model", *fixed}
+        recorded = {k: v for k, v in recorded.items() if k in keep}
+        current = {k: v for k, v in current.items() if k in keep}
+    diffs = identity_differences(recorded, current)
+    if diffs:
+        raise WorkbenchError(f"{folder} holds a {kind} run made with other settings; use a new --out or the same "
+                             f"settings. Differences: " + "; ".join(diffs))
+    return {**manifest, "status": "running", "end": None, "args": {**(manifest.get("args") or {}), **args}}

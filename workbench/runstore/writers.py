@@ -22,10 +22,9 @@ import pandas as pd
 
 from workbench.atomic import atomic_folder, dumps, write_parquet
 from workbench.diagnosis import Diagnosis
-from workbench.errors import WorkbenchError
 from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.manifest import (
-    MANIFEST, finished, identity_differences, new_manifest, read_manifest, write_manifest,
+    MANIFEST, finished, new_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.paths import folder_name, subfolders
 
@@ -81,16 +80,7 @@ class SweepStore:
         """A new run in `out`, or the run already there when its identity matches (else a clear
         error listing every difference)."""
         out = Path(out)
-        if (out / MANIFEST).is_file():
-            manifest = read_manifest(out, kind="sweep")
-            recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
-            diffs = identity_differences(recorded, {"model": model_identity.get("fingerprint"), **args})
-            if diffs:
-                raise WorkbenchError(f"{out} holds a run made with other settings; use a new --out or the same "
-                                     f"settings. Differences: " + "; ".join(diffs))
-            manifest = {**manifest, "status": "running", "end": None}
-        else:
-            manifest = new_manifest("sweep", model_identity, args)
+        manifest = resume_manifest(out, "sweep", model_identity, args)
         (out / DIAGNOSES).mkdir(parents=True, exist_ok=True)
         write_manifest(out, manifest)
         return cls(out, manifest)
