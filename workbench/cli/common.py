@@ -146,3 +146,24 @@ def diagnose_settings(args) -> dict:
         raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
             "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation}
+
+
+DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction")
+
+
+def add_dataset_options(p: argparse.ArgumentParser, options=DATASET_OPTIONS) -> None:
+    """The data set's own options (`tasks.spec.OPTIONS`): `options` names those the command takes."""
+    helps = {
+        "target_words": (positive_int, "synthetic only: pad passages with filler to about this many words in all"),
+        "max_passages": (positive_int, "musique only: keep the first K retrieved passages"),
+        "max_passage_tokens": (positive_int, "musique only: cut each passage to at most N tokens, at a word boundary"),
+        "instruction": (str, "musique only: the receiver's instruction (the system prompt every sender shares)"),
+    }
+    for name in options:
+        kind, text = helps[name]
+        p.add_argument("--" + name.replace("_", "-"), type=kind, default=None, help=text)
+
+
+def dataset_options(args) -> dict:
+    """The data set options given on the command line (those left unset are left out)."""
+    return {name: getattr(args, name) for name in DATASET_OPTIONS if getattr(args, name, None) is not None}

@@ -3,7 +3,9 @@ folder, resumable, then its summary tables."""
 
 from __future__ import annotations
 
-from workbench.cli.common import add_model_options, load_model, names, positive_int, printable, say
+from workbench.cli.common import (
+    add_dataset_options, add_model_options, dataset_options, load_model, names, positive_int, printable, say,
+)
 
 NAME = "pipeline"
 
@@ -17,10 +19,7 @@ def add_arguments(p) -> None:
                    help="full: every agent reads every earlier one (BCR's setting, default); chain: only the one before")
     p.add_argument("--dataset", default="synthetic", help="data set spec (default synthetic); each example is a request")
     p.add_argument("--n", type=positive_int, default=60, help="requests (default 60)")
-    p.add_argument("--max-passages", type=positive_int, default=None,
-                   help="musique only: keep the first K retrieved passages of each request's task")
-    p.add_argument("--max-passage-tokens", type=positive_int, default=None,
-                   help="musique only: cut each passage to at most N tokens, at a word boundary")
+    add_dataset_options(p, ("max_passages", "max_passage_tokens"))
     p.add_argument("--methods", type=names, default=DEFAULT_METHODS,
                    help=f"comma-separated reuse methods, run in this order (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--seed", type=int, default=0, help="run seed of the drawn policies (coin-alloc)")
@@ -41,9 +40,8 @@ def command(args) -> int:
     from workbench.report.markdown import markdown_table
     from workbench.runstore import check_out, load_pipeline
 
-    given = {"max_passages": args.max_passages, "max_passage_tokens": args.max_passage_tokens}
     config = PipelineConfig(agents=args.agents, topology=args.topology, dataset=args.dataset, n=args.n,
-                            dataset_options={k: v for k, v in given.items() if v is not None},
+                            dataset_options=dataset_options(args),
                             methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens,
                             repair_on=args.repair_on).checked()
     out = check_out(args.out, resume=True)

@@ -6,7 +6,7 @@ import sys
 from dataclasses import replace
 
 from workbench.cli.common import (
-    add_diagnose_options, add_model_options, command_line, diagnose_settings, floats, load_model, names,
+    add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
     positive_int, printable, say, show, warn,
 )
 from workbench.cli.summary import render, summarize_run
@@ -29,14 +29,7 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="run seed: each example's coin draws derive from it and the example id")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
-    p.add_argument("--target-words", type=positive_int, default=None,
-                   help="synthetic only: pad passages with filler to about this many words in all")
-    p.add_argument("--max-passages", type=positive_int, default=None,
-                   help="musique only: keep the first K retrieved passages")
-    p.add_argument("--max-passage-tokens", type=positive_int, default=None,
-                   help="musique only: cut each passage to at most N tokens, at a word boundary")
-    p.add_argument("--instruction", default=None,
-                   help="musique only: the receiver's instruction (the system prompt every sender shares)")
+    add_dataset_options(p)
     p.add_argument("--attribution", action="store_true",
                    help="also run the attribution-patching check (first-order vs actual) per example")
     add_diagnose_options(p)
@@ -63,10 +56,7 @@ def sweep_config(args):
     diagnose = replace(SWEEP_DIAGNOSE, selectors=tuple(args.selectors or default_selectors()),
                        budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
                        max_new_tokens=args.max_new_tokens, **diagnose_settings(args))
-    given = {"target_words": args.target_words, "max_passages": args.max_passages,
-             "max_passage_tokens": args.max_passage_tokens, "instruction": args.instruction}
-    options = {k: v for k, v in given.items() if v is not None}
-    return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=options).checked()
+    return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=dataset_options(args)).checked()
 
 
 def command(args) -> int:
