@@ -226,20 +226,14 @@ class FamilyAdapter:
         return self.rotate_keys(keys, delta, layer)
 
     def visible(self, query_pos: torch.Tensor, key_pos: torch.Tensor, layer: int) -> torch.Tensor:
-        """Which keys each query sees at layer `layer`, by absolute position: key <= query, and
-        within the layer's sliding window. query_pos: [..., q]; key_pos: [..., k] -> [..., q, k]."""
-        q, k = query_pos[..., :, None], key_pos[..., None, :]
-        seen = k <= q
-        window = self.windows[layer]
-        return seen if window is None else seen & (k > q - window)
+        """`visible_keys` under layer `layer`'s window. query_pos: [..., q]; key_pos: [..., k] -> [..., q, k]."""
+        return visible_keys(query_pos, key_pos, self.windows[layer])
 
     def layer_masks(self, mask: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor) -> list[torch.Tensor]:
         """A causal mask ([..., q, k]) narrowed to each layer's window: [layer] of [..., q, k];
         layers of one window share one mask. query_pos [..., q] and key_pos [..., k] are absolute."""
-        by_window: dict[int | None, torch.Tensor] = {}
-        for window in dict.fromkeys(self.windows):
-            near = key_pos[..., None, :] > query_pos[..., :, None] - window if window is not None else None
-            by_window[window] = mask if near is None else mask & near
+        by_window = {w: mask if w is None else mask & visible_keys(query_pos, key_pos, w)
+                     for w in dict.fromkeys(self.windows)}
         return [by_window[w] for w in self.windows]
 
     @contextmanager
@@ -270,6 +264,14 @@ class FamilyAdapter:
         if self.logit_softcap is not None:
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return logits
+
+
+def visible_keys(query_pos: torch.Tensor, key_pos: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """Which keys each query sees, by absolute position: key <= query, and key > query - window
+    under a sliding window. query_pos: [..., q]; key_pos: [..., k] -> bool [..., q, k]."""
+    q, k = query_pos[..., :, None], key_pos[..., None, :]
+    seen = k <= q
+    return seen if window is None else seen & (k > q - window)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

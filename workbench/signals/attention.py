@@ -26,6 +26,7 @@ import torch
 from workbench.context import Context
 from workbench.decode import stop_token_ids
 from workbench.errors import WorkbenchError
+from workbench.family import visible_keys
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
@@ -78,10 +79,7 @@ def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.T
     k = keys.float().repeat_interleave(group, dim=0)  # [head, key, d_head]
     logits = torch.einsum("rhd,hkd->hrk", q.float(), k) * scaling  # [head, row, key]
     key_pos = torch.arange(keys.shape[1], device=keys.device)
-    query_pos = query_positions.to(keys.device)[:, None]
-    visible = key_pos[None, :] <= query_pos  # [row, key]
-    if window is not None:
-        visible &= key_pos[None, :] > query_pos - window
+    visible = visible_keys(query_positions.to(keys.device), key_pos, window)  # [row, key]
     return logits.masked_fill(~visible, float("-inf")).softmax(-1)
 
 
