@@ -33,9 +33,9 @@ class KVCache:
     def clone(self) -> KVCache:
         return KVCache(self.keys.clone(), self.values.clone())
 
-    def to_hf(self, config=None):
+    def to_hf(self):
         """A fresh full-length HF cache over these tensors (it grows by concatenation, so ours stay
-        intact). `config` is accepted for old callers and ignored: see `hf_cache`."""
+        intact; see `hf_cache`)."""
         return hf_cache([(self.keys[l][None], self.values[l][None]) for l in range(self.n_layers)])
 
     @classmethod

@@ -30,7 +30,7 @@ def diagnosis(model):
 def hf_logits(model, ctx, cache: KVCache) -> torch.Tensor:
     """The plain HF forward of the suffix over `cache`. [suffix, vocab]"""
     with torch.no_grad():
-        return model.hf(input_ids=ctx.suffix_ids[None], cache=cache.to_hf(model.config), use_cache=True).logits[0]
+        return model.hf(input_ids=ctx.suffix_ids[None], cache=cache.to_hf(), use_cache=True).logits[0]
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])

@@ -27,7 +27,7 @@ def llama_ctx(tiny_llama) -> wb.Context:
 def hf_attentions(ctx: wb.Context) -> tuple[torch.Tensor, ...]:
     """HF's attention weights of the suffix forward over the splice, per layer [head, query, key]."""
     with torch.inference_mode():
-        out = ctx.model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.spliced.to_hf(ctx.model.config),
+        out = ctx.model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.spliced.to_hf(),
                            use_cache=True, output_attentions=True)
     return tuple(a[0].float() for a in out.attentions)
 

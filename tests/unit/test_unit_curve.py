@@ -54,7 +54,7 @@ def test_dense_output_matches_hf_attention(ctx, probe):
     handles = [layer.self_attn.o_proj.register_forward_pre_hook(hook(l)) for l, layer in enumerate(model.adapter.layers)]
     try:
         with torch.inference_mode():
-            model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.dense.to_hf(model.config), use_cache=True)
+            model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.dense.to_hf(), use_cache=True)
     finally:
         for h in handles:
             h.remove()
