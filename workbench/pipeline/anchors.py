@@ -59,7 +59,6 @@ class GateDecision:
     n_anchors: int  # anchors that could take part (long enough, with a Δ for this agent)
     entropy: float  # H(s) in bits (nan when n < 2)
     threshold: float  # γ · log2 n (nan when n < 2)
-    weights: tuple[float, ...] = ()  # s over the candidate anchors
 
 
 class AnchorPool:
@@ -92,7 +91,7 @@ class AnchorPool:
         if reuse:
             for i in _top_p(s, TOP_P):
                 anchors[i].activations += 1
-        return GateDecision(reuse, n, entropy, threshold, tuple(s.tolist()))
+        return GateDecision(reuse, n, entropy, threshold)
 
     def predict(self, slot: str, agent: int, base_keys: torch.Tensor,
                 base_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
