@@ -130,8 +130,14 @@ def identity_differences(recorded: dict, current: dict) -> list[str]:
     for key in sorted(set(recorded) | set(current)):
         old, new = jsonish(recorded.get(key)), jsonish(current.get(key))
         if old != new:
-            diffs.append(f"{key}: {old!r} in the run vs {new!r} now")
+            diffs.append(f"{key}: {_short(old)} in the run vs {_short(new)} now")
     return diffs
+
+
+def _short(value, limit: int = 100) -> str:
+    """A value's repr, cut to `limit` characters (a pipeline's whole spec is long)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, fixed=None) -> dict:
