@@ -141,7 +141,7 @@ def test_resume_refuses_another_dtype_and_an_edited_data_file(model, tmp_path):
     config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)
     run_sweep(model, config, tmp_path / "run", progress=False)
     bf16 = tiny_model("llama", dtype=__import__("torch").bfloat16)
-    with pytest.raises(wb.WorkbenchError, match="'dtype': 'float32'.*'dtype': 'bfloat16'"):
+    with pytest.raises(wb.WorkbenchError, match="model.dtype: 'float32' in the run vs 'bfloat16' now"):
         run_sweep(bf16, config, tmp_path / "run", progress=False)
     jsonl(tmp_path / "d.jsonl", ["a", "b"], question="Who coaches Varek Olundi?")
     with pytest.raises(wb.WorkbenchError, match="data_sha256"):
@@ -158,7 +158,7 @@ def test_resume_refuses_another_device(model, tmp_path, monkeypatch):
         identity = model_identity(m)
         return {**identity, "device": "cuda:0", "fingerprint": {**identity["fingerprint"], "device": "cuda"}}
     monkeypatch.setattr("workbench.experiments.sweep.model_identity", on_cuda)
-    with pytest.raises(wb.WorkbenchError, match="'device': 'cpu'.*'device': 'cuda'"):
+    with pytest.raises(wb.WorkbenchError, match="model.device: 'cpu' in the run vs 'cuda' now"):
         run_sweep(model, config, tmp_path / "run", progress=False)
 
 

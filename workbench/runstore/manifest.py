@@ -124,13 +124,18 @@ def jsonish(value):
     return json.loads(json.dumps(value, default=str))
 
 
-def identity_differences(recorded: dict, current: dict) -> list[str]:
-    """What differs between a run's recorded identity and the current one, in words."""
+def identity_differences(recorded: dict, current: dict, prefix: str = "") -> list[str]:
+    """What differs between a run's recorded identity and the current one, in words: one entry per
+    differing leaf, nested dicts named by dotted keys (`diagnose.seed: 0 in the run vs 7 now`)."""
     diffs = []
     for key in sorted(set(recorded) | set(current)):
         old, new = jsonish(recorded.get(key)), jsonish(current.get(key))
-        if old != new:
-            diffs.append(f"{key}: {_short(old)} in the run vs {_short(new)} now")
+        if old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            diffs += identity_differences(old, new, f"{prefix}{key}.")
+        else:
+            diffs.append(f"{prefix}{key}: {_short(old)} in the run vs {_short(new)} now")
     return diffs
 
 
