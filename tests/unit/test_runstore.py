@@ -174,6 +174,20 @@ def test_a_corrupt_example_is_reported_and_recomputed_on_resume(model, tmp_path)
     assert run.example_ids == ["a", "b"] and len(pd.read_parquet(outcomes)) == 1 + 5  # none, five coin draws
 
 
+def test_a_failure_recorded_for_an_example_whose_folder_was_saved_is_dropped_on_resume(model, tmp_path):
+    """A Ray worker killed between saving its folder and returning leaves both; the folder wins."""
+    data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
+    config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)
+    run_sweep(model, config, tmp_path / "run", progress=False)
+    manifest_path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["failures"] = [{"example_id": "a", "error": "its worker died (ActorDiedError)", "traceback": ""}]
+    manifest_path.write_text(json.dumps(manifest))
+    store = run_sweep(model, config, tmp_path / "run", progress=False)
+    assert store.n_done == 2 and not store.failures
+    assert json.loads(manifest_path.read_text())["failures"] == []
+
+
 def test_a_run_where_every_example_fails_says_why(model, tmp_path):
     long = jsonl(tmp_path / "d.jsonl", ["a"])
     text = Path(long.removeprefix("jsonl:")).read_text().replace("Mira Tessk was born", "x " * 3000)

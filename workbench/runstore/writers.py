@@ -74,6 +74,8 @@ class SweepStore:
         self._started = time.perf_counter()
         for folder in subfolders(self.out / DIAGNOSES):
             self._read_back(folder)
+        for example_id in [i for i in self.failures if self.done(i)]:  # saved after its failure was
+            self.failures.pop(example_id)  # recorded (a Ray worker killed between saving and returning)
 
     @classmethod
     def open(cls, out: Path, model_identity: dict, args: dict) -> SweepStore:
