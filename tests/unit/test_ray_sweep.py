@@ -4,6 +4,7 @@ failing example recorded while the others go on, and a worker killed mid-run los
 example in flight."""
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -123,7 +124,9 @@ def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_fold
     while not ((out / "diagnoses").is_dir() and any(p.name[0] != "." for p in (out / "diagnoses").iterdir())):
         assert time.time() < deadline and thread.is_alive(), result
         time.sleep(0.05)
-    workers = [p for p in psutil.process_iter(["cmdline"]) if "SweepWorker" in " ".join(p.info["cmdline"] or [])]
+    ours = os.getpid()  # this test's cluster: its raylet is our child, the workers the raylet's
+    workers = [p for p in psutil.process_iter(["cmdline"]) if "SweepWorker" in " ".join(p.info["cmdline"] or [])
+               and ours in {q.pid for q in p.parents()}]
     assert len(workers) == 2, [w.info["cmdline"] for w in workers]
     workers[0].kill()
     thread.join(300)
