@@ -10,6 +10,8 @@ $KVWB bench repair
 echo
 $KVWB bench saliency
 echo
+$KVWB bench signals --examples 3
+echo
 $KVWB bench diagnose --examples 3
 echo
 $KVWB bench diagnose --lengths 2048 --examples 1

@@ -92,6 +92,38 @@ def saliency_ratios(model: LoadedModel, lengths=(512, 1024, 2048), repeats: int 
     return table
 
 
+def signal_sharing(model: LoadedModel, lengths=(None,), examples: int = 3, repeats: int = 3,
+                   seed: int = 0, progress: bool = True) -> pd.DataFrame:
+    """The draft, the question attention and CADENCE's saliency as a Diagnosis computes them (one
+    `SignalSet`: the suffix runs over the splice once) / each on its own (three suffix prefills),
+    per example: synthetic examples as generated (length None) or contexts of a given length."""
+    from workbench.signals import SignalSet
+    from workbench.signals.attention import draft_attention, question_attention
+    from workbench.signals.saliency import decision_saliency
+
+    def separate(ctx):
+        draft_attention(ctx, k=2), question_attention(ctx), decision_saliency(ctx)
+
+    def shared(ctx):
+        signals = SignalSet(ctx)
+        signals["draft"], signals["question"], signals["saliency"]
+
+    contexts = [build_context(model, ex) for ex in synthetic_examples(examples, seed)] if None in lengths else []
+    contexts += [context_of_length(model, n, seed) for n in lengths if n is not None]
+    rows = []
+    for ctx in tqdm(contexts, desc="contexts", disable=not progress):
+        separate(ctx), shared(ctx)  # warm-up
+        times = {"separate": [], "shared": []}
+        for _ in range(repeats):
+            times["separate"].append(_time(lambda: separate(ctx)))
+            times["shared"].append(_time(lambda: shared(ctx)))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        rows.append({"n_tokens": ctx.layout.n_tokens, "suffix_tokens": len(ctx.suffix_ids),
+                     "separate_s": med["separate"], "shared_s": med["shared"],
+                     "ratio": med["shared"] / med["separate"]})
+    return pd.DataFrame(rows)
+
+
 def diagnosis_floor(d) -> dict[str, float]:
     """The token-forwards a Diagnosis cannot avoid, as multiples of dense (context + suffix + answer).
 

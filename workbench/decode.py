@@ -71,17 +71,27 @@ def _answer(model: LoadedModel, generated: list[int], stopped: bool) -> Answer:
 def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                   max_new_tokens: int = 24, stop_at_newline: bool = True) -> Answer:
     """Prefill `suffix_ids` ([pos]) over `cache`, then decode greedily until end of turn."""
+    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
+                   logits_to_keep=1)  # only the last position's logits are read
+    return continue_greedy(model, out.logits[0, -1], out.cache, max_new_tokens, stop_at_newline)
+
+
+@torch.inference_mode()
+def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tokens: int = 24,
+                    stop_at_newline: bool = True) -> Answer:
+    """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) and
+    its HF `cache`, which the decoding extends."""
     stops = stop_token_ids(model)
-    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
     generated: list[int] = []
     stopped = False
     for _ in range(max_new_tokens):
-        state = _step(model, generated, int(out.logits[0, -1].argmax()), stops, stop_at_newline)
+        state = _step(model, generated, int(logits.argmax()), stops, stop_at_newline)
         if state != "go":
             stopped = state == "stop"
             break
-        out = model.hf(input_ids=torch.tensor([[generated[-1]]], device=model.device), cache=out.cache,
+        out = model.hf(input_ids=torch.tensor([[generated[-1]]], device=model.device), cache=cache,
                        use_cache=True)
+        logits, cache = out.logits[0, -1], out.cache
     return _answer(model, generated, stopped)
 
 

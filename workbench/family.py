@@ -237,17 +237,17 @@ class FamilyAdapter:
         return [by_window[w] for w in self.windows]
 
     @contextmanager
-    def record_attention_inputs(self, keep=None) -> Iterator[list[list[torch.Tensor]]]:
+    def record_attention_inputs(self) -> Iterator[list[list[torch.Tensor]]]:
         """Record each layer's attention input (the layer-normed hidden rows) during the forwards
         run inside the block. Yields a list per layer of `[row, hidden]` tensors, one per forward
-        of batch 1; `keep(x)` picks the rows to keep from `x` `[seq, hidden]` (default: all).
+        of batch 1.
         """
         recorded: list[list[torch.Tensor]] = [[] for _ in range(self.n_layers)]
 
         def hook(layer: int):
             def pre_hook(module, args, kwargs):
                 x = (args[0] if args else kwargs["hidden_states"])[0]  # [seq, hidden]
-                recorded[layer].append(x if keep is None else keep(x))
+                recorded[layer].append(x)
             return pre_hook
 
         handles = [layer.self_attn.register_forward_pre_hook(hook(l), with_kwargs=True)

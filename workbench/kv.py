@@ -154,7 +154,7 @@ def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Spl
     prefix = prefill(model, layout.ids[:prefix_len])
     parts, diff_sq, ref_sq = [prefix], torch.zeros(ad.n_layers), torch.zeros(ad.n_layers)
     for seg in layout.passages:
-        with ad.record_attention_inputs(keep=lambda x: x) as inputs:  # per layer [len, hidden]
+        with ad.record_attention_inputs() as inputs:  # per layer [len, hidden]
             sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
         receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
         with torch.inference_mode():

@@ -307,3 +307,16 @@ def test_diagnose_writes_a_run_folder_and_force_replaces_only_its_own(tiny_loade
     assert manifest["kind"] == "diagnosis" and (out / "diagnosis.json").is_file()
     assert run_cli(argv) == 2 and "pass --force" in capsys.readouterr().err
     assert run_cli([*argv, "--force"]) == 0
+
+
+
+def test_bench_signals_times_the_shared_suffix_pass_against_separate_passes(tiny_loaded, capsys):
+    from workbench.bench import signal_sharing
+
+    table = signal_sharing(tiny_loaded, examples=2, repeats=1, progress=False)
+    assert list(table.columns) == ["n_tokens", "suffix_tokens", "separate_s", "shared_s", "ratio"]
+    assert len(table) == 2
+    assert (table[["separate_s", "shared_s"]] > 0).all().all()
+    assert (table["ratio"] == table["shared_s"] / table["separate_s"]).all()
+    assert run_cli(["bench", "signals", "--examples", "1", "--repeats", "1"]) == 0
+    assert "| n_tokens | suffix_tokens | separate_s | shared_s | ratio |" in capsys.readouterr().out

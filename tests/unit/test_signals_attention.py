@@ -5,7 +5,8 @@ import torch
 
 import workbench as wb
 from conftest import FAMILIES, byte_tokenizer, small_example, tiny_config
-from workbench.signals.attention import attention_rows, draft_attention, question_attention
+from workbench.signals import SignalSet
+from workbench.signals.attention import attention_rows, draft_attention, question_attention, suffix_pass
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -41,14 +42,48 @@ def test_last_query_matches_hf_attention(eager_ctx):
     assert got.query_positions == (eager_ctx.layout.n_tokens - 1,)
 
 
-def test_question_attention_matches_hf_attention(eager_ctx):
+@pytest.mark.parametrize("k", [None, 3])
+def test_question_attention_matches_hf_attention_with_or_without_a_draft_after_it(eager_ctx, k):
+    """The shared pass drafts after the suffix; the drafted keys lie after every suffix query."""
     n = eager_ctx.layout.suffix_start
-    got = question_attention(eager_ctx)
+    got = suffix_pass(eager_ctx, k=k).question
     want = torch.stack([a[:, :, :n].mean((0, 1)) for a in hf_attentions(eager_ctx)])  # [layer, pos]
     assert got.per_layer.shape == (eager_ctx.model.adapter.n_layers, n)
     torch.testing.assert_close(got.per_layer, want, atol=1e-5, rtol=0)
     assert got.draft_ids == ()
     assert got.query_positions == tuple(range(n, eager_ctx.layout.n_tokens))
+
+
+def test_the_suffix_pass_decodes_on_to_the_greedy_answer_bit_for_bit(tiny):
+    ctx = wb.build_context(tiny, small_example())
+    for cache in (ctx.spliced, ctx.dense):
+        shared = suffix_pass(ctx, cache, k=2)
+        assert shared.answer(tiny) == ctx.generate(cache)
+        assert shared.draft.draft_ids == draft_attention(ctx, cache, k=2).draft_ids
+        assert torch.equal(shared.draft.per_layer, draft_attention(ctx, cache, k=2).per_layer)
+
+
+def test_a_signal_set_prefills_the_splice_suffix_once_for_draft_question_and_saliency(tiny_llama, monkeypatch):
+    ctx = wb.build_context(tiny_llama, small_example())
+    signals = SignalSet(ctx)
+    lengths = []
+    real = type(tiny_llama.hf).forward
+
+    def counting(self, *args, input_ids=None, **kwargs):
+        lengths.append(input_ids.shape[1])
+        return real(self, *args, input_ids=input_ids, **kwargs)
+    monkeypatch.setattr(type(tiny_llama.hf), "forward", counting)
+    start = __import__("time").perf_counter()
+    for name in ("draft", "question", "saliency"):
+        signals[name]
+    wall = __import__("time").perf_counter() - start
+    prefills = [n for n in lengths if n > 1]  # the rest are one-token decode steps
+    assert len(prefills) == 2  # the shared suffix pass and the saliency's teacher-forced pass with grad
+    assert prefills[0] == len(ctx.suffix_ids)
+    assert signals["saliency"].answer_ids[:len(ctx.generate(ctx.spliced).token_ids)] == \
+        ctx.generate(ctx.spliced).token_ids
+    assert sum(c.seconds for c in signals.costs.values()) <= wall  # a record read inside another counts once
+    assert signals.cost_of(["draft"]).forward_passes == 1  # the draft costs the suffix pass it reads
 
 
 def test_input_cache_unchanged_bit_for_bit(llama_ctx):

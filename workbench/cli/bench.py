@@ -9,19 +9,21 @@ NAME = "bench"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("what", choices=["repair", "saliency", "diagnose", "load"],
+    p.add_argument("what", choices=["repair", "saliency", "signals", "diagnose", "load"],
                    help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
+                        "signals: draft + question attention + saliency sharing one suffix pass / each on its own; "
                         "diagnose: a whole Diagnosis / (dense prefill + answer); load: the slowdown of a dense "
                         "answer beside a second workbench process, per OpenMP wait policy and thread count")
     add_model_options(p)
     p.add_argument("--lengths", type=ints, default=None, dest="lengths_given",
-                   help="context lengths in tokens (default 512,1024,2048; diagnose: the synthetic examples "
-                        "as generated, about 200 tokens)")
+                   help="context lengths in tokens (default 512,1024,2048; diagnose and signals: the synthetic "
+                        "examples as generated, about 200 tokens)")
     p.add_argument("--budgets", type=floats, default=(0.05, 0.1, 0.2, 0.4, 1.0),
                    help="fractions of reused rows repaired")
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed repeats per cell after one warm-up (median; >= 1)")
-    p.add_argument("--examples", type=positive_int, default=3, help="diagnose: synthetic examples to time")
+    p.add_argument("--examples", type=positive_int, default=3,
+                   help="diagnose and signals: synthetic examples to time")
 
 
 def command(args) -> int:
@@ -42,6 +44,9 @@ def command(args) -> int:
                                                       repeats=args.repeats))
     elif args.what == "saliency":
         table = bench.saliency_ratios(model, args.lengths, args.repeats)
+    elif args.what == "signals":
+        lengths = (None,) if args.lengths_given is None else args.lengths
+        table = bench.signal_sharing(model, lengths, args.examples, args.repeats)
     else:
         lengths = (None,) if args.lengths_given is None else args.lengths
         table = bench.diagnosis_ratio(model, args.examples, lengths=lengths)

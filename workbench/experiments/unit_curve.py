@@ -164,7 +164,8 @@ def attention_probe(ctx) -> AttentionProbe:
     """
     model, ad = ctx.model, ctx.model.adapter
     n = ctx.layout.suffix_start
-    hidden, hf_cache, _ = record_queries(model, ctx.dense, ctx.suffix_ids, None)
+    rec = record_queries(model, ctx.dense, ctx.suffix_ids, None)
+    hidden, hf_cache = rec.hidden, rec.hf_cache
     query_pos = torch.arange(n, n + hidden[0].shape[0], device=model.device)  # [row]
     queries, s_keys, s_values = [], [], []
     for l in range(ad.n_layers):

@@ -52,10 +52,9 @@ class SelectorInfo:
         return self.fixed is not None
 
     def cost(self, signals: SignalSet) -> Cost:
-        """The summed cost of the records this selector read (computed once, shared)."""
-        total = Cost()
-        for name in self.uses:
-            total = total + signals.costs.get(name, Cost())
+        """The summed cost of the records this selector read, and of those they read (each computed
+        once, shared)."""
+        total = signals.cost_of(self.uses)
         return Cost(**{**total.to_dict(), "needs_dense": self.needs_dense})
 
 

@@ -10,6 +10,11 @@ with grouped-query keys expanded to query heads. The paper counts layers from 1,
 skips the first layer: with our 0-indexed layers the sum runs over layers 1..L-1.
 `question_attention` is the same score from every question-suffix query, without drafting.
 
+Both read one `suffix_pass`: a single prefill of the suffix over the cache that records every
+query row and then drafts. The pass also keeps the cache and logits at the end of the suffix, so
+the cache's own greedy answer (CADENCE's decision) continues from it instead of prefilling the
+suffix a third time: a Diagnosis's `SignalSet` runs the suffix over the splice once.
+
 Queries are recorded by the family adapter's attention-input recorder (each layer's
 attention input is already layer-normed), projected with the family adapter and rotated at their true
 positions; keys are the post-RoPE keys of the HF cache after the last step. The draft is
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
-from workbench.decode import stop_token_ids
+from workbench.decode import Answer, continue_greedy, stop_token_ids
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -51,19 +56,33 @@ class AttentionScores:
         return summed if positions is None else summed[torch.as_tensor(positions, dtype=torch.long)]
 
 
+@dataclass(frozen=True)
+class SuffixPass:
+    """One prefill of the question suffix over a cache, shared by the question attention, the
+    draft attention and the cache's greedy answer."""
+
+    question: AttentionScores  # every suffix query row
+    draft: AttentionScores | None  # the last suffix row and the first k-1 drafted tokens; None without a draft
+    prefilled: KVCache  # [layer, kv_head, n + suffix, d_head]: the cache at the end of the suffix
+    last_logits: torch.Tensor  # [vocab]: the suffix's last position
+
+    def answer(self, model: LoadedModel, max_new_tokens: int = 24) -> Answer:
+        """The greedy answer over the input cache, as `decode.greedy_answer` gives it, decoded on
+        from the end of the suffix."""
+        return continue_greedy(model, self.last_logits, self.prefilled.to_hf(), max_new_tokens)
+
+
 def draft_attention(ctx: Context, cache: KVCache | None = None, k: int = 2) -> AttentionScores:
     """BCR's draft attention over `cache` (default: the splice) from the last k query rows.
 
     Stops drafting early on an end-of-turn token and keeps the rows it has.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise WorkbenchError(f"k (draft query rows) must be an integer >= 1, got {k!r}")
-    return _attention_scores(ctx, cache, k)
+    return suffix_pass(ctx, cache, k).draft
 
 
 def question_attention(ctx: Context, cache: KVCache | None = None) -> AttentionScores:
     """Attention from every question-suffix query over `cache` (default: the splice); no draft."""
-    return _attention_scores(ctx, cache, None)
+    return suffix_pass(ctx, cache, None).question
 
 
 def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.Tensor,
@@ -83,8 +102,11 @@ def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.T
     return logits.masked_fill(~visible, float("-inf")).softmax(-1)
 
 
-def _attention_scores(ctx: Context, cache: KVCache | None, k: int | None) -> AttentionScores:
-    """Draft k tokens (k=None: question suffix only), recording queries; score the cache rows."""
+def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2) -> SuffixPass:
+    """Prefill the question suffix over `cache` (default: the splice) recording every query row,
+    draft k tokens (k=None: none), and score the cache's rows from the suffix and the draft."""
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise WorkbenchError(f"k (draft query rows) must be an integer >= 1, got {k!r}")
     start = time.perf_counter()
     model = ctx.model
     cache = ctx.spliced if cache is None else cache
@@ -92,47 +114,70 @@ def _attention_scores(ctx: Context, cache: KVCache | None, k: int | None) -> Att
     if n != ctx.layout.suffix_start:
         raise WorkbenchError(f"the cache covers {n} positions but the question suffix starts at "
                              f"{ctx.layout.suffix_start}; pass a cache of the handed-off span")
-    suffix = ctx.suffix_ids
-    hidden, hf_cache, draft_ids = record_queries(model, cache, suffix, k)
-    first = n if k is None else n + len(suffix) - 1  # the suffix's first (or last) token
-    query_pos = torch.arange(first, first + hidden[0].shape[0])  # [row]
+    rec = record_queries(model, cache, ctx.suffix_ids, k)
+    n_suffix, n_rows = len(ctx.suffix_ids), rec.hidden[0].shape[0]  # suffix rows, then one per drafted token fed back
+    rows = {"question": range(0, n_suffix), "draft": range(n_suffix - 1, n_rows)}  # recorded rows each reads
+    per_layer = _attention_per_layer(model, rec, n, rows if k is not None else {"question": rows["question"]})
+    seconds = time.perf_counter() - start
+
+    def scores(name: str, draft_ids: tuple[int, ...]) -> AttentionScores:
+        return AttentionScores(per_layer=per_layer[name], draft_ids=draft_ids,
+                               query_positions=tuple(n + r for r in rows[name]),
+                               layers_summed=range(1, model.adapter.n_layers), seconds=seconds)
+
+    return SuffixPass(question=scores("question", ()),
+                      draft=None if k is None else scores("draft", rec.draft_ids),
+                      prefilled=rec.prefilled, last_logits=rec.last_logits)
+
+
+def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
+                         rows: dict[str, range]) -> dict[str, torch.Tensor]:
+    """For each named set of recorded query rows, the attention to the cache rows [0, n), mean over
+    those rows and the heads: {name: [layer, pos]}, fp32 on cpu. Keys are the HF cache's after the
+    last step; a row sees only keys at or before its own position."""
     ad = model.adapter
-    per_layer = torch.empty(ad.n_layers, n, dtype=torch.float32)  # [layer, pos]
+    out = {name: torch.empty(ad.n_layers, n, dtype=torch.float32) for name in rows}  # [layer, pos]
+    positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
     with torch.inference_mode():
         for l in range(ad.n_layers):
-            q, _, _ = ad.project_qkv(l, hidden[l])  # [row, head, d_head]
-            q = ad.rotate(q, query_pos, l)
-            keys = hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
-            probs = attention_rows(q, keys, query_pos, ad.scaling, ad.windows[l])  # [head, row, key]
-            per_layer[l] = probs.mean(dim=(0, 1))[:n].cpu()
-    return AttentionScores(per_layer=per_layer, draft_ids=draft_ids,
-                           query_positions=tuple(query_pos.tolist()),
-                           layers_summed=range(1, ad.n_layers),
-                           seconds=time.perf_counter() - start)
+            q, _, _ = ad.project_qkv(l, rec.hidden[l])  # [row, head, d_head]
+            q = ad.rotate(q, positions, l)
+            keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
+            probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
+            for name, r in rows.items():
+                out[name][l] = probs[:, r.start:r.stop, :n].mean(dim=(0, 1)).cpu()
+    return out
+
+
+@dataclass(frozen=True)
+class RecordedQueries:
+    """A suffix prefill and its draft, with every query row's attention input."""
+
+    hidden: list[torch.Tensor]  # per layer [row, hidden]: the suffix rows, then one per drafted token fed back
+    hf_cache: object  # the HF cache after the last step (keys of every row recorded)
+    draft_ids: tuple[int, ...]  # the greedy tokens drafted (stop token excluded)
+    prefilled: KVCache  # [layer, kv_head, n + suffix, d_head]: the cache at the end of the suffix
+    last_logits: torch.Tensor  # [vocab]: the suffix's last position
 
 
 @torch.inference_mode()
-def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None):
-    """Prefill `suffix` over `cache`, then k-1 greedy steps, recording each layer's attention input.
-
-    Returns (per layer the layer-normed hidden rows of the kept queries [row, hidden], the HF
-    cache after the last step, the greedy ids). k=None keeps every suffix row and drafts nothing.
-    """
-    keep_all = k is None
-    with model.adapter.record_attention_inputs(keep=None if keep_all else (lambda x: x[-1:])) as recorded:
-        out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(),
-                       use_cache=True)
+def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None) -> RecordedQueries:
+    """Prefill `suffix` over `cache`, then k-1 greedy steps (k=None: none), recording each layer's
+    attention input (layer-normed hidden rows) of every row run."""
+    with model.adapter.record_attention_inputs() as recorded:
+        out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
+                       logits_to_keep=1)
+        prefilled, last_logits = KVCache.from_hf(out.cache), out.logits[0, -1]
         draft_ids: list[int] = []
-        if not keep_all:
-            stops = stop_token_ids(model)
-            for step in range(k):
-                next_id = int(out.logits[0, -1].argmax())
-                if next_id in stops:
-                    break
-                draft_ids.append(next_id)
-                if step == k - 1:
-                    break
-                out = model.hf(input_ids=torch.tensor([[next_id]], device=model.device),
-                               cache=out.cache, use_cache=True)
+        stops = stop_token_ids(model)
+        for step in range(k or 0):
+            next_id = int(out.logits[0, -1].argmax())
+            if next_id in stops:
+                break
+            draft_ids.append(next_id)
+            if step == k - 1:
+                break
+            out = model.hf(input_ids=torch.tensor([[next_id]], device=model.device),
+                           cache=out.cache, use_cache=True)
     hidden = [torch.cat(rows) for rows in recorded]  # per layer [row, hidden]
-    return hidden, out.cache, tuple(draft_ids)
+    return RecordedQueries(hidden, out.cache, tuple(draft_ids), prefilled, last_logits)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.signals.attention import draft_attention, question_attention
+from workbench.signals.attention import suffix_pass
 from workbench.signals.check_layer import check_layer_signals
 from workbench.signals.deviation import kv_deviation
 from workbench.signals.patching import attribution_check, patch_effects
@@ -23,8 +23,21 @@ def deviation(signals):
     return kv_deviation(signals.ctx.spliced, signals.ctx.dense, signals.ctx.reused_positions)
 
 
+def _suffix_cost(signals, sp) -> Cost:
+    rows = len(signals.ctx.suffix_ids) + max(0, len(sp.draft.draft_ids) - 1)
+    return Cost(forward_passes=1, decode_steps=len(sp.draft.draft_ids), layer_tokens=rows * signals.n_layers)
+
+
+@register_signal("suffix", per="record", cost=_suffix_cost,
+                 label="the question suffix over the splice, once (draft, question attention, greedy answer)")
+def suffix(signals):
+    """One prefill of the question suffix over the splice with a k-token draft: the draft and
+    question attention read its query rows, and the saliency's greedy answer decodes on from it."""
+    return suffix_pass(signals.ctx, k=signals.options.draft_k)
+
+
 def _saliency_cost(signals, sal) -> Cost:
-    rows = len(signals.ctx.suffix_ids) + len(sal.answer_ids)
+    rows = len(signals.ctx.suffix_ids) + len(sal.answer_ids)  # the teacher-forced pass with grad
     return Cost(forward_passes=1, backward_passes=1, decode_steps=len(sal.answer_ids),
                 layer_tokens=rows * signals.n_layers)
 
@@ -32,26 +45,21 @@ def _saliency_cost(signals, sal) -> Cost:
 @register_signal("saliency", per="record", needs_dense=True, cost=_saliency_cost,
                  label="CADENCE decision saliency (one backward)")
 def saliency(signals):
-    """CADENCE gradients of the splice's own greedy answer (one backward)."""
-    return decision_saliency(signals.ctx)
+    """CADENCE gradients of the splice's own greedy answer (one backward), decoded on from the
+    shared suffix pass."""
+    return decision_saliency(signals.ctx, greedy=signals["suffix"].answer(signals.ctx.model))
 
 
-def _draft_cost(signals, att) -> Cost:
-    rows = len(signals.ctx.suffix_ids) + max(0, len(att.draft_ids) - 1)
-    return Cost(forward_passes=1, decode_steps=len(att.draft_ids), layer_tokens=rows * signals.n_layers)
-
-
-@register_signal("draft", per="record", cost=_draft_cost, label="BCR draft attention (k query rows)")
+@register_signal("draft", per="record", label="BCR draft attention (k query rows)")
 def draft(signals):
-    """BCR draft attention (k query rows), draft rolled back."""
-    return draft_attention(signals.ctx, k=signals.options.draft_k)
+    """BCR draft attention (k query rows), draft rolled back; read from the shared suffix pass."""
+    return signals["suffix"].draft
 
 
-@register_signal("question", per="record", label="question-suffix attention",
-                 cost=lambda s, att: Cost(forward_passes=1, layer_tokens=len(s.ctx.suffix_ids) * s.n_layers))
+@register_signal("question", per="record", label="question-suffix attention")
 def question(signals):
-    """Attention of the question-suffix queries."""
-    return question_attention(signals.ctx)
+    """Attention of the question-suffix queries; read from the shared suffix pass."""
+    return signals["suffix"].question
 
 
 @register_signal("check_layer", per="record", label="CacheBlend partial recompute through the check layer",

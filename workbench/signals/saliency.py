@@ -131,11 +131,12 @@ class Saliency:
         return self.first_order.abs()
 
 
-def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None) -> Saliency:
+def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy=None) -> Saliency:
     """CADENCE saliency of `cache` (default: the splice) for the decision `answer_ids`.
 
-    `answer_ids` defaults to the greedy answer from the splice, ending on its end-of-turn
-    token when decoding stopped on one. The deviation gate uses d = ctx.dense - cache.
+    `answer_ids` defaults to the greedy answer from the splice (`greedy`, a `decode.Answer`, when
+    the caller has decoded it already), ending on its end-of-turn token when decoding stopped on
+    one. The deviation gate uses d = ctx.dense - cache.
     """
     cache = ctx.spliced if cache is None else cache
     if cache.keys.shape != ctx.dense.keys.shape:
@@ -144,7 +145,7 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None) -> Sal
     start = time.perf_counter()
     end_ids = None
     if answer_ids is None:
-        greedy = ctx.generate(ctx.spliced)
+        greedy = ctx.generate(ctx.spliced) if greedy is None else greedy
         answer_ids, end_ids = greedy.token_ids, (stop_token_ids(ctx.model) if greedy.stopped else None)
     grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids)
     pos = ctx.reused_positions

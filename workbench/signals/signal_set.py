@@ -36,18 +36,44 @@ class SignalSet:
         self.options = options
         self.costs: dict[str, Cost] = {}
         self._values: dict[str, object] = {}
+        self._nested_seconds = 0.0
+        self._computing: list[str] = []  # the records being computed, innermost last
+        self._reads: dict[str, set[str]] = {}  # record -> the records it read
 
     def __getitem__(self, name: str):
         """The record `name`, computed on first use."""
+        if self._computing:
+            self._reads[self._computing[-1]].add(name)
         if name not in self._values:
             info = get_signal(name, "record")
-            start = time.perf_counter()
-            value = info.compute(self)
-            cost = info.cost(self, value) if info.cost else Cost()
+            start, outer = time.perf_counter(), self._nested_seconds
+            self._nested_seconds = 0.0  # what records computed inside this one take
+            self._computing.append(name)
+            self._reads.setdefault(name, set())
+            try:
+                value = info.compute(self)
+                cost = info.cost(self, value) if info.cost else Cost()
+            finally:
+                self._computing.pop()
+                elapsed = time.perf_counter() - start
+                own, self._nested_seconds = elapsed - self._nested_seconds, outer + elapsed
             self._values[name] = value
             self.costs[name] = Cost(**{**cost.to_dict(), "needs_dense": cost.needs_dense or info.needs_dense,
-                                       "seconds": time.perf_counter() - start})
+                                       "seconds": own})  # a record read inside it counts its own time
         return self._values[name]
+
+    def cost_of(self, names) -> Cost:
+        """What the records `names` cost with every record they read, each counted once."""
+        seen, todo = set(), list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += self._reads.get(name, ())
+        total = Cost()
+        for name in sorted(seen):
+            total = total + self.costs.get(name, Cost())
+        return total
 
     def __contains__(self, name: str) -> bool:
         return name in self._values
