@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 PORT   ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: install model gemma app test bench clean
+.PHONY: install model gemma app test bench gpu-wheels clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ test: model gemma
 
 bench: model
 	$(BIN)/kvwb bench repair
+
+# The wheels bench/gpu.sh carries to the GPU machine, whose Python lacks plotly (pure Python).
+gpu-wheels: install
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d .whl \
+		"plotly==$$($(BIN)/python -c 'import plotly; print(plotly.__version__)')" \
+		"narwhals==$$($(BIN)/python -c 'import narwhals; print(narwhals.__version__)')"
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
