@@ -99,6 +99,15 @@ def test_a_memoized_base_is_the_same_base_moved(model, spec):
     assert len(memo) == 1  # prefilled once, moved twice
 
 
+def test_the_gate_sweep_is_registered_with_its_thresholds():
+    from workbench.pipeline.methods import get_method
+
+    sweep = {name: get_method(name).make_state().pool.gamma
+             for name in ("kvcomm", "kvcomm-0.5", "kvcomm-0.7", "kvcomm-always")}
+    assert sweep == {"kvcomm": 0.3, "kvcomm-0.5": 0.5, "kvcomm-0.7": 0.7, "kvcomm-always": 1.0}
+    assert get_method("kvcomm-0.5").fn is get_method("kvcomm").fn  # one method, another threshold
+
+
 def test_with_gamma_zero_kvcomm_is_dense_exactly(model, spec):
     pool = AnchorPool(gamma=0.0)
     for seed in range(4):

@@ -34,7 +34,7 @@ from workbench.runstore import check_out, finished, resume_manifest, run_lock, w
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
-                   "protect-leaf", "coin-alloc", "bcr", "bcr-coin")
+                   "protect-leaf", "coin-alloc", "bcr", "bcr-coin", "kvcomm-0.5", "kvcomm-0.7")
 TOPOLOGIES = {"full": PipelineSpec.fully_connected, "chain": PipelineSpec.chain}
 REQUESTS = "requests"
 

@@ -114,6 +114,9 @@ def kvcomm_result(call: CallContext, force_dense: bool = False) -> CallResult:
 
 register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(kvcomm_result)
 register_method("kvcomm-always", "KVComm's prediction whenever 2 anchors exist (γ = 1)", kvcomm_state(1.0))(kvcomm_result)
+for _gamma in (0.5, 0.7):  # the rest of BCR's gate sweep γ ∈ {0.3, 0.5, 0.7, 1.0}
+    register_method(f"kvcomm-{_gamma:g}", f"KVComm: anchors + entropy gate, γ = {_gamma:g}",
+                    kvcomm_state(_gamma))(kvcomm_result)
 
 
 @register_method("protect-root", "KVComm γ = 0.3, but entry agents always prefill densely (P3)", kvcomm_state(0.3))
