@@ -17,3 +17,5 @@ echo
 $KVWB bench diagnose --lengths 2048 --examples 1
 echo
 $KVWB bench load
+echo
+$KVWB bench executors --examples 6

@@ -136,3 +136,17 @@ def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_fold
     assert "worker died" in next(iter(store.failures.values()))["error"]
     again = run_sweep(load_model(str(model_folder)), config, out, progress=False)
     assert again.n_done == len(ids) and not again.failures
+
+
+def test_executor_throughput_times_local_and_each_worker_count(cluster, model_folder, tmp_path):
+    from workbench.bench_executors import executor_throughput
+    from workbench.errors import WorkbenchError
+
+    spec = data(tmp_path / "d.jsonl", ["a", "b"])
+    table = executor_throughput(str(model_folder), n=2, workers=(1, 2), dataset=spec, diagnose=DIAGNOSE, progress=False)
+    assert list(table["executor"]) == ["local", "ray", "ray"] and list(table["workers"]) == [1, 1, 2]
+    assert (table["seconds"] > 0).all() and table["vs_local"].iloc[0] == 1.0
+    assert table["examples_per_hour"].tolist() == pytest.approx((2 * 3600 / table["seconds"]).tolist())
+    with pytest.raises(WorkbenchError, match=r"failed examples in the local run \(1 workers\), 1 of 2"):  # a throughput of failures means nothing
+        executor_throughput(str(model_folder), n=2, workers=(1,), dataset=data(tmp_path / "e.jsonl", ["a"], "long"),
+                            diagnose=DIAGNOSE, progress=False)

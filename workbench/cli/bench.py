@@ -9,11 +9,12 @@ NAME = "bench"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("what", choices=["repair", "saliency", "signals", "diagnose", "load"],
+    p.add_argument("what", choices=["repair", "saliency", "signals", "diagnose", "load", "executors"],
                    help="repair: repair(b) / dense prefill; saliency: CADENCE-Grad scoring / dense prefill; "
                         "signals: draft + question attention + saliency sharing one suffix pass / each on its own; "
                         "diagnose: a whole Diagnosis / (dense prefill + answer); load: the slowdown of a dense "
-                        "answer beside a second workbench process, per OpenMP wait policy and thread count")
+                        "answer beside a second workbench process, per OpenMP wait policy and thread count; executors: "
+                        "examples per hour of the default sweep, local against Ray at each --workers count")
     add_model_options(p)
     p.add_argument("--lengths", type=ints, default=None, dest="lengths_given",
                    help="context lengths in tokens (default 512,1024,2048; diagnose and signals: the synthetic "
@@ -23,7 +24,8 @@ def add_arguments(p) -> None:
     p.add_argument("--repeats", type=positive_int, default=3,
                    help="timed repeats per cell after one warm-up (median; >= 1)")
     p.add_argument("--examples", type=positive_int, default=3,
-                   help="diagnose and signals: synthetic examples to time")
+                   help="diagnose, signals and executors: synthetic examples to time")
+    p.add_argument("--workers", type=ints, default=(1, 2), help="executors: Ray worker counts to time")
 
 
 def command(args) -> int:
@@ -38,6 +40,8 @@ def command(args) -> int:
         raise WorkbenchError(f"--lengths must be context lengths of at least 32 tokens, got {bad}")
     if args.what == "load":
         return _load(args)
+    if args.what == "executors":
+        return _executors(args)
     model = load_model(args)
     if args.what == "repair":
         table = bench.repair_wide(bench.repair_ratios(model, lengths=args.lengths, budgets=budgets,
@@ -73,3 +77,19 @@ def _load(args) -> int:
     print()
     say(markdown_table(table))
     return 0
+
+
+def _executors(args) -> int:
+    """`kvwb bench executors`: each executor loads the model itself (a Ray worker in its process)."""
+    from workbench import bench
+    from workbench.bench_executors import executor_throughput
+    from workbench.report import markdown_table
+
+    table = executor_throughput(args.model, n=args.examples, workers=args.workers)
+    print(f"`{printable(command_line(args))}`")
+    print()
+    print(f"model {printable(args.model)}; machine: {bench.machine()}")
+    print()
+    say(markdown_table(table))
+    return 0
+
