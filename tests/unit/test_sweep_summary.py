@@ -222,3 +222,25 @@ def test_contrast_specs_parse_units_and_refuse_nonsense():
     for bad in ("cadence-grad:cacheblend", "a:b@0.2", "cadence:random@x"):
         with pytest.raises(wb.WorkbenchError):
             parse_contrast(bad)
+
+
+def test_the_protocols_bf16_check_compares_two_runs_of_one_sweep(model, finished, tmp_path, monkeypatch, capsys):
+    """docs/PROTOCOLS.md's bf16-against-fp32 snippet runs as written on a bf16 rerun of the sweep,
+    and what it prints is what the two folders hold."""
+    import re
+
+    import torch
+
+    bf16 = tmp_path / "runs" / "big"
+    run_sweep(tiny_model("llama", dtype=torch.bfloat16), CONFIG, bf16, progress=False)
+    (tmp_path / "runs" / "big-fp32").symlink_to(finished)
+    text = (Path(__file__).parents[2] / "docs" / "PROTOCOLS.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.S) if "big-fp32" in b)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "PROTOCOLS.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    a, b = load_sweep(bf16), load_sweep(finished)
+    differ = (a.examples.set_index("example_id")["dense_answer"] != b.examples.set_index("example_id")["dense_answer"])
+    assert printed[0] == f"dense answers that differ: {differ.sum()} of 3"
+    assert printed[1].startswith("flips that differ: ") and 0 <= float(printed[1].split()[-1]) <= 1
+    assert a.manifest["model"]["dtype"] == "bfloat16" and b.manifest["model"]["dtype"] == "float32"
