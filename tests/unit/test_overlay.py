@@ -88,3 +88,53 @@ def test_bad_row_sets_fail_before_any_work(setup, monkeypatch):
                        (torch.tensor([1.5]), "integers")):
         with pytest.raises(wb.WorkbenchError, match=match):
             answer_cells(model, ctx.spliced, ctx.layout.ids, [row_sets[1], bad], ctx.suffix_ids, reference)
+
+
+# What forces a GPU to hand its results to the host: reading values (item, tolist, bool, int,
+# float, numpy), data-dependent shapes (nonzero, masked_select, unique) and copies to the CPU.
+SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "cpu", "nonzero", "argwhere",
+           "masked_select", "unique", "unique_consecutive"}
+
+
+class _HostReads(torch.overrides.TorchFunctionMode):
+    """Records every host-syncing call made while `inside` is set (bool-mask indexing included)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inside, self.calls = False, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", str(func))
+        if self.inside:
+            bool_index = name in ("__getitem__", "__setitem__") and any(
+                isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                for i in (args[1] if isinstance(args[1], tuple) else (args[1],)))
+            if name in SYNCING or bool_index or (name == "to" and "cpu" in map(str, (*args[1:], *(kwargs or {}).values()))):
+                self.calls.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_layer_loops_make_no_host_syncs(setup, monkeypatch):
+    """From the first layer's projections to the last layer's output, neither the batched repair
+    nor the batched decode reads a value back to the host (on a GPU each would stall the stream)."""
+    model, ctx, row_sets, reference = setup
+    adapter, log, last = type(model.adapter), _HostReads(), len(model.adapter.layers) - 1
+    project, finish = adapter.project_qkv, adapter.finish_layer
+
+    def entering(self, l, *args, **kwargs):
+        log.inside = True
+        return project(self, l, *args, **kwargs)
+
+    def leaving(self, l, *args, **kwargs):
+        out = finish(self, l, *args, **kwargs)
+        log.inside = l != last
+        return out
+
+    monkeypatch.setattr(adapter, "project_qkv", entering)  # the adapter is frozen: patch its class
+    monkeypatch.setattr(adapter, "finish_layer", leaving)
+    wrong = [(t + 1) % 256 for t in reference] or [1]  # every cell decodes on, through Decoder.step
+    with log:
+        run_cells(model, ctx.spliced, [Cell(s, ctx.layout.ids[s]) for s in row_sets])
+        got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[:3], ctx.suffix_ids, wrong, MAX_NEW)
+    assert sum(cell.decode_steps for cell in got) > 0  # the decode loop ran
+    assert log.calls == [], f"host syncs inside the layer loop: {sorted(set(log.calls))}"
