@@ -15,6 +15,7 @@ Every worker must see the run folder at the same path (one machine, or a shared 
 
 from __future__ import annotations
 
+import socket
 import traceback
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, ru
 from workbench.tasks import Example
 
 RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
+PROBE_SECONDS = 3.0  # how long a cluster address may take to accept a TCP connection
 
 
 def import_ray():
@@ -37,6 +39,28 @@ def import_ray():
     except ImportError:
         raise WorkbenchError(RAY_MISSING) from None
     return ray
+
+
+def connect(ray, address: str | None) -> None:
+    """`ray.init` at `address` (None: start a local cluster), or a one-line error within seconds.
+
+    A HOST:PORT address (with or without `ray://`) is probed with a TCP connect first: Ray itself
+    retries an unreachable address for minutes before it gives up.
+    """
+    if address not in (None, "auto", "local"):
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        if not host or not port.isdigit():
+            raise WorkbenchError(f"--address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
+        try:
+            socket.create_connection((host, int(port)), timeout=PROBE_SECONDS).close()
+        except OSError as err:
+            raise WorkbenchError(f"cannot reach the Ray cluster at {address} ({err.strerror or err}); is it running "
+                                 f"(ray start --head)?") from None
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        hint = " (ray:// addresses need pip install 'ray[client]')" if "client" in str(err).lower() else ""
+        raise WorkbenchError(f"could not connect to Ray at {address}: {str(err).splitlines()[0]}{hint}") from None
 
 
 class SweepWorker:
@@ -92,7 +116,7 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     out = check_out(out, resume=True)
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        connect(ray, address)
     actors = []
     try:
         actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype)

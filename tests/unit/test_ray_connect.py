@@ -1,0 +1,65 @@
+"""The Ray executor's faults before any work: Ray missing, a cluster that is not there, an
+address Ray cannot use. Each is one line from `kvwb run` within seconds, and nothing is written."""
+
+import socket
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from test_cli import run_cli, tree
+from workbench.errors import WorkbenchError
+from workbench.experiments.ray_sweep import connect
+
+
+def kvwb_run_ray(tmp_path, *options) -> list[str]:
+    return ["run", "--executor", "ray", *options, "--n", "1", "--out", tmp_path / "r"]
+
+
+def assert_one_line_and_nothing_written(code, capsys, tmp_path, before, message):
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert message in err, err
+    assert out == ""
+    assert tree(tmp_path) == before, "something was written"
+
+
+def test_without_ray_kvwb_run_names_the_extra_to_install(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    before = tree(tmp_path)
+    code = run_cli(kvwb_run_ray(tmp_path))
+    assert_one_line_and_nothing_written(code, capsys, tmp_path, before, "pip install 'kv-repair-workbench[ray]'")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("address, message", [
+    ("127.0.0.1:1", "cannot reach the Ray cluster at 127.0.0.1:1"),
+    ("ray://127.0.0.1:1", "cannot reach the Ray cluster at ray://127.0.0.1:1"),
+    ("no-port-here", "is not HOST:PORT, ray://HOST:PORT or auto"),
+])
+def test_an_address_with_no_cluster_behind_it_fails_in_seconds(address, message, tmp_path, monkeypatch, capsys):
+    # Ray alone retries an unreachable address for minutes; the probe answers at once.
+    ray = pytest.importorskip("ray", reason="the [ray] extra is not installed (make test installs it)")
+    assert not ray.is_initialized()
+    monkeypatch.setattr("workbench.models._load_folder", lambda *a, **k: pytest.fail("the model was loaded"))
+    before = tree(tmp_path)
+    code = run_cli(kvwb_run_ray(tmp_path, "--address", address))
+    assert_one_line_and_nothing_written(code, capsys, tmp_path, before, message)
+
+
+def test_a_reachable_address_that_ray_refuses_is_one_line_with_the_hint():
+    # A port that accepts connections passes the probe; Ray's own refusal (here the one it gives
+    # for ray:// without the client extra) becomes one WorkbenchError naming the extra.
+    def refuse(**kwargs):
+        raise ValueError("Ray Client requires pip package `ray[client]`. If you installed the minimal Ray "
+                         "installation,\nplease reinstall by calling `pip install ray[client]`")
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+        with pytest.raises(WorkbenchError) as raised:
+            connect(SimpleNamespace(init=refuse), f"ray://127.0.0.1:{port}")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"could not connect to Ray at ray://127.0.0.1:{port}: Ray Client requires")
+    assert "pip install 'ray[client]'" in message
