@@ -2,6 +2,7 @@
 finished request, and tables computed as BCR computes them."""
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -30,6 +31,7 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(model, tmp_path
     whole = tmp_path / "whole"
     run_pipeline(model, CONFIG, whole, progress=False)
     want = answers(whole, 4)
+    assert any(c["reused"] for r in want for c in r["calls"])  # the replayed state is the anchor pool in use
 
     real, calls = pipeline_run.run_request, {"n": 0}
 
@@ -60,6 +62,35 @@ def test_a_killed_run_resumes_to_what_an_uninterrupted_run_gives(model, tmp_path
 
     monkeypatch.setattr(pipeline_run, "run_request", no_work)
     run_pipeline(model, CONFIG, killed, progress=False)  # nothing missing: no replay, no model work
+
+
+def test_a_request_that_raises_leaves_the_finished_ones_in_the_tables(model, tmp_path, monkeypatch):
+    real, seen = pipeline_run.run_request, {"n": 0}
+
+    def raises_on_the_third_request(*args, **kwargs):
+        seen["n"] += 1
+        if seen["n"] == 3:
+            raise RuntimeError("a broken request")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_run, "run_request", raises_on_the_third_request)
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="a broken request"):
+        run_pipeline(model, CONFIG, out, progress=False)
+    manifest = read_manifest(out)
+    assert manifest["status"] == "interrupted" and manifest["end"] is not None
+    assert manifest["details"]["error"] == "RuntimeError: a broken request"
+    assert list(pd.read_parquet(out / "requests.parquet")["index"]) == [0, 1]
+
+
+def test_a_resume_with_fewer_methods_or_requests_keeps_every_table_row(model, tmp_path):
+    out = tmp_path / "run"
+    run_pipeline(model, CONFIG, out, progress=False)
+    run_pipeline(model, replace(CONFIG, n=2, methods=("token-matched",)), out, progress=False)
+    run = load_pipeline(out)
+    assert len(run.requests) == 8 and set(run.requests["method"]) == set(CONFIG.methods)
+    args = read_manifest(out)["args"]
+    assert (args["n"], args["methods"]) == (4, list(CONFIG.methods))
 
 
 def test_a_resume_with_other_settings_is_refused(model, tmp_path):
@@ -107,8 +138,13 @@ def test_the_summary_computes_mcnemar_the_line_and_the_tax():
     calls = pd.DataFrame([{"method": m, "index": i, "reused": m == "kvcomm" and i % 2 == 0,
                            "template_differs": m == "token-matched" and i == 0}
                           for m in ("chat-template", "token-matched", "kvcomm") for i in range(4) for _ in range(2)])
+    # a fifth request only kvcomm finished, every call reused: left out of accuracy and reuse alike
+    rows += [("kvcomm", 4, "x", 1.0)]
+    calls = pd.concat([calls, pd.DataFrame([{"method": "kvcomm", "index": 4, "reused": True,
+                                             "template_differs": False}] * 2)], ignore_index=True)
     tables = summarize_pipeline(requests_table(rows), calls)
     methods = tables["methods"].set_index("method")
+    assert methods.loc["kvcomm", "n"] == 4
     assert methods.loc["kvcomm", "acc"] == 0.5 and methods.loc["kvcomm", "reuse"] == 0.5
     assert (methods.loc["kvcomm", "b_ref"], methods.loc["kvcomm", "c_ref"]) == (2, 0)
     assert methods.loc["kvcomm", "flip_rate"] == 0.5

@@ -30,7 +30,7 @@ from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
 from workbench.pipeline.repair import REPAIR
-from workbench.runstore import check_out, finished, resume_manifest, run_lock, write_manifest
+from workbench.runstore import MANIFEST, check_out, finished, read_manifest, resume_manifest, run_lock, write_manifest
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
@@ -94,10 +94,14 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
     spec, out = config.spec(), check_out(out, resume=True)
     with run_lock(out):
         manifest = _open(out, model, config)
+        held = manifest["args"]  # every method and request the run holds, this session's and earlier ones'
+        if held["n"] > len(examples):
+            examples = load_dataset(config.dataset, n=held["n"], tokenizer=model.tokenizer,
+                                    max_positions=model.max_positions, **config.dataset_options)
         try:
             for method in config.methods:
                 info, state = get_method(method), get_method(method).make_state()
-                missing = [i for i in range(len(examples)) if not request_path(out, method, i).is_file()]
+                missing = [i for i in range(config.n) if not request_path(out, method, i).is_file()]
                 if not missing:
                     continue
                 # a stateful method replays what comes before its last missing request; others need no replay
@@ -114,10 +118,11 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                     if done is None:
                         path.parent.mkdir(parents=True, exist_ok=True)
                         write_json(path, result.to_dict())
-                write_tables(out, config, examples)
-        except KeyboardInterrupt:
-            write_tables(out, config, examples)
-            write_manifest(out, finished(manifest, "interrupted"))
+                write_tables(out, held["methods"], examples)
+        except BaseException as err:  # interrupted or failed: what finished stays in the tables
+            write_tables(out, held["methods"], examples)
+            error = {} if isinstance(err, KeyboardInterrupt) else {"error": f"{type(err).__name__}: {err}"}
+            write_manifest(out, finished(manifest, "interrupted", **error))
             raise
         manifest = finished(manifest, "complete", n_requests=len(examples))
         write_manifest(out, manifest)
@@ -125,19 +130,24 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
 
 
 def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
-    """The run's manifest (resumed when the settings match; `n` and the methods may change)."""
+    """The run's manifest (resumed when the settings match). `n` and the methods may change; the
+    manifest keeps the largest n and every method any session ran, so its tables keep them all."""
     identity = config.identity()
-    manifest = resume_manifest(out, "pipeline", model_identity(model),
-                               {**identity, "n": config.n, "methods": list(config.methods)}, fixed=identity)
+    held = {"n": config.n, "methods": list(config.methods)}
+    if (out / MANIFEST).is_file():
+        before = read_manifest(out, kind="pipeline").get("args") or {}
+        held = {"n": max(config.n, before.get("n", 0)),
+                "methods": list(dict.fromkeys([*before.get("methods", []), *config.methods]))}
+    manifest = resume_manifest(out, "pipeline", model_identity(model), {**identity, **held}, fixed=identity)
     (out / REQUESTS).mkdir(parents=True, exist_ok=True)
     write_manifest(out, manifest)
     return manifest
 
 
-def write_tables(out: Path, config: PipelineConfig, examples) -> None:
-    """requests.parquet and calls.parquet from every finished request file."""
+def write_tables(out: Path, methods: list[str], examples) -> None:
+    """requests.parquet and calls.parquet from every finished request file of `methods`."""
     requests, calls, repair = [], [], []
-    for method in config.methods:
+    for method in methods:
         for index, example in enumerate(examples):
             path = request_path(out, method, index)
             if not path.is_file():
