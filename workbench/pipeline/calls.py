@@ -7,7 +7,7 @@ workbench apply to a call's cache unchanged.
 
     layout, slots = agent_layout(model.tokenizer, spec, agent, task, outputs)
     dense = dense_call(model, layout)                        # C(prompt), the reference
-    cache, decisions = kvcomm_call(model, pool, agent, layout, slots)
+    call = kvcomm_call(model, pool, agent, layout, slots)     # call.cache, call.decisions, call.reused
 """
 
 from __future__ import annotations

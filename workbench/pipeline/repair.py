@@ -3,7 +3,7 @@
 Dense. Every selector of the workbench, each unit (chunk, grow, single), the five-draw coin and
 Algorithm 1's skip rule then run there unchanged.
 
-    outcomes = repair_call(model, layout, slots, predicted, example, REPAIR)   # the Diagnosis's outcomes
+    outcomes = repair_call(model, layout, predicted, call_example, REPAIR)   # the Diagnosis's outcomes
 
 Every slot of a predicted call is approximate (the task too), so the candidate pool is all slot
 rows (`pool="all"`); the outcomes' `n_spent_exact` column, which counts rows of the first passage
