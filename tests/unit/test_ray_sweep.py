@@ -91,6 +91,15 @@ def test_ray_refuses_bad_worker_settings_before_any_work(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_an_address_beside_a_cluster_already_initialised_is_refused(cluster, tmp_path):
+    from workbench.errors import WorkbenchError
+
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ["a"]), n=1, diagnose=DIAGNOSE)
+    with pytest.raises(WorkbenchError, match="already initialised in this process"):
+        run_sweep_ray("nowhere", config, tmp_path / "r", address="127.0.0.1:6379", progress=False)
+    assert not (tmp_path / "r").exists() and ray.is_initialized()
+
+
 def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys):
     from workbench.cli.main import main as kvwb
 

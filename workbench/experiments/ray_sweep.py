@@ -117,6 +117,9 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     started_here = not ray.is_initialized()
     if started_here:
         connect(ray, address)
+    elif address is not None:
+        raise WorkbenchError(f"Ray is already initialised in this process, so address {address!r} cannot be joined: "
+                             f"leave it out to use that cluster, or call ray.shutdown() first")
     actors = []
     try:
         actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype)
