@@ -100,6 +100,18 @@ def test_an_address_beside_a_cluster_already_initialised_is_refused(cluster, tmp
     assert not (tmp_path / "r").exists() and ray.is_initialized()
 
 
+def test_a_second_driver_on_the_same_run_folder_is_refused(cluster, model_folder, tmp_path):
+    from workbench.errors import WorkbenchError
+    from workbench.runstore import run_lock
+
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ["a"]), n=1, diagnose=DIAGNOSE)
+    out = tmp_path / "ray"
+    with run_lock(out):  # the first driver
+        with pytest.raises(WorkbenchError, match=f"is being written by process {os.getpid()}"):
+            run_sweep_ray(str(model_folder), config, out, workers=1, progress=False)
+        assert [p.name for p in out.iterdir()] == [".lock"]  # the second wrote nothing
+
+
 def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys):
     from workbench.cli.main import main as kvwb
 

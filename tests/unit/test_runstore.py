@@ -134,6 +134,9 @@ def test_a_second_writer_is_refused_at_once_and_a_dead_ones_lock_is_taken_over(t
     holder.join()
     with run_lock(tmp_path):
         pass
+    # it died before writing anything: the folder holds only its lock, and a rerun may use it
+    assert [p.name for p in tmp_path.iterdir()] == [".lock"]
+    assert check_out(tmp_path, resume=True) == tmp_path
 
 
 def test_resume_refuses_another_dtype_and_an_edited_data_file(model, tmp_path):

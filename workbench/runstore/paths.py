@@ -19,6 +19,7 @@ from pathlib import Path
 
 from workbench.atomic import is_temporary
 from workbench.errors import WorkbenchError
+from workbench.runstore.lock import LOCK
 
 MAX_NAME = 96
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -90,7 +91,7 @@ def check_out(out: str | Path, *, force: bool = False, resume: bool = False, fil
     elif out.exists():
         if not out.is_dir():
             raise WorkbenchError(f"{out} exists and is a file, not a folder; choose another --out")
-        if any(out.iterdir()):
+        if any(p.name != LOCK for p in out.iterdir()):  # a lone lock: a run that stopped before writing
             if not owned(out):
                 raise WorkbenchError(f"{out} holds files the workbench did not write (no manifest.json or "
                                      f"diagnosis.json); it will not be replaced: choose another --out")
