@@ -117,6 +117,8 @@ class AnchorPool:
         """After a dense pass: remember Δ = real − base of `message` in `slot` for `agent`.
         All tensors [layer, kv_head, len, d_head] at the same positions."""
         pool = self.slots.setdefault(slot, {})
+        # As KVComm's code does (kvcomm_engine.py, the anchor update): evict when the pool holds
+        # more than max_anchors, before and whether or not `message` is already in it.
         if len(pool) > self.max_anchors:
             self._evict(pool)
         anchor = pool.get(message)
