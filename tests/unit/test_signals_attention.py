@@ -86,6 +86,18 @@ def test_a_signal_set_prefills_the_splice_suffix_once_for_draft_question_and_sal
     assert signals.cost_of(["draft"]).forward_passes == 1  # the draft costs the suffix pass it reads
 
 
+def test_the_suffix_pass_costs_the_rows_it_ran_when_the_draft_stops_early(tiny_llama, monkeypatch):
+    ctx = wb.build_context(tiny_llama, small_example())
+    drafted = suffix_pass(ctx, k=2).draft.draft_ids
+    assert len(drafted) == 2 and drafted[0] != drafted[1]
+    # the second drafted token is an end of turn: the draft is its first token, fed back once
+    monkeypatch.setattr("workbench.signals.attention.stop_token_ids", lambda model: {drafted[1]})
+    signals = SignalSet(ctx)
+    assert signals["draft"].draft_ids == drafted[:1]
+    rows = len(ctx.suffix_ids) + 1
+    assert signals.costs["suffix"].layer_tokens == rows * tiny_llama.adapter.n_layers
+
+
 def test_input_cache_unchanged_bit_for_bit(llama_ctx):
     ctx = llama_ctx
     keys, values = ctx.spliced.keys.clone(), ctx.spliced.values.clone()

@@ -24,7 +24,8 @@ def deviation(signals):
 
 
 def _suffix_cost(signals, sp) -> Cost:
-    rows = len(signals.ctx.suffix_ids) + max(0, len(sp.draft.draft_ids) - 1)
+    fed = len(sp.draft.query_positions) - 1  # drafted tokens fed back (fewer when the draft stops early)
+    rows = len(signals.ctx.suffix_ids) + fed
     return Cost(forward_passes=1, decode_steps=len(sp.draft.draft_ids), layer_tokens=rows * signals.n_layers)
 
 
