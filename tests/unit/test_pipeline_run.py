@@ -82,15 +82,34 @@ def test_a_request_that_raises_leaves_the_finished_ones_in_the_tables(model, tmp
     assert manifest["details"]["error"] == "RuntimeError: a broken request"
     assert list(pd.read_parquet(out / "requests.parquet")["index"]) == [0, 1]
 
+    monkeypatch.setattr(pipeline_run, "run_request", real)
+    run_pipeline(model, CONFIG, out, progress=False)  # the resume completes: the old error is gone
+    manifest = read_manifest(out)
+    assert manifest["status"] == "complete" and "error" not in manifest["details"]
+
 
 def test_a_resume_with_fewer_methods_or_requests_keeps_every_table_row(model, tmp_path):
     out = tmp_path / "run"
     run_pipeline(model, CONFIG, out, progress=False)
-    run_pipeline(model, replace(CONFIG, n=2, methods=("token-matched",)), out, progress=False)
+    request_path(out, "token-matched", 1).unlink()  # the smaller session has work, and rewrites the tables
+    manifest = run_pipeline(model, replace(CONFIG, n=2, methods=("token-matched",)), out, progress=False)
+    assert manifest["status"] == "complete"
     run = load_pipeline(out)
     assert len(run.requests) == 8 and set(run.requests["method"]) == set(CONFIG.methods)
     args = read_manifest(out)["args"]
     assert (args["n"], args["methods"]) == (4, list(CONFIG.methods))
+
+    request_path(out, "kvcomm-always", 3).unlink()  # a request beyond this session's n is missing
+    run_pipeline(model, replace(CONFIG, n=2, methods=("token-matched",)), out, progress=False)
+    assert read_manifest(out)["status"] == "interrupted"  # the run holds n = 4, not all of it done
+    assert len(load_pipeline(out).requests) == 7
+
+
+def test_a_one_example_data_set_runs_its_one_request(model, tmp_path):
+    out = tmp_path / "run"
+    manifest = run_pipeline(model, replace(CONFIG, dataset="synthetic#1", n=3), out, progress=False)
+    assert manifest["status"] == "complete" and manifest["details"]["n_requests"] == 1
+    assert len(load_pipeline(out).requests) == 2
 
 
 def test_a_resume_with_other_settings_is_refused(model, tmp_path):

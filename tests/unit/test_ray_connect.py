@@ -48,6 +48,21 @@ def test_an_address_with_no_cluster_behind_it_fails_in_seconds(address, message,
     assert_one_line_and_nothing_written(code, capsys, tmp_path, before, message)
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("address, message", [
+    ("127.0.0.1:1", "cannot reach the Ray cluster"),
+    ("[::1]:1", "cannot reach the Ray cluster"),  # IPv6 in brackets: probed, not refused as malformed
+    ("ray://127.0.0.1:1", "cannot reach the Ray cluster"),
+    ("host:70000", "is not HOST:PORT"),
+    ("host:", "is not HOST:PORT"),
+])
+def test_the_probe_answers_before_ray_is_asked(address, message):
+    # needs no Ray: a fake whose init must not be reached
+    never = SimpleNamespace(init=lambda **kwargs: pytest.fail("ray.init was called"))
+    with pytest.raises(WorkbenchError, match=message):
+        connect(never, address)
+
+
 def test_a_reachable_address_that_ray_refuses_is_one_line_with_the_hint():
     # A port that accepts connections passes the probe; Ray's own refusal (here the one it gives
     # for ray:// without the client extra) becomes one WorkbenchError naming the extra.

@@ -42,7 +42,8 @@ def add_arguments(p) -> None:
                      help="local (default: this process) or ray (one actor per worker loads the model once; each "
                           "example is one task; needs the [ray] extra)")
     ray.add_argument("--address", default=None,
-                     help="ray: the cluster to join (auto, ray://HOST:PORT); default: start a local one")
+                     help="ray: the cluster to join (auto, HOST:PORT, ray://HOST:PORT; one that does not answer "
+                          "fails within seconds); default: start a local one")
     ray.add_argument("--workers", type=positive_int, default=2, help="ray: actors, each with its own model (default 2)")
     ray.add_argument("--cpus-per-worker", type=positive_int, default=1, help="ray: CPUs (and torch threads) per worker")
     ray.add_argument("--gpus-per-worker", type=float, default=0, help="ray: GPUs per worker (1 pins one GPU each)")

@@ -72,7 +72,8 @@ class PipelineConfig:
         return TOPOLOGIES[self.topology](self.agents)
 
     def identity(self) -> dict:
-        """What a resumed run must share (n may grow; methods may be added)."""
+        """What a resumed run must share. n and the methods may change from one session to the
+        next; the manifest keeps the largest n and every method run (`_open`)."""
         identity = {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
                     "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
                     "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict()}
@@ -87,21 +88,23 @@ def request_path(out: Path, method: str, index: int) -> Path:
 
 def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, progress: bool = True) -> dict:
     """Run every method over the first `config.n` requests into `out` (resuming a compatible run);
-    returns the manifest."""
+    returns the manifest. It says "complete" when every method the run holds has every request
+    it holds, else "interrupted" (with the error, if one ended the session)."""
     config = config.checked()
     examples = load_dataset(config.dataset, n=config.n, tokenizer=model.tokenizer,
                             max_positions=model.max_positions, **config.dataset_options)
+    count = len(examples)  # this session's requests: fewer than n for a short data set or one `#ID`
     spec, out = config.spec(), check_out(out, resume=True)
     with run_lock(out):
         manifest = _open(out, model, config)
         held = manifest["args"]  # every method and request the run holds, this session's and earlier ones'
-        if held["n"] > len(examples):
-            examples = load_dataset(config.dataset, n=held["n"], tokenizer=model.tokenizer,
-                                    max_positions=model.max_positions, **config.dataset_options)
         try:
+            if held["n"] > count:
+                examples = load_dataset(config.dataset, n=held["n"], tokenizer=model.tokenizer,
+                                        max_positions=model.max_positions, **config.dataset_options)
             for method in config.methods:
                 info, state = get_method(method), get_method(method).make_state()
-                missing = [i for i in range(config.n) if not request_path(out, method, i).is_file()]
+                missing = [i for i in range(count) if not request_path(out, method, i).is_file()]
                 if not missing:
                     continue
                 # a stateful method replays what comes before its last missing request; others need no replay
@@ -118,13 +121,18 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                     if done is None:
                         path.parent.mkdir(parents=True, exist_ok=True)
                         write_json(path, result.to_dict())
-                write_tables(out, held["methods"], examples)
-        except BaseException as err:  # interrupted or failed: what finished stays in the tables
+                write_tables(out, held["methods"], examples)  # readable while the next method runs
             write_tables(out, held["methods"], examples)
+        except BaseException as err:  # interrupted or failed: the manifest says so, then the tables keep what finished
             error = {} if isinstance(err, KeyboardInterrupt) else {"error": f"{type(err).__name__}: {err}"}
             write_manifest(out, finished(manifest, "interrupted", **error))
+            try:
+                write_tables(out, held["methods"], examples)
+            except Exception:  # noqa: BLE001 - the error that ended the session is the one to raise
+                pass
             raise
-        manifest = finished(manifest, "complete", n_requests=len(examples))
+        whole = all(request_path(out, m, i).is_file() for m in held["methods"] for i in range(len(examples)))
+        manifest = finished(manifest, "complete" if whole else "interrupted", n_requests=len(examples))
         write_manifest(out, manifest)
     return manifest
 
@@ -139,6 +147,7 @@ def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
         held = {"n": max(config.n, before.get("n", 0)),
                 "methods": list(dict.fromkeys([*before.get("methods", []), *config.methods]))}
     manifest = resume_manifest(out, "pipeline", model_identity(model), {**identity, **held}, fixed=identity)
+    manifest["details"] = {k: v for k, v in manifest.get("details", {}).items() if k != "error"}  # an earlier session's
     (out / REQUESTS).mkdir(parents=True, exist_ok=True)
     write_manifest(out, manifest)
     return manifest

@@ -7,8 +7,9 @@ tokenization tax and the warm-up blocks (BCR Tables 2, 5a, 6 and 7).
 Accuracy is the share of requests whose final answer is correct by `score` ("contains" by
 default: some accepted answer appears in it; "em" for exact match). b/c count the discordant
 requests (b: the reference right and the method wrong), with exact McNemar p. A flip is a final
-answer that differs from the reference's after normalization: it needs no gold. Every table
-reads the requests every method finished (a run resumed with more methods may hold others).
+answer that differs from the reference's after normalization: it needs no gold. The tables of
+`summarize_pipeline` read the requests every method finished (a run resumed with more methods may
+hold others).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def summarize_pipeline(requests: pd.DataFrame, calls: pd.DataFrame, reference: s
     if reference not in methods:
         raise WorkbenchError(f"reference method {reference!r} is not in the run ({', '.join(methods)})")
     correct = _wide(requests, score).astype(bool)
+    if correct.empty:
+        raise WorkbenchError(f"no request was finished by every method ({', '.join(methods)}); run the same "
+                             f"command again to finish them")
     answers = _wide(requests, "answer").loc[correct.index]
     # every table reads the requests every method finished, as the accuracies do
     requests, calls = (t[t["index"].isin(correct.index)] for t in (requests, calls))

@@ -18,6 +18,7 @@ from __future__ import annotations
 import socket
 import traceback
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from tqdm.auto import tqdm
 
@@ -44,22 +45,28 @@ def import_ray():
 def connect(ray, address: str | None) -> None:
     """`ray.init` at `address` (None: start a local cluster), or a one-line error within seconds.
 
-    A HOST:PORT address (with or without `ray://`) is probed with a TCP connect first: Ray itself
-    retries an unreachable address for minutes before it gives up.
+    A HOST:PORT address, bare or `ray://` (IPv6 in brackets), is probed with a TCP connect first:
+    Ray itself retries an unreachable address for minutes before it gives up. Other forms
+    (`auto`, another scheme) go to Ray as they are.
     """
-    if address not in (None, "auto", "local"):
-        host, _, port = address.removeprefix("ray://").rpartition(":")
-        if not host or not port.isdigit():
+    scheme, _, rest = (address or "").rpartition("://")
+    if address not in (None, "auto", "local") and scheme in ("", "ray"):
+        try:
+            parts = urlsplit("//" + rest)
+            host, port = parts.hostname, parts.port  # .port raises ValueError outside 0-65535
+        except ValueError:
+            host = port = None
+        if not host or port is None:
             raise WorkbenchError(f"--address {address!r} is not HOST:PORT, ray://HOST:PORT or auto")
         try:
-            socket.create_connection((host, int(port)), timeout=PROBE_SECONDS).close()
+            socket.create_connection((host, port), timeout=PROBE_SECONDS).close()
         except OSError as err:
             raise WorkbenchError(f"cannot reach the Ray cluster at {address} ({err.strerror or err}); is it running "
                                  f"(ray start --head)?") from None
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as err:
-        hint = " (ray:// addresses need pip install 'ray[client]')" if "client" in str(err).lower() else ""
+        hint = " (ray:// addresses need pip install 'ray[client]')" if "ray[client]" in str(err) else ""
         raise WorkbenchError(f"could not connect to Ray at {address}: {str(err).splitlines()[0]}{hint}") from None
 
 
@@ -105,8 +112,10 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
                   device: str | None = None, dtype: str | None = None, progress: bool = True) -> SweepStore:
     """`run_sweep` with `workers` Ray actors, each loading `model_spec` once.
 
-    Connects to `address` ("auto", "ray://HOST:PORT") or starts a local cluster when Ray is not
-    running yet (and stops it at the end). Returns the store, as `run_sweep` does.
+    Connects to `address` ("auto", "HOST:PORT", "ray://HOST:PORT"; a HOST:PORT that does not
+    answer fails within seconds) or, with no address, starts a local cluster and stops it at the
+    end. If Ray is already initialised in this process, that cluster is used and an address is
+    refused. Returns the store, as `run_sweep` does.
     """
     config = config.checked()
     if workers < 1 or cpus_per_worker <= 0 or gpus_per_worker < 0:

@@ -73,7 +73,8 @@ def check_out(out: str | Path, *, force: bool = False, resume: bool = False, fil
     """Check an output path before any work starts; returns it as a Path.
 
     A folder output (`file_suffixes` empty) may be new, an empty folder, a run to resume
-    (`resume=True`: an owned folder is accepted as it is) or, with `force`, a folder the
+    (`resume=True`: an owned folder, or one holding only a run's lock, is accepted as it is;
+    `run_lock` then refuses it while another process writes) or, with `force`, a folder the
     workbench wrote. A folder of anything else is never replaced. A file output must end in
     one of `file_suffixes` and exists only with `force`.
     """
@@ -91,7 +92,8 @@ def check_out(out: str | Path, *, force: bool = False, resume: bool = False, fil
     elif out.exists():
         if not out.is_dir():
             raise WorkbenchError(f"{out} exists and is a file, not a folder; choose another --out")
-        if any(p.name != LOCK for p in out.iterdir()):  # a lone lock: a run that stopped before writing
+        lone_lock = resume and [p.name for p in out.iterdir()] == [LOCK]  # a run that stopped before writing
+        if any(out.iterdir()) and not lone_lock:
             if not owned(out):
                 raise WorkbenchError(f"{out} holds files the workbench did not write (no manifest.json or "
                                      f"diagnosis.json); it will not be replaced: choose another --out")
