@@ -92,8 +92,8 @@ def check_out(out: str | Path, *, force: bool = False, resume: bool = False, fil
     elif out.exists():
         if not out.is_dir():
             raise WorkbenchError(f"{out} exists and is a file, not a folder; choose another --out")
-        lone_lock = resume and [p.name for p in out.iterdir()] == [LOCK]  # a run that stopped before writing
-        if any(out.iterdir()) and not lone_lock:
+        entries = [p.name for p in out.iterdir()]
+        if entries and not (resume and entries == [LOCK]):  # a lone lock: a run that stopped before writing
             if not owned(out):
                 raise WorkbenchError(f"{out} holds files the workbench did not write (no manifest.json or "
                                      f"diagnosis.json); it will not be replaced: choose another --out")
