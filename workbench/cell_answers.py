@@ -35,6 +35,9 @@ class CellAnswer:
     answer: Answer
     reference_logprob: float  # sum of log p(reference token) teacher-forced over the cell
     decode_steps: int  # rows decoded beyond the teacher-forced pass
+    reference_token_logprobs: tuple[float, ...] = ()  # log p of each reference token, teacher-forced
+    first_token: int = -1  # the greedy first answer token (an end-of-turn id when it stops at once)
+    first_logp: torch.Tensor | None = None  # [vocab] float32 log-probabilities of the first answer token
 
 
 @dataclass
@@ -75,7 +78,8 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
         first = r + n_suffix - 1  # the row that predicts the first answer token
         logits = model.adapter.logits(done.hidden[first:first + max(len(reference), 1)]).float()  # [pred, vocab]
         logp = torch.log_softmax(logits, dim=-1)
-        score = float(sum(logp[i, t] for i, t in enumerate(reference))) if reference else 0.0
+        token_logprobs = tuple(float(logp[i, t]) for i, t in enumerate(reference))
+        score = float(sum(token_logprobs))
         greedy = logits.argmax(-1).tolist()
         walk, i = _Walk([], done.positions, done.keys, done.values), 0
         while walk.answer is None:
@@ -91,9 +95,10 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                 walks[c] = walk
                 break
         repaired = CellRows(done.positions[:r], done.keys[:, :, :r], done.values[:, :, :r], done.hidden[:r])
-        results.append([repaired, walk, score])
+        results.append([repaired, walk, score, token_logprobs, greedy[0], logp[0].cpu()])
     _decode(model, base, walks, n + n_suffix, max_new_tokens, stops, max_bytes)
-    return [CellAnswer(repaired, walk.answer, score, walk.steps) for repaired, walk, score in results]
+    return [CellAnswer(repaired, walk.answer, score, walk.steps, token_logprobs, first, first_logp)
+            for repaired, walk, score, token_logprobs, first, first_logp in results]
 
 
 @torch.inference_mode()

@@ -206,3 +206,60 @@ def test_the_registry_answers_references_defaults_and_the_comparison():
     assert comparison_reference(["cadence-grad", "random", "cacheblend"]) == "cacheblend"
     assert comparison_reference(["cadence-grad", "random"]) == "random"
     assert comparison_reference(["cadence-grad"]) is None
+
+
+def test_a_matched_coin_is_named_for_its_selector_and_refuses_controls():
+    spec = parse_selector("coin:bcr:grow")
+    assert spec.label == "coin:bcr:grow" and spec.unit == "grow" and spec.matches.label == "bcr:grow"
+    assert parse_selector("coin:bcr").label == "coin:bcr" and parse_selector("coin:bcr").unit == "chunk"
+    assert "coin" not in " ".join(default_selectors(expensive=True))
+    for bad in ("coin", "coin:random", "coin:none", "coin:coin:bcr", "coin:bcr:nope"):
+        with pytest.raises(wb.WorkbenchError):
+            parse_selector(bad)
+
+
+def test_a_matched_coin_recomputes_its_selectors_row_count_on_every_example_and_budget(model):
+    from workbench.diagnosis import DiagnoseConfig
+
+    specs = ("bcr:single", "coin:bcr:single", "cacheblend:chunk", "coin:cacheblend:chunk", "bcr:grow",
+             "coin:bcr:grow")
+    for example in (small_example(3, "m0"), small_example(4, "m1")):
+        d = diagnose(model, example, DiagnoseConfig(selectors=specs, budgets=(0.2, 0.5), coin_draws=3,
+                                                     chunk_size=4),
+                     progress=False)
+        out = d.tables["outcomes"]
+        for spec in specs[1::2]:
+            coin, base = out[out["selector"] == spec], out[out["selector"] == spec[5:]]
+            assert len(coin) == 3 * 2 and set(coin["unit"]) == set(base["unit"])
+            for budget in (0.2, 0.5):
+                want = base.loc[base["budget"] == budget, "n_recomputed"].item()
+                assert set(coin.loc[coin["budget"] == budget, "n_recomputed"]) == {want}
+        sel = d.tables["selections"]
+        positions = sel[sel["selector"] == "coin:bcr:single"]["positions"].map(tuple)
+        assert positions.nunique() > 1  # the draws differ
+
+
+def test_graded_outcomes_are_recorded_bounded_and_exact_at_full_recompute(diagnosis):
+    out = diagnosis.tables["outcomes"]
+    dense = diagnosis.answers.dense
+    n_dense = len(dense.token_ids) + int(dense.stopped)
+    assert out["first_kl"].ge(0).all() and out["f1_to_dense"].between(0, 1).all()
+    assert out["agree_prefix"].between(0, len(dense.token_ids)).all()
+    assert out["first_token_agree"].isin([True, False]).all()
+    assert (out["dense_logprob_mean"] * n_dense - out["dense_logprob"]).abs().max() < 1e-4
+    same = out[~out["flip"]]  # an unchanged answer agrees on every graded measure's discrete part
+    assert same["f1_to_dense"].eq(1.0).all() and same["first_token_agree"].all()
+    full = out[out["selector"] == "full"]
+    assert full["first_kl"].max() < 1e-4 and full["agree_prefix"].eq(len(dense.token_ids)).all()
+    flipped = out[out["flip"]]
+    assert (flipped["agree_prefix"] < len(dense.token_ids)).all() or flipped.empty
+
+
+def test_graded_helpers_on_hand_values():
+    from workbench.diagnosis.graded import common_prefix, first_token_kl
+
+    p = torch.log(torch.tensor([0.5, 0.25, 0.25]))
+    q = torch.log(torch.tensor([0.25, 0.25, 0.5]))
+    assert first_token_kl(p, p) == 0.0
+    assert abs(first_token_kl(p, q) - (0.5 * torch.log(torch.tensor(2.0)) - 0.25 * torch.log(torch.tensor(2.0)))) < 1e-9
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2 and common_prefix([], [1]) == 0

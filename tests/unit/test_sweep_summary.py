@@ -72,7 +72,10 @@ def test_a_killed_run_resumes_where_it_stopped_and_matches_a_fresh_one(model, fi
     timing = ["seconds"]
     resumed = load_sweep(tmp_path / "r").outcomes.drop(columns=timing)
     fresh = load_sweep(finished).outcomes.drop(columns=timing)
-    pd.testing.assert_frame_equal(resumed, fresh)
+    # first_kl of the full cell is float32 noise between two exact paths (~1e-7 nats), and it moves
+    # with how the examples' prefills were batched; every other column is equal bit for bit.
+    pd.testing.assert_frame_equal(resumed.drop(columns="first_kl"), fresh.drop(columns="first_kl"))
+    assert (resumed["first_kl"] - fresh["first_kl"]).abs().max() < 1e-6
 
 
 def test_other_arguments_on_an_existing_run_are_refused_with_the_differences(model, finished):

@@ -13,6 +13,7 @@ from workbench.tasks import (
     DATASET_KINDS,
     Example,
     best_em_f1,
+    contains_answer,
     exact_match,
     f1_score,
     load_dataset,
@@ -104,6 +105,15 @@ def test_exact_match_and_f1():
     assert f1_score("the", "a") == 1.0  # both normalise to empty
     assert f1_score("the", "dog") == 0.0
     assert f1_score("dog dog", "dog") == pytest.approx(2 / 3)
+
+
+def test_contains_matches_whole_words_only():
+    assert contains_answer("in New York City.", ["New York"]) == 1.0
+    assert contains_answer("The city of Tressamor.", ["Tressamor"]) == 1.0
+    assert contains_answer("1950", ["5"]) == 0.0  # a raw substring test matched this
+    assert contains_answer("Newark", ["New"]) == 0.0
+    assert contains_answer("born in 1950.", ["1950", "x"]) == 1.0
+    assert contains_answer("anything", ["the"]) == 0.0  # a gold that normalises to nothing never matches
 
 
 def test_best_em_f1_over_aliases():

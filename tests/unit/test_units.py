@@ -373,3 +373,47 @@ def test_grow_regions_stop_at_the_span_cap():
     assert free.n_units == 1 and free.spans == ((0, 200),)
     with pytest.raises(WorkbenchError, match="max_span"):
         select_rows(scores, 10, "grow", max_span=0)
+
+
+# ----------------------------------------------------------------------------- the matched coin
+
+@pytest.mark.parametrize("unit", UNITS)
+@pytest.mark.parametrize("n_rows", [0, 5, 40, 64, 100, 150])
+@pytest.mark.parametrize("with_segments", [False, True])
+def test_matched_coin_recomputes_exactly_the_selections_rows_in_its_units(unit, n_rows, with_segments):
+    from workbench.selectors.units import matched_coin
+
+    n = 300
+    segments = torch.tensor([0] * 70 + [1] * 130 + [2] * 100) if with_segments else None
+    scores = random_scores(n, seed=11) ** 3  # uneven, so grow makes regions of several sizes
+    sel = select_rows(scores, n_rows, unit, chunk_size=16, segments=segments, max_span=24)
+    lengths = sorted(b - a for a, b in sel.spans)
+    draws = [matched_coin(sel, n, seed, chunk_size=16, segments=segments) for seed in range(4)]
+    for coin in draws:
+        rows = _rows(coin)
+        assert rows == sorted(set(rows)) and all(0 <= r < n for r in rows)
+        assert coin.n_spent == sel.n_spent and coin.unit == unit and coin.skipped == sel.skipped
+        if unit != "single":
+            assert coin.n_units == sel.n_units and sorted(b - a for a, b in coin.spans) == lengths
+        if unit == "chunk":  # on the selection's own grid
+            grid = [(a, min(a + 16, e)) for s, e in ([(0, 70), (70, 200), (200, 300)] if with_segments
+                                                     else [(0, n)]) for a in range(s, e, 16)]
+            assert set(coin.spans) <= set(grid)
+        if with_segments and unit != "single":  # no unit straddles two segments
+            assert all(len(set(segments[a:b].tolist())) == 1 for a, b in coin.spans)
+    if sel.n_spent:
+        assert len({tuple(_rows(c)) for c in draws}) > 1  # a coin, not a copy
+
+
+def test_matched_coin_is_seeded_and_matches_a_short_chunk_row_for_row():
+    from workbench.selectors.units import matched_coin
+
+    scores = torch.zeros(150)
+    scores[140:] = 1.0  # the best chunk is the short last one (150 = 2 x 64 + 22)
+    sel = select_rows(scores, 70, "chunk", chunk_size=64)
+    assert sel.spans == ((128, 150),)
+    a, b = (matched_coin(sel, 150, 7, chunk_size=64) for _ in range(2))
+    assert torch.equal(a.rows, b.rows) and a.spans == ((128, 150),)  # the only 22-row chunk
+    skipped = select_rows(scores, 30, "chunk", chunk_size=64)
+    coin = matched_coin(skipped, 150, 7, chunk_size=64)
+    assert skipped.skipped and coin.skipped and coin.n_spent == 0

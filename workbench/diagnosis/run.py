@@ -22,6 +22,7 @@ from workbench.cell_answers import answer_cells
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
+from workbench.diagnosis.graded import graded
 from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
 )
@@ -31,6 +32,7 @@ from workbench.diagnosis.tables import (
 from workbench.models import LoadedModel
 from workbench.repair import budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, select_rows
+from workbench.selectors.units import matched_coin
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
 from workbench.tasks import Example, best_em_f1, contains_answer
@@ -92,9 +94,13 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         report("signals", i, len(specs))
         for draw in range(config.coin_draws) if spec.info.drawn else (None,):
             # [n_reused]: signals are computed once and serve every selector, draw and budget
-            scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
+            if spec.matches is not None:  # a matched coin places the units of the selector it copies
+                scores = spec.matches.info.score(signals)
+            else:
+                scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
             for budget in config.budgets:
-                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config)
+                seed = signals.coin_seed(draw) if spec.matches is not None else None
+                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config, seed)
                 positions = pool[rows]
                 chosen[spec.label, budget, draw] = positions
                 selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, "draw": draw,
@@ -106,6 +112,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     t_repairs = time.perf_counter()
     cells = answer_cells(model, ctx.spliced, ctx.layout.ids, list(row_sets.values()), ctx.suffix_ids, dense_ids,
                          config.max_new_tokens, progress=lambda done, total: report("repairs", done, total))
+    # The dense cache through the same pass: the first-token distribution the graded outcomes read.
+    (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[()]], ctx.suffix_ids, dense_ids,
+                                 config.max_new_tokens)
     t_repairs = time.perf_counter() - t_repairs
     by_rows = dict(zip(row_sets, cells))
     spliced = _record(by_rows[()].answer, example)
@@ -123,7 +132,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                              positions, ctx.layout.changed_positions)).sum()), "dense_answer": dense.text,
                          "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
                          "f1": answer.f1, "contains": answer.contains, "dense_logprob": cell.reference_logprob,
-                         "seconds": t_repairs / len(cells)})
+                         **graded(cell, dense.text, dense_ids, dense_cell.first_logp), "seconds": t_repairs / len(cells)})
         residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
         residuals += residual_rows(label, unit, budget, residual, draw)
     costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
@@ -164,9 +173,10 @@ def _with_draws(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context, pool: torch.Tensor,
-            config: DiagnoseConfig) -> tuple[torch.Tensor, dict]:
+            config: DiagnoseConfig, coin_seed: int | None = None) -> tuple[torch.Tensor, dict]:
     """Row indices (into the pool) a selector spends at a budget, and the unit's record.
-    scores: [n_pool]; the budget is a fraction of the pool."""
+    scores: [n_pool]; the budget is a fraction of the pool. A matched coin (`coin:A`) gets A's
+    scores and its draw's seed, and places A's units by coin."""
     n = len(pool)
     if spec.info.fixed == "none":
         return torch.empty(0, dtype=torch.long), {"n_requested": 0, "n_units": 0, "skipped": False,
@@ -177,5 +187,7 @@ def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Contex
     segments = ctx.layout.segment_ids()[pool] if units.chunk_scope == "passage" else None
     sel = select_rows(scores, budget_rows(budget, n), spec.unit, chunk_size=units.chunk_size, tau=units.tau,
                       segments=segments, max_span=units.grow_max_span)
+    if spec.matches is not None:
+        sel = matched_coin(sel, n, coin_seed, chunk_size=units.chunk_size, segments=segments)
     return sel.rows.cpu(), {"n_requested": sel.n_requested, "n_units": sel.n_units, "skipped": sel.skipped,
                             "budget_matched": sel.budget_matched}

@@ -33,6 +33,15 @@ def coin(signals: SignalSet, draw: int) -> torch.Tensor:
     return random_scores(signals.ctx.n_reused, signals.coin_seed(draw))
 
 
+@register_selector("coin", drawn=True, matched=True,
+                   source=f"{BCR}: the matched coin (§4.3: the same chunks, picked by coin, at an identical budget)",
+                   description="coin:A recomputes as many rows as A, in A's unit and A's units' sizes, placed by a "
+                               "seeded coin")
+def matched_coin(signals: SignalSet, draw: int) -> torch.Tensor:
+    """Scores are not read: `diagnose` places A's units by `units.matched_coin`."""
+    return random_scores(signals.ctx.n_reused, signals.coin_seed(draw))
+
+
 @register_selector("cacheblend", uses=("check_layer",), source="CacheBlend as shipped (check layer 1, values)",
                    description="||dV||^2 at the check layer after a partial recompute of layers 0..check")
 def cacheblend(signals: SignalSet) -> torch.Tensor:

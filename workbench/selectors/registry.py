@@ -46,6 +46,7 @@ class SelectorInfo:
     expensive: bool = False  # an upper-bound reference, not a practical method: not run by default
     default_units: tuple[str, ...] = ()  # units run by default (the default unit when empty)
     drawn: bool = False  # a seeded control: scored once per draw, `score(signals, draw)`
+    matched: bool = False  # a control matched to another selector (`coin:A`): its rows come from A's
 
     @property
     def is_reference(self) -> bool:
@@ -64,7 +65,7 @@ _REGISTRY: dict[str, SelectorInfo] = {}
 def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: str = "single",
                       units: tuple[str, ...] = UNITS, fixed: str | None = None, description: str = "",
                       source: str = "", needs_dense: bool = False, expensive: bool = False,
-                      default_units: tuple[str, ...] = (), drawn: bool = False):
+                      default_units: tuple[str, ...] = (), drawn: bool = False, matched: bool = False):
     """Decorator: register `fn(signals) -> scores [n_reused]` under `name` (a `drawn` control:
     `fn(signals, draw)`, scored once per draw with a seed of its own)."""
     if ":" in name or not name:
@@ -81,7 +82,7 @@ def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: st
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
                                        source, needs_dense, expensive, tuple(default_units) or (default_unit,),
-                                       drawn)
+                                       drawn, matched)
         return fn
     return decorate
 
@@ -105,7 +106,7 @@ def default_selectors(expensive: bool = False) -> tuple[str, ...]:
     """The default specs, in registration order; `expensive` adds the upper-bound references."""
     specs = []
     for info in _REGISTRY.values():
-        if info.expensive and not expensive:
+        if (info.expensive and not expensive) or info.matched:  # a matched control names its selector
             continue
         specs += [info.name if unit == info.default_unit else f"{info.name}:{unit}" for unit in info.default_units]
     return tuple(specs)
@@ -124,19 +125,34 @@ class SelectorSpec:
 
     info: SelectorInfo
     unit: str
+    matches: SelectorSpec | None = None  # for a matched control (`coin:A`): the selector A it copies
 
     @property
     def label(self) -> str:
+        if self.matches is not None:
+            return f"{self.info.name}:{self.matches.label}"
         return self.info.name if self.unit == self.info.default_unit else f"{self.info.name}:{self.unit}"
 
     def __str__(self) -> str:
+        if self.matches is not None:
+            return f"{self.info.name}:{self.matches}"
         return f"{self.info.name}:{self.unit}"
 
 
 def parse_selector(spec: str) -> SelectorSpec:
-    """`bcr`, `bcr:grow`, `random:chunk` -> SelectorSpec; clear errors for unknown names/units."""
+    """`bcr`, `bcr:grow`, `random:chunk`, `coin:bcr` -> SelectorSpec; clear errors for unknown
+    names/units. A matched control is written `NAME:SELECTOR`: `coin:bcr:grow` is the coin matched
+    to `bcr:grow` (its unit, its units' sizes)."""
     name, _, unit = str(spec).strip().partition(":")
     info = get_selector(name)
+    if info.matched:
+        if not unit:
+            raise WorkbenchError(f"{name!r} is matched to a selector: write {name}:SELECTOR, e.g. {name}:bcr")
+        matches = parse_selector(unit)
+        if matches.info.is_reference or matches.info.drawn or matches.info.matched:
+            raise WorkbenchError(f"{name!r} matches an informed selector, not {matches.label!r} (a reference "
+                                 "bound or another control)")
+        return SelectorSpec(info, matches.unit, matches)
     unit = unit or info.default_unit
     if unit not in info.units:
         raise WorkbenchError(f"selector {name!r} cannot use unit {unit!r}; it can use {', '.join(info.units)}")

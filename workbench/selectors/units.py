@@ -34,7 +34,8 @@ UNITS = ("single", "chunk", "grow")
 CHUNK_COUNTINGS = ("algorithm1", "table8")
 CHUNK_SCOPES = ("span", "passage")
 
-__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "random_scores", "select_rows"]
+__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "matched_coin", "random_scores",
+           "select_rows"]
 
 
 @dataclass(frozen=True)
@@ -149,10 +150,14 @@ def _single(s: torch.Tensor, n_rows: int):
     return rows, len(rows), False, _merge_runs(rows)
 
 
+def _chunk_grid(seg_spans, chunk_size: int) -> list[tuple[int, int]]:
+    """Consecutive chunk_size-row chunks cut inside each segment (the last of each may be short)."""
+    return [(a, min(a + chunk_size, end)) for start, end in seg_spans for a in range(start, end, chunk_size)]
+
+
 def _chunk(s: torch.Tensor, n_rows: int, chunk_size: int, seg_spans, counting: str, share: float | None):
     n = s.numel()
-    chunks = [(a, min(a + chunk_size, end)) for start, end in seg_spans
-              for a in range(start, end, chunk_size)]
+    chunks = _chunk_grid(seg_spans, chunk_size)
     if counting == "table8":
         # BCR Table 8: no skip; max(1, round(share * n_chunks)) chunks (Python's round).
         k = min(len(chunks), max(1, round(share * len(chunks)))) if chunks else 0
@@ -303,3 +308,73 @@ def random_scores(n: int, seed: int) -> torch.Tensor:
         raise WorkbenchError(f"n must be >= 0, got {n}")
     gen = torch.Generator(device="cpu").manual_seed(seed)
     return torch.rand(n, generator=gen, dtype=torch.float32)
+
+
+def _free_runs(taken: list[bool], seg_spans) -> list[tuple[int, int]]:
+    """Maximal runs of rows not taken, each inside one segment, as half-open spans."""
+    runs = []
+    for start, end in seg_spans:
+        lo = None
+        for r in range(start, end + 1):
+            free = r < end and not taken[r]
+            if free and lo is None:
+                lo = r
+            elif not free and lo is not None:
+                runs.append((lo, r))
+                lo = None
+    return runs
+
+
+def matched_coin(selection: Selection, n: int, seed: int, *, chunk_size: int = 64,
+                 segments: torch.Tensor | None = None) -> Selection:
+    """The coin matched to `selection`: the same unit and the same units' sizes, placed by a seeded
+    coin, so that it recomputes exactly as many rows as the selector it controls (BCR §4.3: "the
+    chunks picked by coin at an identical budget").
+
+    single  as many rows as `selection`, drawn uniformly without replacement;
+    chunk   for each chunk length in `selection`, as many chunks of that length from the same grid
+            (so a selector that took the short last chunk is matched row for row); a skipped
+            selection is matched by a skipped coin;
+    grow    regions of the same lengths, longest first, each at a uniform start among those that
+            overlap no earlier region and stay inside one segment.
+    """
+    n = _as_int(n, "n")
+    seg_spans = _check_segments(segments, n)
+    gen = torch.Generator(device="cpu").manual_seed(_as_int(seed, "seed"))
+    if selection.unit == "single":
+        rows = sorted(torch.randperm(n, generator=gen)[:selection.n_spent].tolist())
+        spans = _merge_runs(rows)
+    elif selection.unit == "chunk":
+        grid = _chunk_grid(seg_spans, _as_int(chunk_size, "chunk_size"))
+        wanted: dict[int, int] = {}
+        for a, b in selection.spans:
+            wanted[b - a] = wanted.get(b - a, 0) + 1
+        picked = []
+        for length, count in sorted(wanted.items()):
+            same = [c for c in grid if c[1] - c[0] == length]
+            if count > len(same):
+                raise WorkbenchError(f"the selection has {count} chunks of {length} rows; the grid of chunk size "
+                                     f"{chunk_size} has {len(same)}: match the coin on the selection's own grid")
+            picked += [same[i] for i in torch.randperm(len(same), generator=gen)[:count].tolist()]
+        spans = tuple(sorted(picked))
+        rows = [r for a, b in spans for r in range(a, b)]
+    elif selection.unit == "grow":
+        taken = [False] * n
+        placed = []
+        for length in sorted((b - a for a, b in selection.spans), reverse=True):
+            starts = [a for lo, hi in _free_runs(taken, seg_spans) for a in range(lo, hi - length + 1)]
+            if not starts:
+                raise WorkbenchError(f"no free place for a region of {length} rows among {n}: the coin cannot "
+                                     "match this selection")
+            a = starts[int(torch.randint(len(starts), (1,), generator=gen))]
+            taken[a:a + length] = [True] * length
+            placed.append((a, a + length))
+        spans = tuple(sorted(placed))
+        rows = [r for a, b in spans for r in range(a, b)]
+    else:
+        raise WorkbenchError(f"unknown unit {selection.unit!r}; valid units: {', '.join(UNITS)}")
+    device = selection.rows.device
+    return Selection(rows=torch.tensor(rows, dtype=torch.int64, device=device), unit=selection.unit,
+                     n_requested=selection.n_requested, n_units=len(spans) if selection.unit != "single"
+                     else len(rows), skipped=selection.skipped, budget_matched=len(rows) == selection.n_requested,
+                     spans=spans)

@@ -50,10 +50,11 @@ def is_flip(answer: str, dense_answer: str) -> bool:
 
 
 def contains_answer(pred: str, golds: Iterable[str]) -> float:
-    """1.0 when some accepted answer, normalized, is a substring of the normalized prediction
-    (small models answer in sentences: "The city of Tressamor." contains "Tressamor")."""
-    text = normalize_answer(pred)
-    return float(any(normalize_answer(g) and normalize_answer(g) in text for g in golds))
+    """1.0 when some accepted answer, normalized, occurs in the normalized prediction as whole
+    words (small models answer in sentences: "The city of Tressamor." contains "Tressamor";
+    "in New York City." contains "New York"; "1950" does not contain "5")."""
+    text = f" {normalize_answer(pred)} "
+    return float(any(normalize_answer(g) and f" {normalize_answer(g)} " in text for g in golds))
 
 
 def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
