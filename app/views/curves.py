@@ -12,7 +12,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.summary import resolve_reference, tokens_to_target
 
 COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
-           "gap_recovered", "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
+           "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered", "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
            "dense_b", "dense_c", "dense_p", "dense_p_holm"]
 
 st.title("Budget curves")
@@ -45,11 +45,24 @@ show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilso
             f"accuracy-{run.name}", "curves_em")
 show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
             f"flips-{run.name}", "curves_flips")
+graded = [c for c in plots.METRIC_TITLES if c not in ("em", "flip_rate") and summary[c].notna().any()]
+if graded:
+    ensure_choice("curves_graded", graded, graded[0])
+    metric = st.selectbox("Graded outcome against the dense answer", graded, key="curves_graded",
+                          format_func=lambda c: plots.METRIC_TITLES[c],
+                          help="How far the output moved, beside the binary flip: F1 to the dense answer, whether "
+                               "the first token is dense's, the dense answer's mean log-probability per token, how "
+                               "many leading tokens agree, the KL of the first token's distribution from dense's.")
+    show_figure(plots.budget_curve(summary, metric, f"{plots.METRIC_TITLES[metric]} against budget"),
+                f"{metric}-{run.name}", "curves_graded_fig")
+else:
+    st.caption("This run was made before the graded outcomes were recorded: only flips and gold scores.")
 show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match"),
             f"rows-{run.name}", "curves_rows")
 
 st.subheader("Summary")
-st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget. "
+st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget "
+           "(a coin: the exact sign-flip test on its mean over draws, no b/c). "
            + (f"`ref_*` against {plain(reference)}, " if reference else "") + "`dense_*` against the dense prefill.")
 st.dataframe(summary[[c for c in COLUMNS if c in summary.columns]], hide_index=True, width="stretch")
 csv_button(summary, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")

@@ -47,8 +47,8 @@ matrix = matrix.reindex(sorted(matrix.index, key=natural_key))  # 2 before 10
 show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
                                              f"({'token-exact' if strict else 'normalized'})"),
             f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
-shown = matrix.astype(int).reset_index()
-with st.expander("Flip matrix as a table (1 = flip)"):
+shown = matrix.round(3).reset_index()
+with st.expander("Flip matrix as a table (1 = flip; a coin: the share of its draws that flip)"):
     st.dataframe(shown, hide_index=True, width="stretch")
 csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
 

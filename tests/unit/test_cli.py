@@ -266,12 +266,18 @@ def test_summary_of_a_run_and_its_html_figures(one_selector_run, tmp_path, capsy
 def test_summary_runs_a_pre_registered_contrast(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: tiny)
     out = tmp_path / "pair"
-    assert run_cli(["run", "--selectors", "cadence-grad,random", "--budgets", "0.3", "--n", "2", "--coin-draws", "3",
+    assert run_cli(["run", "--selectors", "cadence-grad,random,none", "--budgets", "0.3", "--n", "2", "--coin-draws", "3",
                     "--max-new-tokens", "4", "--out", out]) == 0
     capsys.readouterr()
-    assert run_cli(["summary", out, "--contrast", "cadence-grad:random@0.3"]) == 0
+    assert run_cli(["summary", out, "--contrast", "cadence-grad:random@0.3", "--contrast",
+                    "cadence-grad:none@0.3"]) == 0
     printed = capsys.readouterr().out
-    assert "cadence-grad vs random" in printed and "exact p" in printed and "no correction" in printed
+    assert "cadence-grad vs random" in printed and "p (Holm)" in printed and "Holm-adjusted together" in printed
+    assert "cadence-grad vs each draw of random: draw 0:" in printed and "of 3" in printed
+    assert run_cli(["summary", out, "--contrast", "cadence-grad:random@0.3", "--measure", "f1_to_dense"]) == 0
+    assert "f1_to_dense" in capsys.readouterr().out
+    assert run_cli(["summary", out, "--contrast", "cadence-grad:coin@0.3"]) == 2
+    assert "coin:cadence-grad" in capsys.readouterr().err
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["args"]["diagnose"]["coin_draws"] == 3 and manifest["args"]["diagnose"]["pool"] == "changed"
 

@@ -394,7 +394,8 @@ def test_sweep_summary_markdown(run):
     table = summarize(sweep)
     text = report.sweep_summary_markdown(sweep, table, tokens_to_target(table, sweep.examples))
     assert text.startswith(f"run {run}: 2 examples (0 failed), model tiny-llama")
-    assert "| budget | selector | flips | em | f1 | contains |" in text and "McNemar b/c" in text
+    assert "| budget | selector | flips | f1_to_dense | first_token_agree | em | f1 | contains |" in text
+    assert "McNemar b/c" in text and "exact sign-flip tests on those means" in text  # the coin: no vote
     assert "vs_ref compares against random." in text  # the run's default reference
     assert report.markdown_table(pd.DataFrame({"a": [1.0], "b": ["x"]})) == "| a | b |\n|---|---|\n| 1.000 | x |"
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.stats import t as t_dist
 
+from workbench import stats
 from workbench.errors import WorkbenchError
 from workbench.stats import (
     McNemarResult,
@@ -300,3 +301,39 @@ def test_holm_validation():
         holm([0.2, 1.5])
     with pytest.raises(WorkbenchError):
         holm([[0.1, 0.2]])
+
+
+# --------------------------------------------------------------------------- sign-flip test
+
+def _enumerated_p(d):
+    """Two-sided sign-flip p by enumerating every sign pattern of the non-zero differences."""
+    import itertools
+
+    d = [v for v in d if v != 0]
+    observed = abs(sum(d))
+    hits = sum(abs(sum(s * abs(v) for s, v in zip(signs, d))) >= observed - 1e-12
+               for signs in itertools.product((1, -1), repeat=len(d)))
+    return hits / 2 ** len(d)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sign_flip_p_equals_exhaustive_enumeration_on_and_off_a_lattice(seed):
+    rng = np.random.default_rng(seed)
+    graded = (rng.random(13), rng.random(13))  # off any lattice: enumerated
+    coin = (rng.integers(0, 2, 15).astype(float), rng.integers(0, 6, 15) / 5)  # a selector vs a 5-draw mean
+    for a, b in (graded, coin):
+        result = stats.sign_flip_test(a, b)
+        assert result.exact and result.p_value == pytest.approx(_enumerated_p(a - b), abs=1e-12)
+    assert stats.sign_flip_test(*coin).method == "exact (lattice)"
+
+
+def test_sign_flip_on_binary_outcomes_is_mcnemar_and_samples_beyond_enumeration():
+    rng = np.random.default_rng(5)
+    a, b = rng.integers(0, 2, 80).astype(bool), rng.integers(0, 2, 80).astype(bool)
+    assert stats.sign_flip_test(a, b).p_value == pytest.approx(stats.mcnemar_exact(a, b).p_value)
+    x, y = rng.random(40), rng.random(40) + 0.3
+    sampled = stats.sign_flip_test(x, y, n_resamples=20_000)
+    assert sampled.method == "Monte Carlo (20000)" and 0 < sampled.p_value < 0.01
+    assert stats.sign_flip_test([1.0, 2.0], [1.0, 2.0]).p_value == 1.0  # no non-zero difference
+    with pytest.raises(WorkbenchError):
+        stats.sign_flip_test([1.0, np.nan], [0.0, 0.0])

@@ -189,18 +189,23 @@ def drawn_run() -> SweepRun:
     return SweepRun(run.folder, run.manifest, run.examples, outcomes)
 
 
-def test_a_drawn_coin_is_averaged_for_rates_and_voted_for_paired_tests():
+def test_a_drawn_coin_is_averaged_never_voted_and_tested_on_its_mean_and_per_draw():
     run = drawn_run()
     table = summarize(run, reference="cacheblend").set_index("selector")
     coin = table.loc["random"]
     assert coin["draws"] == 3 and coin["flip_rate"] == pytest.approx((2 + 1 + 0 + 3) / 12)
     assert coin["flip_draw_sd"] == pytest.approx(pd.Series([2 / 4, 2 / 4, 2 / 4]).std())  # per-draw rates
-    assert flips.flip_matrix(run.outcomes, 0.2)["random"].tolist() == [True, False, False, True]  # majority
-    from workbench.experiments.summary import contrast
+    assert pd.isna(coin["ref_b"]) and coin["test"].startswith("sign-flip")  # b / c belong to one draw
+    assert flips.flip_matrix(run.outcomes, 0.2)["random"].tolist() == pytest.approx([2 / 3, 1 / 3, 0, 1])
+    from workbench.experiments.contrasts import contrast
     c = contrast(run, "cadence", "random", 0.2)
-    # cadence flips on d only; the coin's majority flips on a and d: b = 1 (a), c = 0
-    assert (c.b_count, c.c_count, c.n) == (1, 0, 4) and c.p_value == pytest.approx(1.0)
+    # success = no flip. cadence: 1,1,1,0; the coin's means: 1/3, 2/3, 1, 0 -> d = 2/3, 1/3, 0, 0.
+    # Exact sign-flip null of 2 + 1 (in thirds): sums +-3, +-1, each 1/4; |S| >= 3 has p = 1/2.
+    assert c.n == 4 and c.b_count is None and c.p_value == pytest.approx(0.5) and c.test.startswith("sign-flip")
     assert c.difference == pytest.approx(0.25 - 0.5) and c.low <= c.difference <= c.high
+    # per draw, McNemar on successes: draws 0 and 1 flip a (b = 1), draw 2 flips b (b = 1); c = 0
+    assert [(d.draw, d.b_count, d.c_count) for d in c.draws] == [(0, 1, 0), (1, 1, 0), (2, 1, 0)]
+    assert c.draws_separating == 0
 
 
 def test_holm_counts_comparisons_without_discordant_pairs():
@@ -218,13 +223,73 @@ def test_holm_counts_comparisons_without_discordant_pairs():
 
 
 def test_contrast_specs_parse_units_and_refuse_nonsense():
-    from workbench.experiments.summary import parse_contrast
+    from workbench.experiments.contrasts import parse_contrast
 
     assert parse_contrast("cadence-grad:cacheblend@0.2") == ("cadence-grad", "cacheblend", 0.2)
     assert parse_contrast("bcr:grow:random@0.3") == ("bcr:grow", "random", 0.3)
-    for bad in ("cadence-grad:cacheblend", "a:b@0.2", "cadence:random@x"):
+    assert parse_contrast("bcr:coin@0.2") == ("bcr", "coin", 0.2)
+    assert parse_contrast("bcr:grow:coin:bcr:grow@0.2") == ("bcr:grow", "coin:bcr:grow", 0.2)
+    for bad in ("cadence-grad:cacheblend", "a:b@0.2", "cadence:random@x", "bcr:coin@1.5", "bcr:coin@nan"):
         with pytest.raises(wb.WorkbenchError):
             parse_contrast(bad)
+
+
+def coin_run() -> SweepRun:
+    """hand_run's cacheblend spent in chunks, its matched coin (3 draws) and a single-row coin."""
+    run = hand_run()
+    base = run.outcomes[run.outcomes["selector"] == "cacheblend"].assign(selector="cacheblend:chunk", unit="chunk")
+    rows = []
+    for label, unit in (("coin:cacheblend:chunk", "chunk"), ("random", "single")):
+        for ex, flips in zip("abcd", ([1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 1, 1])):
+            for draw, f in enumerate(flips):
+                rows.append({**base.iloc[0].to_dict(), "example_id": ex, "selector": label, "unit": unit,
+                             "draw": draw, "flip": bool(f), "flip_strict": bool(f), "em": float(not f)})
+    outcomes = pd.concat([run.outcomes.assign(draw=pd.NA), base.assign(draw=pd.NA), pd.DataFrame(rows)],
+                         ignore_index=True)
+    return SweepRun(run.folder, run.manifest, run.examples, outcomes)
+
+
+def test_a_coin_of_another_unit_is_refused_and_coin_names_the_matched_one():
+    from workbench.experiments.contrasts import contrast
+
+    run = coin_run()
+    with pytest.raises(wb.WorkbenchError, match=r"coin:cacheblend:chunk"):
+        contrast(run, "cacheblend:chunk", "random", 0.2)  # single rows against chunks
+    with pytest.raises(wb.WorkbenchError, match=r"no coin:cadence"):
+        contrast(run, "cadence", "coin", 0.2)
+    c = contrast(run, "cacheblend:chunk", "coin", 0.2)
+    assert c.b == "coin:cacheblend:chunk" and len(c.draws) == 3
+    assert contrast(run, "cacheblend", "random", 0.2).b == "random"  # the same unit is a fair coin
+
+
+def test_holm_over_the_contrast_family_equals_a_hand_computation():
+    from workbench.experiments.contrasts import contrast_family
+
+    run = coin_run()
+    family = contrast_family(run, ["cadence:cacheblend@0.2", "cadence:none@0.2", "cacheblend:chunk:coin@0.2"])
+    raw = [c.p_value for c in family]
+    # McNemar on no-flip: cadence vs cacheblend b = 1 (c), c = 0 -> 1.0; vs none b = 2 (b, c), c = 0 -> 0.5
+    # the coin: cacheblend:chunk succeeds on a, b; the coin's means there 0, 1/3: d = 1, 2/3 -> exact p = 1/2
+    assert raw == [pytest.approx(1.0), pytest.approx(0.5), pytest.approx(0.5)]
+    order = sorted(range(3), key=lambda i: raw[i])
+    by_hand, running = [0.0] * 3, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (3 - rank) * raw[i]))
+        by_hand[i] = running
+    assert [c.p_holm for c in family] == pytest.approx(by_hand)
+
+
+def test_graded_measures_take_the_sign_flip_test():
+    from workbench.experiments.contrasts import contrast
+
+    run = hand_run()
+    run.outcomes["f1_to_dense"] = run.outcomes["em"] * 0.9 + 0.05
+    c = contrast(run, "cadence", "cacheblend", 0.2, measure="f1_to_dense")
+    # differences 0, 0, 0.9, 0.9: two non-zero equal differences, p = 2 / 4 exactly
+    assert c.b_count is None and c.p_value == pytest.approx(0.5) and c.difference == pytest.approx(0.45)
+    with pytest.raises(wb.WorkbenchError, match="first_kl"):
+        contrast(run, "cadence", "cacheblend", 0.2, measure="first_kl")  # not recorded in this run
+
 
 
 def test_the_protocols_bf16_check_compares_two_runs_of_one_sweep(model, finished, tmp_path, monkeypatch, capsys):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from workbench.cli.common import printable, say
 from workbench.errors import WorkbenchError
+from workbench.experiments.contrasts import MEASURES
 
 NAME = "summary"
 FIGURES = {"accuracy": "Exact match against budget", "flips": "Flip rate against dense",
@@ -35,9 +36,14 @@ def add_arguments(p) -> None:
     p.add_argument("--max-flip-rate", type=_fraction, default=0.2,
                    help="tokens-to-target: flip rate to get under (default 0.2)")
     p.add_argument("--contrast", action="append", default=[], metavar="A:B@BUDGET",
-                   help="a pre-registered contrast, e.g. cadence-grad:cacheblend@0.2: exact McNemar b/c and p on "
-                        "flips against dense, no correction, and the flip-rate difference with a 95%% interval "
-                        "(repeat for several)")
+                   help="a pre-registered contrast, e.g. cadence-grad:cacheblend@0.2, or bcr:coin@0.2 for the coin "
+                        "matched to bcr (coin:bcr): exact McNemar b/c and p for two selectors, the exact sign-flip "
+                        "test against a coin's mean over draws with each draw's b/c, and the difference with a "
+                        "95%% paired interval. Repeat for several: together they are the family, and each p is "
+                        "printed raw and Holm-adjusted over it")
+    p.add_argument("--measure", default="flip", choices=list(MEASURES),
+                   help="the outcome the contrasts test (default flip: the output changed against dense; "
+                        "graded ones such as f1_to_dense or dense_logprob_mean take the sign-flip test)")
     p.add_argument("--html", default=None,
                    help="also write the curves as standalone HTML into this folder (new, empty, or one an "
                         "earlier --html wrote)")
@@ -72,13 +78,13 @@ def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) ->
 
 def command(args) -> int:
     """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
-    from workbench.experiments.summary import contrast, parse_contrast
+    from workbench.experiments.contrasts import contrast_family, parse_contrast
 
     for text in args.contrast:
         parse_contrast(text)  # a malformed contrast fails before the run is read
     html_out = check_html_out(args.html) if args.html else None
     run, table = summarize_run(args.run, args.reference)
-    contrasts = [contrast(run, *parse_contrast(text)) for text in args.contrast]
+    contrasts = contrast_family(run, args.contrast, args.measure)
     if args.format == "csv":
         print(printable(table.to_csv(index=False), keep_newlines=True), end="")
     else:

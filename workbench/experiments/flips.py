@@ -2,50 +2,54 @@
 
 A flip is an answer that differs from the dense answer after SQuAD normalization (`flip`) or
 token for token (`flip_strict`). An example is *rescued* by a selector at a budget when the
-splice flipped it and the repair does not.
+splice flipped it and the repair does not. A drawn control (the coin) is read as the share of its
+draws, never by a vote over them.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from workbench import stats
-from workbench.experiments.summary import per_example
+from workbench.experiments.summary import per_example, rate_interval
 
 
 def flip_matrix(outcomes: pd.DataFrame, budget: float, strict: bool = False) -> pd.DataFrame:
-    """Examples x selectors at one budget: True where the repaired answer flips against dense
-    (for a drawn control, the coin: in the majority of its draws)."""
+    """Examples x selectors at one budget: the share of draws whose repaired answer flips against
+    dense (1.0 / 0.0 for a selector that is not drawn; a coin's cell is its mean over draws, never
+    a vote)."""
     cells = per_example(outcomes)
     cells = cells[(cells["budget"] - budget).abs() < 1e-9]
     order = list(dict.fromkeys(cells["selector"]))
     matrix = cells.pivot(index="example_id", columns="selector", values="flip_strict" if strict else "flip")
-    return (matrix[order] > 0.5).astype(bool)
+    return matrix[order].astype(float)
 
 
 def flip_rates(outcomes: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
-    """Flip rate per selector and budget (draws averaged) with Wilson 95% intervals of the
-    per-example majority."""
+    """Flip rate per selector and budget (a drawn control: the mean over draws, its flips the
+    expected count of one draw) with 95% intervals (Wilson, or bootstrap over examples for a
+    drawn control's means)."""
     column = "flip_strict" if strict else "flip"
     rows = []
     for (label, budget), cell in per_example(outcomes).groupby(["selector", "budget"], sort=False):
-        flips, n = int((cell[column] > 0.5).sum()), len(cell)
-        low, high = stats.wilson_interval(flips, n)
-        rows.append({"selector": label, "budget": budget, "flips": flips, "n": n,
+        low, high = rate_interval(cell[column].to_numpy(float))
+        rows.append({"selector": label, "budget": budget, "flips": float(cell[column].sum()), "n": len(cell),
                      "flip_rate": float(cell[column].mean()), "low": low, "high": high})
     return pd.DataFrame(rows)
 
 
 def rescues(outcomes: pd.DataFrame, budget: float, baseline: str = "none") -> pd.DataFrame:
-    """Per selector at a budget: the examples it rescues (baseline flipped, repair does not)."""
+    """Per selector at a budget: the examples it rescues (baseline flipped, repair does not) and
+    breaks (the reverse). A drawn control counts the expected number of one draw (the mean over
+    draws) and lists the examples any draw rescues or breaks."""
     matrix = flip_matrix(outcomes, budget)
-    flipped = matrix[baseline] if baseline in matrix else matrix.any(axis=1)
+    flipped = matrix[baseline] > 0.5 if baseline in matrix else (matrix > 0).any(axis=1)
     rows = []
     for label in matrix.columns:
-        rescued = matrix.index[flipped & ~matrix[label]].tolist()
-        broken = matrix.index[~flipped & matrix[label]].tolist()
-        rows.append({"selector": label, "rescued": len(rescued), "broken": len(broken),
-                     "rescued_examples": rescued, "broken_examples": broken})
+        share = matrix[label]
+        rescued, broken = (1 - share)[flipped], share[~flipped]
+        rows.append({"selector": label, "rescued": float(rescued.sum()), "broken": float(broken.sum()),
+                     "rescued_examples": rescued.index[rescued > 0].tolist(),
+                     "broken_examples": broken.index[broken > 0].tolist()})
     return pd.DataFrame(rows)
 
 

@@ -8,7 +8,7 @@ measurements and read no files: they take tables (or a Diagnosis) and return fig
 
 from workbench.plots.axes import axis_problems
 from workbench.plots.colors import selector_color, selector_style, selector_symbol
-from workbench.plots.curves import budget_curve, flip_matrix_figure, rows_vs_accuracy
+from workbench.plots.curves import METRIC_TITLES, budget_curve, flip_matrix_figure, rows_vs_accuracy
 from workbench.plots.diagnosis import (
     deviation_figure,
     diagnosis_figures,
@@ -32,7 +32,7 @@ from workbench.plots.unit_curve import unit_curve_figure
 
 __all__ = [
     "agent_graph", "axis_problems", "budget_curve", "deviation_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
-    "flip_matrix_figure", "gate_entropy", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
+    "METRIC_TITLES", "flip_matrix_figure", "gate_entropy", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
     "residual_by_layer", "residual_figure", "reuse_vs_accuracy", "rows_vs_accuracy", "selector_color", "selector_style",
     "selector_symbol", "show_diagnosis", "strip_figure", "token_strip", "unit_curve_figure",
 ]

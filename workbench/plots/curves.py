@@ -29,10 +29,19 @@ def _spread(values, share: float) -> float:
     return share * (abs(float(distinct[0])) if len(distinct) and distinct[0] else 1.0)
 
 
+METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_dense": "F1 to the dense answer",
+                 "first_token_agree": "first token = dense's", "dense_logprob_mean":
+                 "dense answer's log-prob per token", "agree_prefix": "leading tokens = dense's",
+                 "first_kl": "KL(dense || cell), first token"}
+_INTERVALS = {"em": ("em_low", "em_high"), "flip_rate": ("flip_low", "flip_high")}
+
+
 def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "") -> go.Figure:
-    """Accuracy (`em`) or flip rate (`flip_rate`) against budget, per selector, with Wilson 95%
-    intervals; the references (reuse all, full recompute) drawn as dashed horizontal lines."""
-    low, high = {"em": ("em_low", "em_high"), "flip_rate": ("flip_low", "flip_high")}[metric]
+    """A summary column (`em`, `flip_rate` or a graded outcome such as `f1_to_dense`) against
+    budget, per selector, with its 95% interval where the summary has one (`METRIC_LOW/_HIGH`);
+    the references (reuse all, full recompute) drawn as dashed horizontal lines."""
+    low, high = _INTERVALS.get(metric, (f"{metric}_low", f"{metric}_high"))
+    bars = low in summary and high in summary
     references = reference_selectors()
     labels = [s for s in dict.fromkeys(summary["selector"]) if s not in references]
     offsets = dodge(labels, _spread(summary["budget"], DODGE))
@@ -49,12 +58,13 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "") -> 
             text=[f"b = {b:g}" for b in line["budget"]],
             hovertemplate="%{text}<br>%{y:.3f}<extra>" + escape(label) + "</extra>",
             error_y={"type": "data", "symmetric": False, "array": line[high] - line[metric],
-                     "arrayminus": line[metric] - line[low], "thickness": 1},
+                     "arrayminus": line[metric] - line[low], "thickness": 1} if bars else None,
             **selector_style(label)))
     budgets = sorted(summary["budget"].unique())
     fig.update_xaxes(title="budget b (share of reused rows recomputed; points of each selector slightly apart)",
                      tickvals=budgets, ticktext=[f"{b:g}" for b in budgets])
-    fig.update_yaxes(title={"em": "exact match", "flip_rate": "flip rate vs dense"}[metric], rangemode="tozero")
+    fig.update_yaxes(title=METRIC_TITLES.get(metric, metric),
+                     rangemode="tozero" if summary[metric].min() >= 0 else "normal")
     fig.update_layout(title=title, height=420)
     return fig
 
@@ -80,11 +90,16 @@ def rows_vs_accuracy(summary: pd.DataFrame, title: str = "") -> go.Figure:
 
 
 def flip_matrix_figure(matrix: pd.DataFrame, title: str = "") -> go.Figure:
-    """Examples x selectors: red where the repaired answer flips against dense."""
+    """Examples x selectors: red where the repaired answer flips against dense; a drawn control's
+    cell is the share of its draws that flip (a shade between)."""
     fig = go.Figure(go.Heatmap(z=matrix.to_numpy().astype(float), x=[escape(c) for c in matrix.columns],
-                               y=[escape(i) for i in matrix.index],
-                               colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]], showscale=False, xgap=1, ygap=1,
-                               hovertemplate="example %{y}<br>%{x}<br>flip %{z}<extra></extra>"))
+                               y=[escape(i) for i in matrix.index], zmin=0, zmax=1,
+                               colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]], xgap=1, ygap=1,
+                               colorbar={"title": {"text": "flips<br>(coin: share<br>of draws)"},
+                                         "tickvals": [0, 0.5, 1], "ticktext": ["kept", "½", "flipped"],
+                                         "len": 0.5, "y": 1, "yanchor": "top"},
+                               hovertemplate="example %{y}<br>%{x}<br>flips in %{z:.0%} of its draws"
+                                             "<extra></extra>"))
     # every example labelled while the labels fit (18 px a row); a large study gets a taller
     # figure capped at MAX_MATRIX_HEIGHT, its rows thinner and its labels thinned by plotly
     labelled = len(matrix) <= LABELLED_ROWS

@@ -40,23 +40,27 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     shown = table.assign(
         em=[f"{e:.2f} [{lo:.2f}, {hi:.2f}]" for e, lo, hi in zip(table.em, table.em_low, table.em_high)],
         flips=[f"{f:.2f} [{lo:.2f}, {hi:.2f}]" for f, lo, hi in zip(table.flip_rate, table.flip_low, table.flip_high)],
-        vs_ref=[f"{b}/{c} p={p:.3g}" if reference else "–" for b, c, p in
+        vs_ref=[_split(b, c, p) if reference else "–" for b, c, p in
                 zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
-        vs_dense=[f"{b}/{c} p={p:.3g}" for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
+        vs_dense=[_split(b, c, p) for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
     )
-    columns = ["budget", "selector", "flips", "em", "f1", "contains", "gap_recovered", "rows_per_example", "vs_ref",
-               "vs_dense"]
+    columns = ["budget", "selector", "flips", "f1_to_dense", "first_token_agree", "em", "f1", "contains",
+               "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]
     lines.append(markdown_table(shown[[c for c in columns if c in shown.columns]]))
     drawn = table.loc[table["draws"] > 1, "selector"].unique() if "draws" in table else []
-    lines += ["", "flips: the share of answers that differ from dense (the primary measure; it needs no gold). "
+    lines += ["", "flips: the share of outputs changed against dense (the first line differs after SQuAD "
+              "normalisation; it needs no gold); beside it, graded: f1_to_dense (token F1 to the dense answer) and "
+              "first_token_agree (the first answer token is dense's). "
               "em, f1 and contains score against gold (contains: an accepted answer appears in the answer). "
               "McNemar b/c on exact match: b = the selector right where the other is wrong; p Holm-corrected "
               "within each budget over the whole family. "
               + (f"vs_ref compares against {reference}. " if reference else
                  "No reference selector (cacheblend or random) is in this run: the comparison against a "
                  "reference is left out. ")
-              + (f"{', '.join(drawn)}: the mean over {int(table['draws'].max())} draws, intervals and tests on the "
-                 f"per-example majority." if len(drawn) else ""), "", markdown_table(targets)]
+              + (f"{', '.join(drawn)}: the mean over {int(table['draws'].max())} draws per example, its intervals "
+                 "bootstrapped over examples and its tests exact sign-flip tests on those means (no b/c: they "
+                 "belong to one draw; `kvwb summary --contrast` gives each draw's)." if len(drawn) else ""),
+              "", markdown_table(targets)]
     atp = attribution_table(run)
     if not atp.empty:
         worse = int((atp["rho_k"] < atp["rho_v"]).sum())
@@ -83,13 +87,34 @@ def curve_summary_markdown(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _split(b, c, p) -> str:
+    """A paired test as `b/c p=...`, or `p=...` alone where it has no McNemar split (a coin)."""
+    return f"p={p:.3g}" if pd.isna(b) else f"{b}/{c} p={p:.3g}"
+
+
 def contrasts_markdown(contrasts) -> str:
-    """Pre-registered contrasts (`experiments.summary.Contrast`) as a markdown table."""
+    """Pre-registered contrasts (`experiments.contrasts.Contrast`) as a markdown table, raw and
+    Holm-adjusted p, and for a contrast against a drawn coin one line per draw."""
+    def counts(b, c) -> str:
+        return "–" if b is None else f"{b}/{c}"
+
     rows = [{"contrast": f"{c.a} vs {c.b}", "budget": c.budget, "measure": c.measure, "n": c.n,
-             "b/c": f"{c.b_count}/{c.c_count}", "exact p": f"{c.p_value:.4g}",
-             "rate A": c.rate_a, "rate B": c.rate_b,
-             "A - B [95% CI]": f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]"} for c in contrasts]
-    note = ("Pre-registered contrasts: exact two-sided McNemar on per-example outcomes (b = A right where B "
-            "is wrong; for flips, right = agrees with dense), no correction; a drawn control (the coin) "
-            "by its majority over draws; the difference of rates with a paired bootstrap interval.")
-    return "\n".join([markdown_table(pd.DataFrame(rows)), "", note])
+             "test": c.test, "b/c": counts(c.b_count, c.c_count), "p": f"{c.p_value:.4g}",
+             "p (Holm)": f"{c.p_holm:.4g}", "A": f"{c.rate_a:.3f}", "B": f"{c.rate_b:.3f}",
+             "A - B [95% CI]": f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]",
+             "draws separating": f"{c.draws_separating} of {len(c.draws)}" if c.draws else "–"}
+            for c in contrasts]
+    lines = [markdown_table(pd.DataFrame(rows)), ""]
+    for c in contrasts:
+        if c.draws:
+            per_draw = "; ".join(f"draw {d.draw}: {counts(d.b_count, d.c_count)}, p = {d.p_value:.3g}"
+                                 for d in c.draws)
+            lines.append(f"- {c.a} vs each draw of {c.b}: {per_draw}")
+    measure = contrasts[0].measure if contrasts else "flip"
+    lines += ["", f"The family: the {len(contrasts)} contrasts above, Holm-adjusted together. Measure: {measure} "
+              "(for flips, a success is an output unchanged against dense: b = A keeps it where B changes it; "
+              "A and B are flip rates). Two selectors on a binary measure: exact McNemar; a graded measure or "
+              "a drawn coin (its mean over draws per example): the exact sign-flip permutation test (Monte "
+              "Carlo where the values are not on a lattice). The difference and its 95% paired bootstrap "
+              "interval are of the per-example quantity the test reads."]
+    return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""Pre-registered paired contrasts: A against B at one budget, on one measure, Holm over the family.
+
+    kvwb summary RUN --measure flip --contrast cadence-grad:cacheblend@0.2 --contrast bcr:coin@0.2
+
+Every contrast is paired over the examples both selectors answered, and every difference and
+its interval are computed on the quantity the test reads:
+
+- two selectors, a binary measure: exact McNemar (b = A succeeds where B fails, c the reverse);
+- two selectors, a graded measure: the sign-flip permutation test on per-example differences;
+- against a drawn control (the coin): the sign-flip test of A against the coin's mean over its
+  draws, and beside it the test against each draw and how many draws separate at 0.05, as BCR
+  reports its five seeds (no majority vote over draws anywhere).
+
+`A:coin@b` names the coin matched to A (`coin:A`: A's unit, A's units' sizes, exactly A's rows).
+A coin of another unit than A's is refused, with the matched one named. The contrasts given
+together are the family: each p is reported raw and Holm-adjusted over it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from workbench import stats
+from workbench.errors import WorkbenchError
+from workbench.runstore import SweepRun
+from workbench.selectors import parse_selector
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A per-cell outcome a contrast can test: its column, whether it is binary, and which way is
+    better ("success" for a binary measure is `column == success`)."""
+
+    name: str
+    column: str
+    binary: bool
+    higher_is_better: bool
+    description: str
+
+
+MEASURES = {m.name: m for m in (
+    Measure("flip", "flip", True, False, "output changed against dense (first line, SQuAD-normalised)"),
+    Measure("em", "em", True, True, "exact match with a gold answer"),
+    Measure("contains", "contains", True, True, "a gold answer occurs in the output as whole words"),
+    Measure("first_token", "first_token_agree", True, True, "the first answer token is dense's"),
+    Measure("f1_to_dense", "f1_to_dense", False, True, "token F1 of the output against the dense answer"),
+    Measure("dense_logprob_mean", "dense_logprob_mean", False, True,
+            "mean log-probability per token of the dense answer under the cell"),
+    Measure("agree_prefix", "agree_prefix", False, True, "leading answer tokens equal to dense's"),
+    Measure("first_kl", "first_kl", False, False, "KL(dense || cell) of the first answer token, nats"),
+    Measure("f1", "f1", False, True, "token F1 against a gold answer"),
+)}
+
+
+def get_measure(name: str) -> Measure:
+    if name not in MEASURES:
+        raise WorkbenchError(f"unknown measure {name!r}; valid: {', '.join(MEASURES)}")
+    return MEASURES[name]
+
+
+@dataclass(frozen=True)
+class DrawTest:
+    """A contrast against one draw of a drawn control."""
+
+    draw: int
+    b_count: int | None  # McNemar's b and c for a binary measure, else None
+    c_count: int | None
+    p_value: float
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """One pre-registered paired contrast A vs B at one budget on one measure."""
+
+    a: str
+    b: str
+    budget: float
+    measure: str
+    test: str  # "McNemar exact" or the sign-flip test's method
+    n: int
+    b_count: int | None  # McNemar's b: examples where A succeeds and B does not (binary, no coin)
+    c_count: int | None
+    p_value: float  # two-sided, uncorrected
+    rate_a: float  # the measure's mean for A (a drawn control: per-example means over draws)
+    rate_b: float
+    difference: float  # rate_a - rate_b: the mean of the per-example differences the test reads
+    low: float  # 95% paired bootstrap interval of that difference
+    high: float
+    draws: tuple[DrawTest, ...] = ()  # against each draw of a drawn control
+    p_holm: float = math.nan  # Holm-adjusted over the family it was given with
+
+    @property
+    def draws_separating(self) -> int:
+        """Draws of the control whose own paired test gives p < 0.05."""
+        return sum(d.p_value < 0.05 for d in self.draws)
+
+
+def resolve_coin(a: str, b: str, labels) -> str:
+    """B as the run labels it: `coin` becomes the coin matched to A; a coin of another unit than
+    A's is refused, naming the matched one."""
+    spec_a = parse_selector(a)
+    matched = f"coin:{spec_a.label}"
+    if b == "coin":
+        if matched not in labels:
+            raise WorkbenchError(f"the run has no {matched} (the coin matched to {a}); add it to --selectors "
+                                 "and run again")
+        return matched
+    spec_b = parse_selector(b)
+    if spec_b.info.drawn and not spec_a.info.drawn:
+        if spec_b.matches is not None and spec_b.matches.label != spec_a.label:
+            raise WorkbenchError(f"{b} is matched to {spec_b.matches.label}, not to {a}: use {a}:coin ({matched})")
+        if spec_b.unit != spec_a.unit:
+            raise WorkbenchError(f"{b} spends its rows in {spec_b.unit} units and {a} in {spec_a.unit} units: "
+                                 f"the control of {a} is the coin of its own unit, {matched} ({a}:coin)")
+    return b
+
+
+def parse_contrast(text: str) -> tuple[str, str, float]:
+    """`A:B@b` (a selector label may itself hold ':', as in bcr:grow; split at the ':' that names
+    two known selectors, `coin` being the coin matched to A) -> (A, B, b)."""
+    body, at, budget = str(text).rpartition("@")
+    if not at:
+        raise WorkbenchError(f"a contrast is written A:B@BUDGET (e.g. cadence-grad:cacheblend@0.2), got {text!r}")
+    try:
+        value = float(budget)
+    except ValueError:
+        raise WorkbenchError(f"the budget of contrast {text!r} is not a number") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise WorkbenchError(f"the budget of contrast {text!r} must be a fraction in [0, 1]")
+    parts = body.split(":")
+    for cut in range(1, len(parts)):
+        left, right = ":".join(parts[:cut]), ":".join(parts[cut:])
+        try:
+            parse_selector(left)
+            if right != "coin":
+                parse_selector(right)
+        except WorkbenchError:
+            continue
+        return left, right, value
+    raise WorkbenchError(f"contrast {text!r} does not name two selectors as A:B@BUDGET")
+
+
+def _cells(outcomes: pd.DataFrame, label: str, budget: float, measure: Measure) -> pd.DataFrame:
+    """Examples x draws of one selector's measure at a budget (one column for a selector that is
+    not drawn)."""
+    rows = outcomes[(outcomes["selector"] == label) & ((outcomes["budget"] - budget).abs() < 1e-9)]
+    if measure.column not in rows:
+        raise WorkbenchError(f"this run has no {measure.column!r} column (measure {measure.name!r}); it was "
+                             "made before that outcome was recorded: rerun it or choose another measure")
+    draw = rows["draw"].fillna(-1).astype(int) if "draw" in rows else pd.Series(-1, index=rows.index)
+    values = rows[measure.column].astype(float)
+    return pd.DataFrame({"example_id": rows["example_id"], "draw": draw, "value": values}).pivot(
+        index="example_id", columns="draw", values="value")
+
+
+def paired_test(a: np.ndarray, b: np.ndarray, binary: bool) -> tuple[int | None, int | None, float, str]:
+    """(b, c, p, test) of one paired comparison of per-example values (binary 0/1 or graded)."""
+    if binary and np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all():
+        test = stats.mcnemar_exact(a.astype(bool), b.astype(bool))
+        return test.b, test.c, test.p_value, "McNemar exact"
+    result = stats.sign_flip_test(a, b)
+    return None, None, result.p_value, f"sign-flip {result.method}"
+
+
+def contrast(run: SweepRun, a: str, b: str, budget: float, measure: str = "flip") -> Contrast:
+    """A against B at `budget` on `measure` (see the module docstring), uncorrected."""
+    m = get_measure(measure)
+    labels = set(run.outcomes["selector"])
+    b = resolve_coin(a, b, labels)
+    missing = [s for s in (a, b) if s not in labels]
+    if missing:
+        raise WorkbenchError(f"no outcomes for {', '.join(missing)}; the run has {', '.join(sorted(labels))}")
+    side = {s: _cells(run.outcomes, s, float(budget), m) for s in (a, b)}
+    if any(t.empty for t in side.values()):
+        raise WorkbenchError(f"no outcomes at budget {budget:g} for {a} or {b}; the run's budgets are "
+                             f"{sorted(set(run.outcomes['budget']))}")
+    ids = side[a].index.intersection(side[b].index)
+    va, vb = side[a].loc[ids], side[b].loc[ids]
+    if m.binary and not m.higher_is_better:  # a success is the absence of the event (no flip)
+        va, vb = 1 - va, 1 - vb
+    mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
+    b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary)
+    draws = ()
+    if va.shape[1] > 1 or vb.shape[1] > 1:
+        draws = tuple(DrawTest(int(d), *paired_test(va.iloc[:, min(i, va.shape[1] - 1)].to_numpy(),
+                                                vb.iloc[:, min(i, vb.shape[1] - 1)].to_numpy(), m.binary)[:3])
+                      for i, d in enumerate(vb.columns if vb.shape[1] > 1 else va.columns))
+    sign = -1.0 if m.binary and not m.higher_is_better else 1.0  # report the event's rate (flips), not its absence
+    ra, rb = sign * mean_a + (1 - sign) / 2, sign * mean_b + (1 - sign) / 2
+    if len(ids) >= 2:
+        diff, low, high = stats.paired_bootstrap_ci(ra, rb)
+    else:
+        diff, low, high = float(np.mean(ra - rb)), math.nan, math.nan
+    return Contrast(a, b, float(budget), m.name, test, len(ids), b_count, c_count, p, float(ra.mean()),
+                    float(rb.mean()), diff, low, high, draws)
+
+
+def contrast_family(run: SweepRun, texts, measure: str = "flip") -> list[Contrast]:
+    """The contrasts given together, each with its Holm-adjusted p over the family."""
+    parsed = [parse_contrast(text) for text in texts]
+    found = [contrast(run, a, b, budget, measure) for a, b, budget in parsed]
+    adjusted = stats.holm([c.p_value for c in found]) if found else []
+    return [replace(c, p_holm=float(p)) for c, p in zip(found, adjusted)]
