@@ -100,3 +100,43 @@ def test_the_multimodal_gemma3_is_refused_with_the_way_out():
 
     with pytest.raises(wb.WorkbenchError, match="gemma3_text"):
         wb.family.check_supported_config(AutoConfig.for_model("gemma3"), "gemma3")
+
+
+def test_restoring_blocks_on_a_windowed_model_is_exact_wherever_every_visible_key_is(ctx):
+    """The unit curve's restoration (RESULTS 8.1) on a model whose window is shorter than the
+    context: restoring the dense rows of any set of 16-row blocks gives dense K/V on exactly those
+    rows, and a suffix query whose visible keys (causal, within its layer's window) are all exact
+    gets exactly the dense attention output; one that sees an unrestored changed row does not."""
+    from workbench.experiments.unit_curve import attention_probe
+
+    probe = attention_probe(ctx)
+    changed = ctx.layout.pool_positions("changed")  # [n]: rows computed under another prefix
+    blocks = [changed[i:i + 16] for i in range(0, len(changed), 16)]
+    n, windows = ctx.layout.suffix_start, ctx.model.adapter.windows
+    gen = torch.Generator().manual_seed(0)
+    exact_seen = inexact_seen = 0
+    for trial in range(6):
+        keep = [b for b in blocks if bool(torch.rand(1, generator=gen) < 0.5)] or blocks[-1:]
+        restored_rows = torch.cat(keep)
+        restored = ctx.spliced.with_rows(ctx.dense, restored_rows)
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[restored_rows] = True
+        assert torch.equal(restored.keys[:, :, mask], ctx.dense.keys[:, :, mask])
+        assert torch.equal(restored.values[:, :, ~mask], ctx.spliced.values[:, :, ~mask])
+        assert probe.error(restored_rows) == pytest.approx(probe.cache_error(restored), rel=1e-6)
+        wrong = torch.zeros(n, dtype=torch.bool)
+        wrong[changed] = True
+        wrong &= ~mask  # changed rows still spliced
+        for layer in range(ctx.model.adapter.n_layers):
+            out = probe._output(layer, restored.keys[layer], restored.values[layer])  # [head, row, d_head]
+            for r, q in enumerate(probe.query_positions.tolist()):
+                lo = 0 if windows[layer] is None else max(0, q - windows[layer] + 1)
+                sees_wrong = bool(wrong[lo:min(q + 1, n)].any())
+                close = torch.allclose(out[:, r], probe.dense_outputs[layer][:, r], atol=1e-5, rtol=1e-4)
+                if not sees_wrong:
+                    assert close, (trial, layer, r)
+                    exact_seen += 1
+                elif not close:
+                    inexact_seen += 1
+    assert exact_seen and inexact_seen  # both cases occur, so the check can fail
+    assert probe.error(changed) < 1e-5 < probe.error(changed[:0])
