@@ -28,11 +28,12 @@ def _flip_word(flip: bool) -> str:
 
 
 def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
-    """Dense, spliced and each selector's repaired answer at a budget; flips as recorded (a drawn
-    control, the coin: the answer of its first draw, flips counted and scores averaged over draws)."""
+    """Dense, spliced and each selector's repaired answer at a budget; flips as recorded, with the
+    graded outcomes against dense beside them (a drawn control, the coin: the answer of its first
+    draw, flips counted and scores averaged over draws)."""
     dense, spliced = d.answers.dense, d.answers.spliced
     rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
-             "EM": dense.em, "F1": dense.f1, "note": ""},
+             "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "F1": dense.f1, "note": ""},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
              "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "F1": spliced.f1, "note": ""}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
@@ -42,17 +43,19 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
             continue
         first, draws, notes = cell.iloc[0], len(cell), []
         if draws > 1:
-            notes.append(f"answer of draw {first['draw']}; EM and F1 averaged over {draws} draws")
+            notes.append(f"answer of draw {first['draw']}; scores averaged over {draws} draws")
         if not picked.empty and bool(picked.iloc[0].get("skipped", False)):
             notes.append("skipped: budget under one chunk")
         elif not picked.empty and not bool(picked.iloc[0].get("budget_matched", True)):
             notes.append(f"not budget-matched ({int(picked.iloc[0]['n_recomputed'])} rows for "
                          f"{int(picked.iloc[0]['n_requested'])} asked)")
         flips = int(cell["flip"].sum())
+        graded = {label: float(cell[column].mean()) if column in cell else None
+                  for label, column in (("F1 to dense", "f1_to_dense"), ("first token = dense's", "first_token_agree"))}
         rows.append({"cache": f"repaired: {name}", "rows recomputed": int(first["n_recomputed"]),
                      "answer": first["answer"],
-                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else f"FLIP in {flips} of {draws}",
-                     "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
+                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else f"flips in {flips} of {draws} draws",
+                     **graded, "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
     table = pd.DataFrame(rows)
     table["rows recomputed"] = table["rows recomputed"].astype("Int64")
     return table

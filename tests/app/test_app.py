@@ -231,7 +231,7 @@ def test_explorer_budget_changes_the_marked_tokens(world):
         assert shown["answer"] == cell.iloc[0]["answer"]
         assert shown["EM"] == pytest.approx(cell["em"].mean())
         flips = "FLIP" if cell.iloc[0]["flip"] else "same"
-        assert shown["flip vs dense"] == (flips if len(cell) == 1 else f"FLIP in {int(cell['flip'].sum())} of {len(cell)}")
+        assert shown["flip vs dense"] == (flips if len(cell) == 1 else f"flips in {int(cell['flip'].sum())} of {len(cell)} draws")
     examples = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet").set_index("example_id")
     assert answers.loc["spliced", "flip vs dense"] == ("FLIP" if examples.loc[example_id, "splice_flip"] else "same")
 

@@ -53,20 +53,33 @@ def _floor(ctx: dict) -> str:
 def _answers(doc: dict) -> str:
     a, f = doc["answers"], doc["flips"]
     head = ("<tr><th>answer of</th><th>budget</th><th>rows recomputed</th><th>answer</th><th>flip vs dense</th>"
-            "<th>token ids vs dense</th><th>EM</th><th>F1</th><th>log p(dense answer)</th></tr>")
+            "<th>token ids vs dense</th><th>F1 to dense</th><th>first token = dense's</th>"
+            "<th>log p(dense answer) per token</th><th>EM</th><th>F1</th></tr>")
     dense, spliced = a["dense"], a["spliced"]
     rows = [(f'<tr class="ref"><td>dense (reference)</td><td>–</td><td>all</td><td class="answer">{e(dense["text"])}</td>'
-             f'<td>–</td><td>–</td><td>{num(dense["em"])}</td><td>{num(dense["f1"])}</td><td>–</td></tr>'),
+             f'<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td>'
+             f'<td>{num(dense["f1"])}</td></tr>'),
             (f'<tr class="ref"><td>spliced (no repair)</td><td>–</td><td>0</td><td class="answer">{e(spliced["text"])}</td>'
-             f'{flip_cells(spliced["flip"], spliced["flip_strict"])}<td>{num(spliced["em"])}</td>'
-             f'<td>{num(spliced["f1"])}</td><td>–</td></tr>')]
-    rows += [f'<tr><td>{e(r.get("selector"))}</td><td>{num(r.get("budget"))}</td><td>{num(r.get("n_recomputed"))}</td>'
+             f'{flip_cells(spliced["flip"], spliced["flip_strict"])}<td>–</td><td>–</td><td>–</td>'
+             f'<td>{num(spliced["em"])}</td><td>{num(spliced["f1"])}</td></tr>')]
+    rows += [f'<tr><td>{e(_label(r))}</td><td>{num(r.get("budget"))}</td><td>{num(r.get("n_recomputed"))}</td>'
              f'<td class="answer">{e(r.get("answer"))}</td>{flip_cells(r.get("flip"), r.get("flip_strict"))}'
-             f'<td>{num(r.get("em"))}</td><td>{num(r.get("f1"))}</td><td>{num(r.get("dense_logprob"), 4)}</td></tr>'
+             f'<td>{num(r.get("f1_to_dense"))}</td><td>{_yes(r.get("first_token_agree"))}</td>'
+             f'<td>{num(r.get("dense_logprob_mean"), 4)}</td><td>{num(r.get("em"))}</td><td>{num(r.get("f1"))}</td></tr>'
              for r in a["repairs"]]
     summary = (f'<p>Spliced answer: <b>{"flips" if f["spliced"] else "matches dense"}</b>. Repairs that flip: '
                f'<b>{f["n_flipped"]}</b> of {f["n_repairs"]} ({f["n_flipped_strict"]} differ in token ids).</p>')
     return summary + f'<table class="grid">{head}{"".join(rows)}</table>'
+
+
+def _label(repair: dict) -> str:
+    """A repair's selector, with its draw for a drawn control (`random, draw 2`)."""
+    draw = repair.get("draw")
+    return repair.get("selector") if draw is None else f"{repair.get('selector')}, draw {draw}"
+
+
+def _yes(value) -> str:
+    return "–" if value is None else ("yes" if value else "no")
 
 
 def _token_signals(d: Diagnosis, figs: _Figures) -> str:

@@ -19,8 +19,9 @@ from workbench.signals.registry import is_log, label
 
 SCHEMA_VERSION = 2
 KIND = "kvwb.diagnosis_report"
-REPAIR_COLUMNS = ("selector", "unit", "budget", "n_reused", "n_recomputed", "answer", "flip", "flip_strict", "em",
-                  "f1", "dense_logprob", "seconds")
+REPAIR_COLUMNS = ("selector", "unit", "budget", "draw", "n_reused", "n_recomputed", "answer", "flip", "flip_strict",
+                  "em", "f1", "contains", "dense_logprob", "dense_logprob_mean", "first_token_agree", "first_kl",
+                  "agree_prefix", "f1_to_dense", "seconds")
 TOKEN_COLUMNS = ("position", "token", "segment", "passage", "reused")
 
 
