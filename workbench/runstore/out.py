@@ -49,8 +49,8 @@ def _not_ours(out: Path) -> str:
     """Why `out` is not the workbench's, naming the file found."""
     for name in (MANIFEST, DIAGNOSIS_FILE):
         if (out / name).is_file():
-            return (f"{out} holds {out / name}, which the workbench did not write (not a workbench {name}: no "
-                    f"'kvwb-run' marker and run kind); it will not be replaced: choose another --out")
+            return (f"{out} holds {out / name}, which the workbench did not write (it has no 'kvwb-run' marker and "
+                    f"run kind); the folder will not be replaced: choose another --out")
     return (f"{out} holds files the workbench did not write (no manifest.json or diagnosis.json); it will not "
             f"be replaced: choose another --out")
 
