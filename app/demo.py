@@ -57,7 +57,7 @@ def start_demo(root: Path, config: SweepConfig) -> DemoJob:
     job = demo_job()
     if job.running:
         return job
-    out = runstore.check_out(root / NAME, resume=True)  # before the model loads
+    out = runstore.check_out(root / NAME, kind="sweep", resume=True)  # before the model loads
     model = state.get_model()  # loaded in the script thread, where st.cache_resource has its context
     job.out, job.n, job.error, job.started, job.finished = out, config.n, None, time.time(), None
 

@@ -90,7 +90,7 @@ def atomic_folder(out: Path) -> Iterator[Path]:
 
     An existing `out` is moved aside and deleted only after the new folder is in place; on an
     exception the temporary folder is removed and `out` is untouched. Whether `out` may be
-    replaced at all is the caller's decision (see `workbench.runstore.paths`).
+    replaced at all is the caller's decision (see `workbench.runstore.out`).
     """
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

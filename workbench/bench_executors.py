@@ -29,8 +29,12 @@ def executor_throughput(model_spec: str, n: int = 6, workers=(1, 2), dataset: st
                         diagnose: DiagnoseConfig = SWEEP_DIAGNOSE, progress: bool = True) -> pd.DataFrame:
     """One row per executor setting: workers, threads each, seconds, examples per hour and the
     ratio to the local executor's (the default sweep's Diagnosis unless `diagnose` says otherwise).
-    Raises if any example fails (a throughput of failures means nothing)."""
-    config = SweepConfig(dataset=dataset, n=n, diagnose=diagnose)
+    Raises if any example fails (a throughput of failures means nothing); bad worker counts are
+    refused before the local sweep runs."""
+    bad = [w for w in workers if isinstance(w, bool) or not isinstance(w, int) or w < 1]
+    if bad or not workers:
+        raise WorkbenchError(f"Ray worker counts (--workers) must be integers >= 1, got {list(workers)}")
+    config = SweepConfig(dataset=dataset, n=n, diagnose=diagnose).checked()
     rows = []
 
     def timed(executor: str, count: int, threads: int, run) -> None:

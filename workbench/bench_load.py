@@ -21,6 +21,8 @@ import time
 
 import pandas as pd
 
+from workbench.threads import available_cores
+
 POLICIES = ("", "ACTIVE", "PASSIVE")  # "": the OpenMP runtime's default (workbench.threads)
 
 
@@ -79,6 +81,7 @@ def load_slowdown(model_name: str, threads=(2, 1), policies=POLICIES, repeats: i
     from tqdm.auto import tqdm
 
     rows = []
+    threads = [t for t in threads if t <= available_cores()] or [1]  # KVWB_THREADS is bounded by the cores
     settings = [(p, t) for p in policies for t in threads]
     for policy, n in tqdm(settings, desc="under load", unit="setting"):
         alone = _timed(model_name, policy, n, repeats)

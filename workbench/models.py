@@ -24,7 +24,6 @@ config asks for custom code (``auto_map``) is refused with the reason.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -39,8 +38,11 @@ import torch
 
 from workbench.errors import WorkbenchError
 from workbench.family import FamilyAdapter, check_supported_config
+from workbench.threads import requested_threads
+from workbench.weights import file_sha256, weights_sha256
 
 DEFAULT_MODEL = "smollm2-135m"
+FINGERPRINTS = "weights-sha256.json"  # the weight digests' cache, under cache_dir()
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ def _parse_device(device: str | torch.device | None) -> torch.device:
 def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = None,
                dtype: str | torch.dtype | None = None) -> LoadedModel:
     """Load a model by spec (see the module docstring); fp32 on CPU and bf16 on CUDA by default."""
+    requested_threads()  # a bad KVWB_THREADS fails here, before any weights load
     dev = _parse_device(device)
     dt = _parse_dtype(dtype, dev)
     if not isinstance(spec, str) or not spec.strip():
@@ -334,7 +337,7 @@ def prepare_embedded_model(spec: str = DEFAULT_MODEL) -> Path:
         started = time.perf_counter()
         gguf = embedded_gguf_path(spec, workdir=tmp / "gguf")
         _convert_gguf(gguf, tmp)
-        source = {"package": embedded_info(spec).pip_names[0], "gguf": gguf.name, "gguf_sha256": _sha256(gguf),
+        source = {"package": embedded_info(spec).pip_names[0], "gguf": gguf.name, "gguf_sha256": file_sha256(gguf),
                   "seconds": time.perf_counter() - started}
         shutil.rmtree(tmp / "gguf", ignore_errors=True)  # an assembled GGUF is not kept beside its conversion
         (tmp / "workbench-source.json").write_text(json.dumps(source, indent=2))
@@ -365,17 +368,10 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def model_fingerprint(model: LoadedModel) -> dict:
     """Where the weights came from, a hash that changes when they do, and the dtype and device
-    they run in: everything about the model that changes a result (for run identities)."""
+    they run in: everything about the model that changes a result (for run identities). A local
+    folder's weights are hashed by content (`weights.weights_sha256`), not listed by name only."""
     folder = Path(model.source)
     record = {"spec": model.name, "path": str(folder), "dtype": str(model.dtype).removeprefix("torch."),
               "device": model.device.type}
@@ -383,10 +379,18 @@ def model_fingerprint(model: LoadedModel) -> dict:
     if source.is_file():
         record["gguf_sha256"] = json.loads(source.read_text()).get("gguf_sha256")
     elif (folder / "config.json").is_file():
-        record["config_sha256"] = _sha256(folder / "config.json")
+        record["config_sha256"] = file_sha256(folder / "config.json")
         record["weights"] = sorted(p.name for p in folder.glob("*.safetensors")) or sorted(
             p.name for p in folder.glob("*.bin"))
+        record["weights_sha256"] = weights_sha256(sorted(folder.glob("*.safetensors")), _digest_cache())
     return record
+
+
+def _digest_cache() -> Path | None:
+    try:
+        return cache_dir() / FINGERPRINTS
+    except WorkbenchError:  # KVWB_CACHE names a file: hash every time
+        return None
 
 
 def model_identity(model: LoadedModel) -> dict:

@@ -172,7 +172,7 @@ def save_panel(diagnosis) -> None:
         st.warning("Use a run name of letters, digits, '.', '_' and '-' (not starting with '.').")
         return
     try:
-        out = runstore.check_out(state.runs_root() / clean)
+        out = runstore.check_out(state.runs_root() / clean, kind="diagnosis")
         runstore.write_diagnosis_run(out, diagnosis, model_identity(state.get_model()))
     except (WorkbenchError, OSError) as err:
         st.warning(f"Could not save: {plain(err)}")

@@ -2,8 +2,10 @@
 grows with every command), nothing written and no model loaded before an error, and the
 commands that run on a tiny model."""
 
+import argparse
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +76,26 @@ def _list_manifest(tmp):
 
 def _sweep_dir(tmp):
     (tmp / "run").mkdir()
+
+
+def _extension(tmp):
+    """A browser extension's folder: a manifest.json the workbench did not write, beside a user's file."""
+    (tmp / "ext").mkdir()
+    (tmp / "ext" / "manifest.json").write_text('{"manifest_version": 3}')
+    (tmp / "ext" / "thesis.tex").write_text("years of work")
+
+
+def _a_sweep(tmp):
+    """A sweep's folder `s` (its manifest as the workbench writes one) with one example, m0."""
+    from workbench.runstore import new_manifest, write_manifest
+
+    (tmp / "s" / "diagnoses" / "m0").mkdir(parents=True)
+    write_manifest(tmp / "s", new_manifest("sweep", None, {}))
+    (tmp / "s" / "diagnoses" / "m0" / "diagnosis.json").write_text('{"schema_version": 2, "example": {"id": "m0"}}')
+
+
+S = ["--selectors", "none,full,cacheblend", "--budgets", "0.2"]  # the issue's $S
+HUGE = str(2 ** 70)
 
 
 # (argv with {tmp} for the test's folder, what the one-line message says, setup, environment)
@@ -148,6 +170,53 @@ BAD_INPUT = {
                                             "A:B@BUDGET", _sweep_dir, {}),
     "summary --contrast of unknown selectors": (["summary", "{tmp}/run", "--contrast", "a:b@0.2"],
                                                 "does not name two selectors", _sweep_dir, {}),
+    # issue 29: nothing lost, nothing mixed, nothing stuck
+    "29.1 diagnose --force over a browser extension": (["diagnose", "--example", "synthetic#1", *S, "--out",
+                                                        "{tmp}/ext", "--force"],
+                                                       "ext/manifest.json, which the workbench did not write",
+                                                       _extension, {}),
+    "29.1 curve --force over a browser extension": (["curve", "--tokens", "256", "--prompts", "2", "--units", "16",
+                                                     "--seeds", "1", "--out", "{tmp}/ext", "--force"],
+                                                    "ext/manifest.json, which the workbench did not write",
+                                                    _extension, {}),
+    "29.2 diagnose --force over a sweep": (["diagnose", "--example", "synthetic#1", *S, "--out", "{tmp}/s",
+                                            "--force"], "holds a 'sweep' run, not a 'diagnosis' run", _a_sweep, {}),
+    "29.2 curve --force over a sweep": (["curve", "--tokens", "256", "--prompts", "2", "--out", "{tmp}/s", "--force"],
+                                        "holds a 'sweep' run, not a 'curve' run", _a_sweep, {}),
+    "29.2 fidelity --force over a sweep": (["fidelity", "--n", "2", "--out", "{tmp}/s", "--force"],
+                                           "holds a 'sweep' run, not a 'fidelity' run", _a_sweep, {}),
+    "29.2 pipeline into a sweep": (["pipeline", "--agents", "2", "--n", "1", "--out", "{tmp}/s"],
+                                   "holds a 'sweep' run, not a 'pipeline' run", _a_sweep, {}),
+    "29.4 run into another run's example folder": (["run", "--n", "1", *S, "--out", "{tmp}/s/diagnoses/m0"],
+                                                   "is inside the sweep run", _a_sweep, {}),
+    "29.4 report into another run's folder": (["report", "{tmp}/s", "--example", "m0", "--out", "{tmp}/s/m0.json"],
+                                              "is inside the sweep run", _a_sweep, {}),
+    "29.7 run --coin-draws 1000000000": (["run", "--coin-draws", "1000000000", "--n", "1", "--out", "{tmp}/r"],
+                                         "coin_draws must be at most 100", None, {}),
+    "29.9 KVWB_THREADS=100000": (["summary", "{tmp}/nothing"], "KVWB_THREADS='100000' must be a whole number of "
+                                 "threads from 1 to", None, {"KVWB_THREADS": "100000"}),
+    "29.10 KVWB_THREADS=abc": (["answer"], "KVWB_THREADS='abc' must be a whole number", None, {"KVWB_THREADS": "abc"}),
+    "29.10 KVWB_THREADS=-2": (["answer"], "KVWB_THREADS='-2' must be a whole number", None, {"KVWB_THREADS": "-2"}),
+    "29.11 diagnose --seed 2**70": (["diagnose", "--seed", HUGE, *S], "seed must be an integer from 0 to 4294967295",
+                                    None, {}),
+    "29.11 run --seed 2**70": (["run", "--seed", HUGE, "--n", "1", *S, "--out", "{tmp}/r"],
+                               "seed must be an integer from 0 to 4294967295", None, {}),
+    "29.11 curve --seed 2**70": (["curve", "--tokens", "64", "--prompts", "2", "--seed", HUGE, "--out", "{tmp}/c"],
+                                 "seed must be an integer from 0 to 4294967295", None, {}),
+    "29.11 fidelity --seed 2**70": (["fidelity", "--n", "2", "--seed", HUGE, "--out", "{tmp}/f"],
+                                    "seed must be an integer from 0 to 4294967295", None, {}),
+    "29.11 pipeline --seed 2**70": (["pipeline", "--agents", "2", "--n", "1", "--seed", HUGE, "--out", "{tmp}/p"],
+                                    "seed must be an integer from 0 to 4294967295", None, {}),
+    "29.12 run --gpus-per-worker nan": (["run", "--executor", "ray", "--gpus-per-worker", "nan", "--n", "1", "--out",
+                                         "{tmp}/r"], "--gpus-per-worker: must be a finite number", None, {}),
+    "29.12 curve --budget inf": (["curve", "--budget", "inf", "--out", "{tmp}/c"], "--budget: must be a finite number",
+                                 None, {}),
+    "29.12 diagnose --budgets nan": (["diagnose", "--budgets", "0.2,nan"], "--budgets: must be a finite number",
+                                     None, {}),
+    "29 bench executors --workers 0": (["bench", "executors", "--workers", "0", "--examples", "1"],
+                                       "worker counts (--workers) must be integers >= 1", None, {}),
+    "29 run --target-words 10000000": (["run", "--target-words", "10000000", "--n", "1", "--out", "{tmp}/r"],
+                                       "target_words must be None or an integer from 1 to 1,000,000", None, {}),
 }
 
 
@@ -326,3 +395,100 @@ def test_bench_signals_times_the_shared_suffix_pass_against_separate_passes(tiny
     assert (table["ratio"] == table["shared_s"] / table["separate_s"]).all()
     assert run_cli(["bench", "signals", "--examples", "1", "--repeats", "1"]) == 0
     assert "| n_tokens | suffix_tokens | separate_s | shared_s | ratio |" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- issue 29: half-written, stuck, crashed
+
+def test_every_float_option_refuses_nan_and_inf():
+    """A float option typed `float` let nan pass its `< 0` check and fail deep in the work (29.12)."""
+    parser = cli.build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            try:
+                value = action.type("0.5") if callable(action.type) else None
+            except (ValueError, TypeError, argparse.ArgumentTypeError):
+                continue
+            if isinstance(value, float) or (isinstance(value, tuple) and value and isinstance(value[0], float)):
+                for bad in ("nan", "inf", "-inf"):
+                    with pytest.raises((ValueError, argparse.ArgumentTypeError)):
+                        action.type(bad)
+                        pytest.fail(f"kvwb {name} {action.option_strings}: {bad} passed")
+
+
+def test_summary_html_on_a_full_disk_leaves_nothing_and_the_rerun_works(one_selector_run, tmp_path, monkeypatch,
+                                                                         capsys):
+    """A full disk after the first figure left accuracy.html alone, and the rerun was refused (29.6)."""
+    import errno
+
+    import plotly.graph_objects as go
+
+    out, _, _ = one_selector_run
+    real, calls = go.Figure.to_html, []
+
+    def disk_full_at_the_second(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    html = tmp_path / "html"
+    monkeypatch.setattr(go.Figure, "to_html", disk_full_at_the_second)
+    assert run_cli(["summary", out, "--html", html]) == 1
+    assert "No space left on device" in capsys.readouterr().err
+    assert tree(tmp_path) == {}, "a half-written HTML folder was left"
+    monkeypatch.setattr(go.Figure, "to_html", real)
+    assert run_cli(["summary", out, "--html", html]) == 0
+    assert {p.name for p in html.iterdir()} == {"accuracy.html", "flips.html", "rows.html", "index.html",
+                                                 "manifest.json"}
+
+
+SIGTERM_SCRIPT = """
+import os, signal, sys, time
+sys.path.insert(0, {tests!r})
+from conftest import tiny_model
+import workbench.models
+import workbench.experiments.sweep as sweep
+tiny = tiny_model("llama")
+workbench.models.load_model = lambda *a, **k: tiny
+
+def a_long_loop(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)  # what `kill PID` or a job scheduler sends
+    time.sleep(60)
+
+sweep.diagnose = a_long_loop
+from workbench.cli.main import main
+sys.exit(main(["run", "--selectors", "random", "--n", "2", "--out", {out!r}]))
+"""
+
+
+def test_a_sigtermed_run_ends_interrupted_not_running(tmp_path):
+    """SIGTERM killed a run with its manifest `running` (29.7): it now ends as Ctrl-C does."""
+    out = tmp_path / "r"
+    script = SIGTERM_SCRIPT.format(tests=str(Path(__file__).resolve().parents[1]), out=str(out))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1].startswith("kvwb: interrupted: ")
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.parametrize("value", ["abc", "-2", "100000"])
+def test_a_bad_kvwb_threads_is_one_line_from_a_fresh_process(value, tmp_path):
+    """KVWB_THREADS was checked at import (a traceback before main) and a huge one crashed torch's
+    import (29.9, 29.10)."""
+    env = dict(os.environ, KVWB_THREADS=value)
+    done = subprocess.run([sys.executable, "-m", "workbench.cli", "summary", str(tmp_path / "nothing")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"kvwb: error: KVWB_THREADS={value!r} must be a whole number of threads from 1 to "
+        f"{__import__('workbench').threads.available_cores()} (the cores this machine gives the process); unset "
+        f"it for torch's default"]
+
+
+def test_target_words_beyond_the_models_context_are_refused_from_the_count(tiny_loaded, tmp_path, capsys):
+    """--target-words 10000000 took 53 s to refuse a 14M-token context: the word count alone says it."""
+    out = tmp_path / "r"
+    assert run_cli(["run", "--target-words", "5000", "--n", "1", "--selectors", "none", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "target_words 5000 cannot fit the model's context of 2048 tokens" in err and "Traceback" not in err
+    assert not out.exists()

@@ -132,6 +132,29 @@ def test_bad_configs_are_refused(config, match):
         config.checked()
 
 
+def test_a_corrupt_or_missing_request_file_is_moved_aside_and_recomputed(model, tmp_path, monkeypatch, capsys):
+    """An empty request file blocked the run for good with a JSONDecodeError traceback (issue 29.5)."""
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    out = tmp_path / "P"
+    argv = ["pipeline", "--agents", "2", "--n", "3", "--methods", "chat-template,kvcomm-always",
+            "--max-new-tokens", "3", "--out", str(out)]
+    assert cli.main(argv) == 0
+    want = answers(out, 3)
+    request_path(out, "kvcomm-always", 1).write_text("")
+    request_path(out, "kvcomm-always", 2).unlink()
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("kvwb: warning: ") == 1, err
+    assert f"{request_path(out, 'kvcomm-always', 1)} was unreadable (JSONDecodeError" in err and "recomputed" in err
+    assert [p.name.startswith(".corrupt-00001.json-") for p in (out / "requests" / "kvcomm-always").iterdir()
+            if p.name.startswith(".")] == [True]
+    got = answers(out, 3)
+    strip = [[{k: v for k, v in c.items() if k != "seconds"} for c in r["calls"]] for r in got]
+    assert strip == [[{k: v for k, v in c.items() if k != "seconds"} for c in r["calls"]] for r in want]
+    assert read_manifest(out)["status"] == "complete" and len(load_pipeline(out).requests) == 6
+
+
 def test_the_cli_writes_a_run_the_loader_reads(model, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
     out = tmp_path / "cli"

@@ -323,7 +323,7 @@ def test_report_all_never_replaces_a_folder_the_workbench_did_not_write(run, tmp
     with pytest.raises(WorkbenchError, match="did not write"):
         report.report_run(run, all=True, out=mine, force=True)
     assert _tree(mine) == ["index.html"] and (mine / "index.html").read_text() == "my own page"
-    with pytest.raises(WorkbenchError, match="'sweep' run, not reports"):  # nor a run of another kind
+    with pytest.raises(WorkbenchError, match="'sweep' run, not a 'report' run"):  # nor a run of another kind
         report.report_run(run, all=True, out=run, force=True)
     assert (run / "outcomes.parquet").is_file()
 
@@ -371,7 +371,7 @@ def test_run_bad_input(run, tmp_path):
         report.report_run(run, "q1", all=True, out=tmp_path / "site")
     curve = tmp_path / "curve"
     curve.mkdir()
-    (curve / "manifest.json").write_text(json.dumps({"kind": "curve", "status": "complete"}))
+    (curve / "manifest.json").write_text(json.dumps(runstore.finished(runstore.new_manifest("curve", None, {}))))
     with pytest.raises(WorkbenchError, match="no per-example diagnoses.*kvwb run"):
         report.report_run(curve, "q1", out=tmp_path / "r.html")
     with pytest.raises(WorkbenchError, match="not a run folder"):

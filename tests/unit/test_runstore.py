@@ -15,7 +15,8 @@ from conftest import tiny_model
 from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.runstore import (
-    check_out, folder_name, load_sweep, read_manifest, run_lock, scan_runs, subfolders,
+    check_out, folder_name, load_sweep, new_manifest, read_manifest, run_kind, run_lock, scan_runs, subfolders,
+    write_manifest,
 )
 
 DIAGNOSE = DiagnoseConfig(selectors=("none", "random"), budgets=(0.5,), max_new_tokens=3, attribution=False)
@@ -81,12 +82,86 @@ def test_force_never_replaces_a_folder_the_workbench_did_not_write(tmp_path):
         with pytest.raises(wb.WorkbenchError, match="did not write"):
             check_out(mine, force=force)
     assert (mine / "thesis.tex").read_text() == "years of work"
-    ours = tmp_path / "ours"
-    ours.mkdir()
-    (ours / "manifest.json").write_text("{}")
+    ours = run_folder(tmp_path / "ours", "diagnosis")
     with pytest.raises(wb.WorkbenchError, match="--force"):
-        check_out(ours)
-    assert check_out(ours, force=True) == ours
+        check_out(ours, kind="diagnosis")
+    assert check_out(ours, kind="diagnosis", force=True) == ours
+
+
+def run_folder(folder: Path, kind: str) -> Path:
+    """A folder holding a manifest as the workbench writes one, of `kind`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    write_manifest(folder, new_manifest(kind, None, {}))
+    return folder
+
+
+@pytest.mark.parametrize("manifest", [{"manifest_version": 3, "name": "an extension"}, {}, {"kind": "sweep"},
+                                      {"schema": "other", "schema_version": 2, "kind": "sweep"},
+                                      {"schema": "kvwb-run", "schema_version": 2, "kind": "banana"}])
+def test_a_file_named_manifest_json_does_not_make_a_folder_the_workbenchs(manifest, tmp_path):
+    # Browser extensions, web apps and Jupyter Books have a manifest.json; --force deleted them (issue 29.1).
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    (ext / "manifest.json").write_text(json.dumps(manifest))
+    (ext / "thesis.tex").write_text("years of work")
+    for kind in ("diagnosis", "curve", None):
+        with pytest.raises(wb.WorkbenchError, match=f"holds {ext / 'manifest.json'}, which the workbench did not "
+                                                     f"write"):
+            check_out(ext, kind=kind, force=True)
+    assert (ext / "thesis.tex").read_text() == "years of work"
+
+
+def test_runs_of_earlier_versions_stay_the_workbenchs(tmp_path):
+    """A schema-2 manifest written before the marker, and a first-version one, are still recognised."""
+    before_marker = {k: v for k, v in new_manifest("curve", None, {}).items() if k != "schema"}
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "manifest.json").write_text(json.dumps(before_marker))
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "manifest.json").write_text(json.dumps({
+        "kind": "sweep", "model": {}, "args": {}, "versions": {}, "git_revision": None, "start": "", "end": None,
+        "status": "complete", "failures": []}))  # what the first `kvwb run` wrote
+    assert run_kind(tmp_path / "v2") == "curve" and run_kind(tmp_path / "v1") == "sweep"
+    assert check_out(tmp_path / "v2", kind="curve", force=True) == tmp_path / "v2"
+    assert check_out(tmp_path / "v1", kind="sweep", resume=True) == tmp_path / "v1"
+    assert read_manifest(tmp_path / "v2")["schema"] == "kvwb-run"
+
+
+def test_force_replaces_only_a_run_of_the_same_kind(tmp_path):
+    # `diagnose --force` over a sweep replaced the whole sweep with one diagnosis (issue 29.2).
+    sweep = run_folder(tmp_path / "s", "sweep")
+    for kind in ("diagnosis", "curve", "fidelity", "report"):
+        with pytest.raises(wb.WorkbenchError, match=f"holds a 'sweep' run, not a '{kind}' run .*--force replaces "
+                                                     f"only a run of the same kind"):
+            check_out(sweep, kind=kind, force=True)
+    with pytest.raises(wb.WorkbenchError, match="holds a 'sweep' run, not a 'pipeline' run"):
+        check_out(sweep, kind="pipeline", resume=True)
+    assert check_out(sweep, kind="sweep", resume=True) == sweep
+
+
+@pytest.mark.parametrize("inside", ["diagnoses/m0", "diagnoses/m0/deeper/x", "new", "report.html"])
+def test_an_output_inside_another_run_is_refused(inside, tmp_path):
+    # A sweep into another run's example folder overwrote that example's outcomes (issue 29.4).
+    run = run_folder(tmp_path / "RUN", "sweep")
+    (run / "diagnoses" / "m0").mkdir(parents=True)
+    (run / "diagnoses" / "m0" / "diagnosis.json").write_text(json.dumps({"schema_version": 2, "example": {}}))
+    suffixes = (".html",) if inside.endswith(".html") else ()
+    for resume in (False, True):
+        with pytest.raises(wb.WorkbenchError, match=f"is inside the sweep run {run}"):
+            check_out(run / inside, kind="sweep", resume=resume, force=True, file_suffixes=suffixes)
+    assert check_out(run, kind="sweep", resume=True) == run  # the run itself is no run's inside
+
+
+def test_a_refused_run_leaves_no_lock_and_names_the_file_it_found(model, tmp_path):
+    # "is a None run, not a 'sweep' run", and an empty .lock left behind (issue 29.16).
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    (ext / "manifest.json").write_text('{"manifest_version": 3}')
+    config = SweepConfig(dataset="synthetic", n=1, diagnose=DIAGNOSE)
+    with pytest.raises(wb.WorkbenchError, match=f"holds {ext / 'manifest.json'}, which the workbench did not write"):
+        run_sweep(model, config, ext, progress=False)
+    assert sorted(p.name for p in ext.iterdir()) == ["manifest.json"]
+    with pytest.raises(wb.WorkbenchError, match=f"{ext / 'manifest.json'} is not a run manifest of the workbench"):
+        read_manifest(ext)
 
 
 @pytest.mark.parametrize("make, match", [
@@ -103,7 +178,7 @@ def test_a_read_only_parent_is_refused_up_front(tmp_path, monkeypatch):
     permission bits, so the refusal is simulated at the probe."""
     import errno
 
-    from workbench.runstore import paths
+    from workbench.runstore import out as paths
 
     def read_only(*args, **kwargs):
         raise OSError(errno.EROFS, "Read-only file system")
@@ -210,3 +285,82 @@ def test_manifests_of_the_first_version_read_as_schema_2(tmp_path):
     (tmp_path / "manifest.json").write_text("[1, 2]")
     with pytest.raises(wb.WorkbenchError, match="not a JSON object"):
         read_manifest(tmp_path)
+
+
+# ----------------------------------------------------------------------------- the model's weights (issue 29.3)
+
+def save_llama(folder: Path, seed: int) -> Path:
+    """A tiny Llama saved into `folder`, over whatever weights it held (the same file names)."""
+    tiny = tiny_model("llama", seed=seed)
+    tiny.hf.save_pretrained(folder)
+    tiny.tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KVWB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def interrupted_at(example_id: str, monkeypatch):
+    """Make the sweep stop (as a kill would) when it reaches `example_id`."""
+    from workbench.experiments import sweep
+
+    real = sweep.diagnose
+
+    def diagnose(model, example, *args, **kwargs):
+        if example.id == example_id:
+            raise KeyboardInterrupt
+        return real(model, example, *args, **kwargs)
+    monkeypatch.setattr(sweep, "diagnose", diagnose)
+
+
+def test_a_resume_refuses_weights_overwritten_in_place(tmp_path, private_cache, monkeypatch):
+    # The fingerprint listed the weight files' names: a resume mixed two models' answers and ended
+    # `complete` (issue 29.3).
+    folder = save_llama(tmp_path / "m", seed=0)
+    config = SweepConfig(dataset=jsonl(tmp_path / "d.jsonl", ["a", "b"]), n=2, diagnose=DIAGNOSE)
+    with monkeypatch.context() as patch:
+        interrupted_at("b", patch)
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(wb.load_model(str(folder)), config, tmp_path / "run", progress=False)
+    assert load_sweep(tmp_path / "run").example_ids == ["a"]
+    save_llama(folder, seed=1)  # the same names, other weights
+    with pytest.raises(wb.WorkbenchError, match="model.weights_sha256.model.safetensors: '[0-9a-f]{64}' in the run"):
+        run_sweep(wb.load_model(str(folder)), config, tmp_path / "run", progress=False)
+    assert load_sweep(tmp_path / "run").example_ids == ["a"]
+
+
+def test_a_run_fingerprinted_by_an_earlier_version_resumes_and_records_the_weights_hash(tmp_path, private_cache):
+    folder = save_llama(tmp_path / "m", seed=0)
+    config = SweepConfig(dataset=jsonl(tmp_path / "d.jsonl", ["a"]), n=1, diagnose=DIAGNOSE)
+    run_sweep(wb.load_model(str(folder)), config, tmp_path / "run", progress=False)
+    path = tmp_path / "run" / "manifest.json"
+    old = json.loads(path.read_text())
+    digest = old["model"]["fingerprint"].pop("weights_sha256")
+    old.pop("schema")
+    path.write_text(json.dumps(old))  # as the version before the content hash wrote it
+    run_sweep(wb.load_model(str(folder)), config, tmp_path / "run", progress=False)
+    resumed = json.loads(path.read_text())
+    assert resumed["model"]["fingerprint"]["weights_sha256"] == digest and resumed["schema"] == "kvwb-run"
+    save_llama(folder, seed=1)
+    with pytest.raises(wb.WorkbenchError, match="weights_sha256"):
+        run_sweep(wb.load_model(str(folder)), config, tmp_path / "run", progress=False)
+
+
+def test_weight_digests_are_computed_once_per_file_version(tmp_path, monkeypatch):
+    from workbench import weights
+
+    folder = save_llama(tmp_path / "m", seed=0)
+    files, cache = [folder / "model.safetensors"], tmp_path / "digests.json"
+    first = weights.weights_sha256(files, cache)
+    assert first == {"model.safetensors": weights.tensors_sha256(files[0])}
+    with monkeypatch.context() as patch:
+        patch.setattr(weights, "tensors_sha256", lambda path: pytest.fail("an untouched file was hashed again"))
+        assert weights.weights_sha256(files, cache) == first
+    save_llama(folder, seed=1)
+    assert weights.weights_sha256(files, cache) != first
+    files[0].write_bytes(files[0].read_bytes()[:100])
+    with pytest.raises(wb.WorkbenchError, match="model.safetensors is"):
+        weights.weights_sha256(files, cache)

@@ -13,7 +13,7 @@ from workbench.experiments import flips
 from workbench.experiments import sweep as sweep_module
 from workbench.experiments.summary import summarize, tokens_to_target
 from workbench.experiments.sweep import SweepConfig, run_sweep
-from workbench.runstore import SweepRun, load_sweep
+from workbench.runstore import SweepRun, load_sweep, new_manifest
 
 DATA = f"jsonl:{Path(__file__).parents[1] / 'fixtures' / 'sample.jsonl'}"
 DIAGNOSE = DiagnoseConfig(selectors=("none", "full", "random", "cacheblend", "densedev"), budgets=(0.2, 0.5),
@@ -102,7 +102,7 @@ def test_a_crashing_example_is_recorded_and_the_run_goes_on(model, tmp_path, mon
 
 def test_bad_run_folders_and_sizes_get_clear_errors(model, tmp_path):
     (tmp_path / "other").mkdir()
-    (tmp_path / "other" / "manifest.json").write_text(json.dumps({"kind": "curve"}))
+    (tmp_path / "other" / "manifest.json").write_text(json.dumps(new_manifest("curve", None, {})))
     with pytest.raises(wb.WorkbenchError, match="a 'curve' run, not a 'sweep' run"):
         run_sweep(model, CONFIG, tmp_path / "other", progress=False)
     (tmp_path / "bad").mkdir()

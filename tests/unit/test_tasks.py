@@ -443,3 +443,60 @@ def test_musique_bad_entries_are_named(tmp_path, entry, match):
     assert "bad.json" in str(err.value)
     with pytest.raises(WorkbenchError, match="do not apply to 'musique' data"):
         load_dataset(f"musique:{MUSIQUE}", target_words=10)
+
+
+# --- issue 29: text the loaders took wrongly -------------------------------------------------
+
+def test_jsonl_lines_end_at_newline_only(tmp_path):
+    """json.dumps(..., ensure_ascii=False) writes U+2028 raw; str.splitlines() broke the record there
+    and valid JSONL was refused as "invalid JSON" (29.13)."""
+    text = "one\u2028two\x85three\u2029four\x0cfive\x1cend"
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"id": "a", "passages": [text], "question": "Q\u2028?", "answers": ["x"]},
+                               ensure_ascii=False) + "\r\n" + jsonl_line(id="b") + "\n", encoding="utf-8")
+    examples = load_jsonl(path)
+    assert [e.id for e in examples] == ["a", "b"]
+    assert examples[0].passages == (text,) and examples[0].question == "Q\u2028?"
+
+
+@pytest.mark.parametrize("field, value, where", [
+    ("passages", ["fine", "bad \udc80 text"], "passages[1] holds '\\udc80' at character 4"),
+    ("question", "Who\ud800?", "question holds '\\ud800' at character 3"),
+    ("answers", ["\udfff"], "gold[0] holds '\\udfff' at character 0"),
+    ("system", "sys \udc80", "system holds '\\udc80'"),
+])
+def test_an_escaped_lone_surrogate_is_refused_at_load_with_file_line_id_and_field(tmp_path, field, value, where):
+    """`"\\udc80"` loaded, then every example failed after the model loaded, in the tokenizer (29.14)."""
+    path = write_jsonl(tmp_path, [jsonl_line(id="ok"), jsonl_line(id="q7", **{field: value})])
+    with pytest.raises(WorkbenchError) as raised:
+        load_jsonl(path)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: line 2 (id 'q7'): ") and where in message and "\n" not in message
+    hotpot = write_json(tmp_path, [hotpot_record(question="Who\ud800?")])
+    with pytest.raises(WorkbenchError, match=r"record 0 \(id 'r1'\): .*question holds"):
+        load_hotpotqa(hotpot)
+
+
+def test_a_musique_passage_with_a_lone_surrogate_is_refused_before_a_tokenizer_reads_it(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"id": "m1", "question": "q", "answers": ["a"],
+                                 "ctxs": [{"title": "T", "text": "fine"}, {"title": "T", "text": "bad \udc80"}]}]))
+    with pytest.raises(WorkbenchError, match=r"entry 0 \(id 'm1'\): ctxs\[1\] holds '\\udc80'"):
+        load_dataset(f"musique:{path}", tokenizer=object(), max_passage_tokens=8)
+
+
+def test_an_id_holding_a_hash_can_be_chosen(tmp_path):
+    """`--example "jsonl:F#q#1"` said "F#q: no such file" (29.15): the spec is split at the last '#'
+    that leaves an existing file."""
+    path = write_jsonl(tmp_path, [jsonl_line(id="q#1"), jsonl_line(id="q"), jsonl_line(id="#")])
+    assert load_example(f"jsonl:{path}#q#1").id == "q#1"
+    assert load_example(f"jsonl:{path}#q").id == "q"
+    assert load_example(f"jsonl:{path}##").id == "#"
+    named = tmp_path / "runs#2.jsonl"  # a file whose own name holds '#'
+    named.write_text(path.read_text())
+    assert len(load_dataset(f"jsonl:{named}")) == 3
+    assert load_example(f"jsonl:{named}#q#1").id == "q#1"
+    with pytest.raises(WorkbenchError, match=r"no example with id 'q#9'"):
+        load_example(f"jsonl:{path}#q#9")
+    with pytest.raises(WorkbenchError, match=r"nothere\.jsonl#q: no such file"):
+        load_example(f"jsonl:{tmp_path}/nothere.jsonl#q#1")

@@ -10,7 +10,7 @@ from conftest import tiny_model
 from workbench.context import context_of_length
 from workbench.errors import WorkbenchError
 from workbench.experiments.unit_curve import attention_probe, random_seed_for, run_curve
-from workbench.runstore import load_curve
+from workbench.runstore import load_curve, new_manifest
 from workbench.selectors import random_scores, select_rows
 from workbench.signals.attention import draft_attention
 
@@ -161,7 +161,7 @@ def test_existing_folder_refused_and_other_kinds_rejected(run, model, tmp_path):
         run_curve(model, run, tokens=256, prompts=2, units=(1,), seeds=1, progress=False)
     other = tmp_path / "other"
     other.mkdir()
-    (other / "manifest.json").write_text(json.dumps({"kind": "sweep"}))
+    (other / "manifest.json").write_text(json.dumps(new_manifest("sweep", None, {})))
     with pytest.raises(WorkbenchError, match="'sweep' run, not a 'curve' run"):
         load_curve(other)
     with pytest.raises(WorkbenchError, match="no manifest"):

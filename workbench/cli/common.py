@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import unicodedata
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, WorkbenchWarning
 
 MODEL_HELP = ("model: 'smollm2-135m' (embedded, default), 'gemma3-270m' (embedded, under the Gemma terms), a "
               "local HF folder, or hub:ORG/NAME")
@@ -56,6 +60,23 @@ def warn(text: str) -> None:
     print(f"kvwb: warning: {printable(one_line(text), stream=sys.stderr)}", file=sys.stderr)
 
 
+@contextmanager
+def warnings_as_lines() -> Iterator[None]:
+    """Run the block; afterwards (also when it raised) each WorkbenchWarning it gave is one
+    `kvwb: warning:` line, and any other warning is shown as Python shows it."""
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", WorkbenchWarning)
+            yield
+    finally:
+        for w in caught:
+            if issubclass(w.category, WorkbenchWarning):
+                warn(str(w.message))
+            else:
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
 def one_line(text: str) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
@@ -75,7 +96,16 @@ def _comma_list(kind, name: str):
     return parse
 
 
-floats = _comma_list(float, "numbers")
+def number(text: str) -> float:
+    """An argparse type: a finite number (every float option takes this: nan and inf pass `< 0`
+    checks and fail deep inside the work)."""
+    value = float(text)  # a ValueError: argparse's "invalid number value"
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+floats = _comma_list(number, "numbers")
 ints = _comma_list(int, "integers")
 names = _comma_list(str, "names")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from workbench.cli.common import add_model_options, ints, load_model, printable, say, show
+from workbench.cli.common import add_model_options, ints, load_model, number, printable, say, show
 from workbench.experiments.unit_curve import DEFAULT_UNITS
 
 NAME = "curve"
@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
     p.add_argument("--prompts", type=int, default=6, help="prompts (synthetic seeds seed..seed+N-1; >= 2)")
     p.add_argument("--units", type=ints, default=DEFAULT_UNITS,
                    help=f"comma-separated units of choice in rows (default {show(DEFAULT_UNITS)})")
-    p.add_argument("--budget", type=float, default=0.2, help="nominal fraction of reused rows restored")
+    p.add_argument("--budget", type=number, default=0.2, help="nominal fraction of reused rows restored")
     p.add_argument("--seeds", type=int, default=5, help="random draws per prompt and unit (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first prompt seed and random-seed base (default 0)")
     p.add_argument("--pool", choices=["changed", "all"], default="changed",
@@ -34,7 +34,7 @@ def command(args) -> int:
 
     tokens, prompts, units, budget, seeds, seed = check_curve_args(
         args.tokens, args.prompts, args.units, args.budget, args.seeds, args.seed)
-    out = check_out(args.out, force=args.force)
+    out = check_out(args.out, kind="curve", force=args.force)
     model = load_model(args)
     t0 = time.perf_counter()
     run_curve(model, out, tokens=tokens, prompts=prompts, units=units, budget=budget, seeds=seeds, seed=seed,

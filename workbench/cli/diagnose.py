@@ -36,12 +36,12 @@ def command(args) -> int:
 
     config = DiagnoseConfig(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
                             seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
-    out = runstore.check_out(args.out, force=args.force) if args.out is not None else None
+    out = runstore.check_out(args.out, kind="diagnosis", force=args.force) if args.out is not None else None
     example = load_example(args.example)
     model = load_model(args)
     diagnosis = diagnose(model, example, config)
     if out is not None:
-        runstore.check_out(out, force=args.force)  # it may have appeared while the diagnosis ran
+        runstore.check_out(out, kind="diagnosis", force=args.force)  # it may have appeared while the diagnosis ran
         runstore.write_diagnosis_run(out, diagnosis, model_identity(model))
     answers = diagnosis.answers
     print(f"example {printable(example.id)}: gold {printable(' | '.join(example.gold)) or '(none)'}; "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_model_options, floats, ints, load_model, names, positive_int, printable, printable_frame, show,
+    add_model_options, floats, ints, load_model, names, number, positive_int, printable, printable_frame, show,
 )
 from workbench.experiments.fidelity import FidelityArgs
 
@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
                    help=f"noise: target key cosines in (0, 1] (default {show(d.cosines)})")
     p.add_argument("--alphas", type=floats, default=d.alphas,
                    help=f"genuine: weights from masked (0) to native (1) (default {show(d.alphas)})")
-    p.add_argument("--layer-cos", type=float, default=d.layer_cos,
+    p.add_argument("--layer-cos", type=number, default=d.layer_cos,
                    help=f"layer sweep: the matched key cosine of both corruptions (default {d.layer_cos})")
     p.add_argument("--layers", type=ints, default=None,
                    help="layer sweep: numbers of leading layers replaced (default 0,1,2,4,8,16,... and all)")
@@ -63,7 +63,7 @@ def command(args) -> int:
     validate(FidelityArgs(n=args.n, seed=args.seed, **settings))  # everything that needs no model
     if args.dataset:
         load_dataset(args.dataset, args.n)  # a bad data set fails before the model loads
-    out = check_out(args.out, force=args.force)
+    out = check_out(args.out, kind="fidelity", force=args.force)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     model = load_model(args)

@@ -1,10 +1,14 @@
-"""The `kvwb` parser and the one place errors become one line on stderr."""
+"""The `kvwb` parser and the one place errors become one line on stderr (and SIGTERM an
+interruption, as Ctrl-C is)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 
 from workbench.cli import answer, bench, curve, diagnose, fidelity, pipeline, prepare, report, run, summary
 from workbench.cli.common import one_line, printable
@@ -37,13 +41,40 @@ def fail(message: str, code: int = 2) -> int:
     return code
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command stands: every run then ends as it does on Ctrl-C (its
+    manifest `interrupted`, temporaries removed) instead of dying with the manifest `running`."""
+
+
+def _terminate(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+    raise Terminated
+
+
+@contextmanager
+def sigterm_interrupts():
+    """For the block, SIGTERM raises `Terminated` (a KeyboardInterrupt); the main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; bad input and file-system errors end in one line, not a traceback."""
+    from workbench import threads
+
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:
-        return args.func(args)
+        threads.requested_threads()  # a bad KVWB_THREADS is refused here, as one line
+        with sigterm_interrupts():
+            return args.func(args)
     except WorkbenchError as err:
         return fail(str(err))
     except BrokenPipeError:  # `kvwb summary RUN | head`: stop quietly
@@ -52,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         where = f"{err.filename}: " if err.filename else ""
         return fail(f"{where}{err.strerror or err} (a file-system error; fix it and run the command again)", code=1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM
         print("kvwb: interrupted; every output appears only when complete, so nothing half-written is left",
               file=sys.stderr)
         return 130

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from workbench.cli.common import (
     add_dataset_options, add_model_options, dataset_options, load_model, names, positive_int, printable, say,
+    warnings_as_lines,
 )
 
 NAME = "pipeline"
@@ -44,9 +45,10 @@ def command(args) -> int:
                             dataset_options=dataset_options(args),
                             methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens,
                             repair_on=args.repair_on).checked()
-    out = check_out(args.out, resume=True)
+    out = check_out(args.out, kind="pipeline", resume=True)
     model = load_model(args)
-    run_pipeline(model, config, out)
+    with warnings_as_lines():  # a request file that was unreadable, moved aside and recomputed
+        run_pipeline(model, config, out)
     run = load_pipeline(out)
     tables = summarize_pipeline(run.requests, run.calls, score=args.score)
     repair = repair_summary(run.repair)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
-from workbench.cli.common import printable, warn
+from workbench.cli.common import printable, warnings_as_lines
 from workbench.errors import WorkbenchError
 
 NAME = "report"
@@ -39,10 +38,7 @@ def command(args) -> int:
         check_out(args.out, force=args.force, file_suffixes=SUFFIXES)
     from workbench.report import report_run
 
-    with warnings.catch_warnings(record=True) as caught:  # a skipped corrupt example: one warning line each
-        warnings.simplefilter("always")
+    with warnings_as_lines():  # a skipped corrupt example: one warning line each
         out = report_run(run, example_id=args.example, all=args.all, out=args.out, force=args.force)
-    for w in caught:
-        warn(str(w.message))
     print(f"wrote {printable(Path(out) / 'index.html' if args.all else out)}")
     return 0

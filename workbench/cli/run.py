@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from workbench.cli.common import (
     add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
-    positive_int, printable, say, show, warn,
+    number, positive_int, printable, say, show, warn,
 )
 from workbench.cli.summary import render, summarize_run
 from workbench.diagnosis import DEFAULT_BUDGETS
@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
                           "fails within seconds); default: start a local one")
     ray.add_argument("--workers", type=positive_int, default=2, help="ray: actors, each with its own model (default 2)")
     ray.add_argument("--cpus-per-worker", type=positive_int, default=1, help="ray: CPUs (and torch threads) per worker")
-    ray.add_argument("--gpus-per-worker", type=float, default=0, help="ray: GPUs per worker (1 pins one GPU each)")
+    ray.add_argument("--gpus-per-worker", type=number, default=0, help="ray: GPUs per worker (1 pins one GPU each)")
 
 
 def sweep_config(args):
@@ -73,7 +73,7 @@ def command(args) -> int:
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
     cheap = {k: v for k, v in config.dataset_options.items() if k != "max_passage_tokens"}
     load_dataset(config.dataset, n=config.n, **cheap)  # bad data fails before the model loads
-    out = runstore.check_out(args.out, resume=True)
+    out = runstore.check_out(args.out, kind="sweep", resume=True)
     if args.gpus_per_worker < 0:
         raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
     try:

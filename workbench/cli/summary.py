@@ -117,21 +117,19 @@ def check_html_out(path) -> Path:
 
 
 def write_figures(out: Path, run, table) -> None:
-    """The three curves, an index and a manifest, each file written atomically."""
+    """The three curves, an index and a manifest, as one folder that appears whole or not at all
+    (`runstore.write_run`): a full disk leaves no figure behind."""
     from workbench import plots, runstore
-    from workbench.atomic import write_text
 
     figures = {"accuracy": plots.budget_curve(table, "em", FIGURES["accuracy"]),
                "flips": plots.budget_curve(table, "flip_rate", FIGURES["flips"]),
                "rows": plots.rows_vs_accuracy(table, FIGURES["rows"])}
-    out.mkdir(parents=True, exist_ok=True)
-    for name, fig in figures.items():
-        write_text(out / f"{name}.html", fig.to_html(include_plotlyjs=True))
+    pages = {f"{name}.html": fig.to_html(include_plotlyjs=True) for name, fig in figures.items()}
     title = html.escape(f"kvwb summary: {run.folder.name}")
     links = "".join(f'<li><a href="{name}.html">{html.escape(FIGURES[name])}</a></li>' for name in figures)
-    write_text(out / "index.html", f"<!doctype html><meta charset=utf-8><title>{title}</title>"
-                                   f"<h1>{title}</h1><ul>{links}</ul>\n")
+    pages["index.html"] = (f"<!doctype html><meta charset=utf-8><title>{title}</title>"
+                           f"<h1>{title}</h1><ul>{links}</ul>\n")
     manifest = runstore.new_manifest("report", run.manifest.get("model"),
                                      {"source": str(run.folder), "reference": table.attrs.get("reference")},
                                      figures=[f"{name}.html" for name in figures])
-    runstore.write_manifest(out, runstore.finished(manifest))
+    runstore.write_run(out, runstore.finished(manifest), {}, pages)

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from workbench.errors import WorkbenchError
+from workbench.seeds import check_seed
 from workbench.kv import REROTATIONS
 from workbench.layout import POOLS
 from workbench.repair import budget_rows
@@ -21,6 +22,7 @@ from workbench.selectors.units import CHUNK_SCOPES
 from workbench.signals import SignalOptions
 
 DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
+MAX_COIN_DRAWS = 100  # a draw costs a full set of repairs: more only slows a run (see DiagnoseConfig.checked)
 
 
 def check_budgets(budgets) -> tuple[float, ...]:
@@ -65,13 +67,15 @@ class DiagnoseConfig:
     def checked(self) -> DiagnoseConfig:
         """A validated, normalized copy (selector specs canonical, budgets sorted); raises on bad input."""
         specs = parse_selectors(self.selectors)
-        _positive_int(self.seed, "seed", 0)
+        check_seed(self.seed)
         _positive_int(self.check_layer, "check_layer", 0)
         _positive_int(self.draft_k, "draft_k")
         _positive_int(self.patch_max_tokens, "patch_max_tokens")
         _positive_int(self.chunk_size, "chunk_size")
         _positive_int(self.max_new_tokens, "max_new_tokens")
-        _positive_int(self.coin_draws, "coin_draws")
+        if _positive_int(self.coin_draws, "coin_draws") > MAX_COIN_DRAWS:
+            raise WorkbenchError(f"coin_draws must be at most {MAX_COIN_DRAWS}, got {self.coin_draws!r}: each draw "
+                                 f"repairs every budget once more, so a run's time grows with it (BCR averages 5)")
         if self.grow_max_span is not None:
             _positive_int(self.grow_max_span, "grow_max_span")
         if self.pool not in POOLS:

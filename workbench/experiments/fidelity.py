@@ -23,6 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench.errors import WorkbenchError
+from workbench.seeds import check_seed
 from workbench.experiments import fidelity_conditions as conditions
 from workbench.experiments.fidelity_probe import ProbeItem, ProbeSetup, probe_example
 from workbench.experiments.fidelity_tables import KEY_COLUMNS, TABLES, summarize
@@ -88,8 +89,7 @@ def validate(args: FidelityArgs, n_layers: int | None = None) -> None:
     """Raise a WorkbenchError for any bad setting (the model-dependent ones once n_layers is known)."""
     if not _is_int(args.n) or args.n < 1:
         raise WorkbenchError(f"n must be an integer >= 1, got {args.n!r}")
-    if not _is_int(args.seed):
-        raise WorkbenchError(f"seed must be an integer, got {args.seed!r}")
+    check_seed(args.seed)
     _check_cos(args.cosines, "cosines")
     _check_cos([args.layer_cos], "layer_cos")
     _check_cos(args.proj_cos, "proj_cos")
@@ -169,7 +169,7 @@ def run_fidelity(model: LoadedModel, out: Path, n: int = 200, seed: int = 0, *,
                         proj_cos=tuple(proj_cos), subspaces=tuple(subspaces), dataset=dataset,
                         max_new_tokens=max_new_tokens)
     validate(args, model.adapter.n_layers)
-    out = check_out(out, force=force)
+    out = check_out(out, kind="fidelity", force=force)
     fmt = PROBE_FORMAT
     if examples is None:
         examples = load_dataset(dataset, n) if dataset else fidelity_examples(n, seed)
@@ -214,5 +214,5 @@ def run_fidelity(model: LoadedModel, out: Path, n: int = 200, seed: int = 0, *,
         subspace_ranks={s.name: {"keys": s.ranks()[0], "values": s.ranks()[1],
                                  "full": model.adapter.n_kv_heads * model.adapter.head_dim} for s in spaces},
         timing={"setup": round(t_setup, 2), "per_example": round((seconds - t_setup) / len(items), 3)})
-    check_out(out, force=force)  # it may have appeared while the probe ran
+    check_out(out, kind="fidelity", force=force)  # it may have appeared while the probe ran
     return write_run(out, manifest, {name: tables[name] for name in TABLES})

@@ -10,15 +10,18 @@ atomically; the tables are rebuilt from them.
     runs/NAME/calls.parquet                         one row per (method, request, agent)
     runs/NAME/repair.parquet                        with --repair-on: the final call's repair outcomes
 
-Resuming rebuilds a stateful method's state by replaying its finished requests up to its last
+Resuming rebuilds a stateful method's state by replaying its finished requests before its first
 missing one (`run_request(..., replay=...)`: every call's method runs again, no answer is
-decoded), so no finished request is lost and the pool after a resume is the pool an
+decoded) and computes every request from there on, so the pool after a resume is the pool an
 uninterrupted run would hold. A method with nothing missing, or with no state, replays nothing.
+A request file that cannot be read back is moved aside (`.corrupt-NAME-TIME`) with a warning and
+counts as missing, as a sweep's damaged example does.
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,11 +29,14 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench.atomic import write_json, write_parquet
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, WorkbenchWarning
+from workbench.seeds import check_seed
 from workbench.models import LoadedModel, model_identity
 from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
 from workbench.pipeline.repair import REPAIR
-from workbench.runstore import MANIFEST, check_out, finished, read_manifest, resume_manifest, run_lock, write_manifest
+from workbench.runstore import (
+    MANIFEST, check_out, finished, move_aside, read_manifest, resume_manifest, run_lock, write_manifest,
+)
 from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
@@ -57,6 +63,7 @@ class PipelineConfig:
         if self.topology not in TOPOLOGIES:
             raise WorkbenchError(f"unknown topology {self.topology!r}; use one of {', '.join(TOPOLOGIES)}")
         self.spec()  # the agent count, before any model work
+        check_seed(self.seed)
         if not self.methods:
             raise WorkbenchError("name at least one reuse method")
         for name in self.methods:
@@ -86,6 +93,29 @@ def request_path(out: Path, method: str, index: int) -> Path:
     return Path(out) / REQUESTS / method / f"{index:05d}.json"
 
 
+def read_request(path: Path) -> RequestResult:
+    return RequestResult.from_dict(json.loads(Path(path).read_text()))
+
+
+def set_aside_unreadable(out: Path, methods: list[str], n: int) -> list[str]:
+    """Move every request file of `methods` (indices < n) that cannot be read back aside, with a
+    warning, so that it is recomputed; returns what was moved."""
+    moved = []
+    for method in methods:
+        for index in range(n):
+            path = request_path(out, method, index)
+            if not path.is_file():
+                continue
+            try:
+                read_request(path)
+            except (ValueError, KeyError, TypeError, AttributeError) as err:  # JSON, UTF-8 or a field
+                aside = move_aside(path)
+                moved.append(f"{method}/{path.name}")
+                warnings.warn(f"{path} was unreadable ({type(err).__name__}: {err}); it was moved aside as "
+                              f"{aside.name} and is recomputed", WorkbenchWarning, stacklevel=2)
+    return moved
+
+
 def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, progress: bool = True) -> dict:
     """Run every method over the first `config.n` requests into `out` (resuming a compatible run);
     returns the manifest. It says "complete" when every method the run holds has every request
@@ -94,7 +124,7 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
     examples = load_dataset(config.dataset, n=config.n, tokenizer=model.tokenizer,
                             max_positions=model.max_positions, **config.dataset_options)
     count = len(examples)  # this session's requests: fewer than n for a short data set or one `#ID`
-    spec, out = config.spec(), check_out(out, resume=True)
+    spec, out = config.spec(), check_out(out, kind="pipeline", resume=True)
     with run_lock(out):
         manifest = _open(out, model, config)
         held = manifest["args"]  # every method and request the run holds, this session's and earlier ones'
@@ -102,17 +132,19 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
             if held["n"] > count:
                 examples = load_dataset(config.dataset, n=held["n"], tokenizer=model.tokenizer,
                                         max_positions=model.max_positions, **config.dataset_options)
+            set_aside_unreadable(out, held["methods"], len(examples))
             for method in config.methods:
                 info, state = get_method(method), get_method(method).make_state()
                 missing = [i for i in range(count) if not request_path(out, method, i).is_file()]
                 if not missing:
                     continue
-                # a stateful method replays what comes before its last missing request; others need no replay
-                todo = range(missing[-1] + 1) if info.stateful else missing
+                # a stateful method replays what comes before its first missing request and computes the
+                # rest (a later request's record came from a pool that held the missing one); others only fill gaps
+                todo = range(count) if info.stateful else missing
                 bar = tqdm(todo, desc=method, unit="request", disable=not progress)
                 for index in bar:
                     example, path = examples[index], request_path(out, method, index)
-                    done = RequestResult.from_dict(json.loads(path.read_text())) if path.is_file() else None
+                    done = read_request(path) if index < missing[0] and path.is_file() else None
                     if done is not None and done.example_id != example.id:
                         raise WorkbenchError(f"{path} holds request {done.example_id!r}, not {example.id!r}: the "
                                              f"data set changed under the run; use a new --out")
@@ -148,8 +180,8 @@ def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
                 "methods": list(dict.fromkeys([*before.get("methods", []), *config.methods]))}
     manifest = resume_manifest(out, "pipeline", model_identity(model), {**identity, **held}, fixed=identity)
     manifest["details"] = {k: v for k, v in manifest.get("details", {}).items() if k != "error"}  # an earlier session's
+    write_manifest(out, manifest)  # first: a folder with a manifest is a run, whatever else it holds yet
     (out / REQUESTS).mkdir(parents=True, exist_ok=True)
-    write_manifest(out, manifest)
     return manifest
 
 
@@ -161,7 +193,7 @@ def write_tables(out: Path, methods: list[str], examples) -> None:
             path = request_path(out, method, index)
             if not path.is_file():
                 continue
-            result = RequestResult.from_dict(json.loads(path.read_text()))
+            result = read_request(path)
             em, f1 = best_em_f1(result.answer, example.gold)
             requests.append({"method": method, "index": index, "example_id": example.id, "answer": result.answer,
                              "gold": " | ".join(example.gold), "em": em, "f1": f1,

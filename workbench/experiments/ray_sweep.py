@@ -15,7 +15,11 @@ Every worker must see the run folder at the same path (one machine, or a shared 
 
 from __future__ import annotations
 
+import math
+import signal
 import socket
+import sys
+import threading
 import traceback
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,6 +35,7 @@ from workbench.tasks import Example
 
 RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
 PROBE_SECONDS = 3.0  # how long a cluster address may take to accept a TCP connection
+SCALE_SECONDS = 600.0  # how long a joined cluster that lacks the resources may take to provide them
 
 
 def import_ray():
@@ -63,11 +68,32 @@ def connect(ray, address: str | None) -> None:
         except OSError as err:
             raise WorkbenchError(f"cannot reach the Ray cluster at {address} ({err.strerror or err}); is it running "
                                  f"(ray start --head)?") from None
+    sigterm = signal.getsignal(signal.SIGTERM)
     try:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     except (ConnectionError, ValueError, RuntimeError) as err:
         hint = " (ray:// addresses need pip install 'ray[client]')" if "ray[client]" in str(err) else ""
         raise WorkbenchError(f"could not connect to Ray at {address}: {str(err).splitlines()[0]}{hint}") from None
+    finally:  # ray.init makes SIGTERM exit at once; the run's own handler ends it as interrupted
+        if sigterm is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, sigterm)
+
+
+def resource_wait(ray, workers: int, cpus: float, gpus: float, joined: bool) -> float | None:
+    """None when the cluster holds what the workers ask for (`ray.cluster_resources()`); else a
+    one-line error with what was asked and what exists, or, for a joined cluster (which may
+    autoscale), a message on stderr and the seconds to wait for it. Ray itself waits forever."""
+    have = ray.cluster_resources()
+    need = {"CPU": workers * cpus, "GPU": workers * gpus}
+    if all(need[r] <= float(have.get(r, 0)) for r in need):
+        return None
+    asked = (f"{workers} workers x {cpus:g} CPUs and {gpus:g} GPUs each ask Ray for {need['CPU']:g} CPUs and "
+             f"{need['GPU']:g} GPUs, but the cluster has {float(have.get('CPU', 0)):g} CPUs and "
+             f"{float(have.get('GPU', 0)):g} GPUs")
+    if not joined:
+        raise WorkbenchError(f"{asked}: lower --workers, --cpus-per-worker or --gpus-per-worker")
+    print(f"kvwb: {asked}; waiting up to {SCALE_SECONDS:g} s for it to scale up", file=sys.stderr)
+    return SCALE_SECONDS
 
 
 class SweepWorker:
@@ -95,11 +121,16 @@ class SweepWorker:
         return {}
 
 
-def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float, device, dtype) -> tuple[list, dict]:
+def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float, device, dtype,
+                   timeout: float | None) -> tuple[list, dict]:
     """The actors and the model identity they all share (refused if any differs)."""
     remote = ray.remote(num_cpus=cpus, num_gpus=gpus)(SweepWorker)
     actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus))) for _ in range(workers)]
-    identities = ray.get([a.identity.remote() for a in actors])
+    try:
+        identities = ray.get([a.identity.remote() for a in actors], timeout=timeout)
+    except ray.exceptions.GetTimeoutError:
+        raise WorkbenchError(f"the Ray cluster did not start the {workers} workers within {timeout:g} s; ask for "
+                             f"fewer, or fewer resources each") from None
     prints = {repr(sorted(i["fingerprint"].items())) for i in identities}
     if len(prints) > 1:
         raise WorkbenchError(f"the workers loaded different models ({len(prints)} fingerprints): give every node the "
@@ -118,11 +149,12 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     refused. Returns the store, as `run_sweep` does.
     """
     config = config.checked()
-    if workers < 1 or cpus_per_worker <= 0 or gpus_per_worker < 0:
+    if workers < 1 or not (math.isfinite(cpus_per_worker) and math.isfinite(gpus_per_worker)) or \
+            cpus_per_worker <= 0 or gpus_per_worker < 0:
         raise WorkbenchError(f"workers must be >= 1, cpus per worker > 0 and gpus per worker >= 0; got {workers}, "
                              f"{cpus_per_worker}, {gpus_per_worker}")
     ray = import_ray()
-    out = check_out(out, resume=True)
+    out = check_out(out, kind="sweep", resume=True)
     started_here = not ray.is_initialized()
     if started_here:
         connect(ray, address)
@@ -131,7 +163,9 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
                              f"leave it out to use that cluster, or call ray.shutdown() first")
     actors = []
     try:
-        actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype)
+        wait = resource_wait(ray, workers, cpus_per_worker, gpus_per_worker, joined=address is not None)
+        actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype,
+                                          wait)
         examples = ray.get(actors[0].examples.remote(config))
         order = [e.id for e in examples]
         with run_lock(out):

@@ -61,7 +61,7 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
     """
     config = config.checked()
     examples = config.load_examples(model)
-    out = check_out(out, resume=True)
+    out = check_out(out, kind="sweep", resume=True)
     order = [e.id for e in examples]
     with run_lock(out):
         store = SweepStore.open(out, model_identity(model), config.identity())

@@ -23,6 +23,7 @@ import torch
 
 from workbench.context import context_of_length
 from workbench.errors import WorkbenchError
+from workbench.seeds import check_seed
 from workbench.layout import POOLS
 from workbench.kv import KVCache
 from workbench.models import LoadedModel, model_identity
@@ -77,8 +78,7 @@ def check_curve_args(tokens, prompts, units, budget, seeds, seed) -> tuple[int, 
         raise WorkbenchError(f"budget must be a fraction in (0, 1] of the reused rows, got {budget!r}")
     if not _is_int(seeds) or seeds < 1:
         raise WorkbenchError(f"seeds (random draws per prompt and unit) must be an integer >= 1, got {seeds!r}")
-    if not _is_int(seed) or seed < 0:
-        raise WorkbenchError(f"seed must be an integer >= 0, got {seed!r}")
+    check_seed(seed)
     return int(tokens), int(prompts), tuple(sorted(int(u) for u in units)), budget_f, int(seeds), int(seed)
 
 
@@ -276,7 +276,7 @@ def run_curve(model: LoadedModel, out: Path, tokens: int = 2048, prompts: int = 
     before any work. The folder appears only when complete.
     """
     tokens, prompts, units, budget, seeds, seed = check_curve_args(tokens, prompts, units, budget, seeds, seed)
-    out = check_out(out, force=force)
+    out = check_out(out, kind="curve", force=force)
     if pool not in POOLS:
         raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
     args = {"tokens": tokens, "prompts": prompts, "units": list(units), "budget": budget,
@@ -287,5 +287,5 @@ def run_curve(model: LoadedModel, out: Path, tokens: int = 2048, prompts: int = 
     segment = "rows under a changed prefix (passages after the first)" if pool == "changed" else "all passage rows"
     manifest = finished(manifest, seconds=time.perf_counter() - t0, prompts=info,
                         protocol={**PROTOCOL, "segment": segment})
-    check_out(out, force=force)  # it may have appeared while the curve ran
+    check_out(out, kind="curve", force=force)  # it may have appeared while the curve ran
     return write_run(out, manifest, {"curve": curve, "summary": summarize(curve, budget)})

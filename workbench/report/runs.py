@@ -19,7 +19,7 @@ from workbench import runstore
 from workbench.atomic import atomic_folder, write_text
 from workbench.diagnosis import Diagnosis
 from workbench.diagnosis.record import FILE as DIAGNOSIS_FILE
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, WorkbenchWarning
 from workbench.report.html import diagnosis_to_html
 from workbench.report.index import index_html
 from workbench.report.schema import diagnosis_to_json, dumps
@@ -96,15 +96,7 @@ def _check_folder_out(out: str | Path, force: bool) -> Path:
     if Path(out).suffix.lower() in SUFFIXES:
         raise WorkbenchError(f"--all writes a folder (index.html plus one report per example); --out {out} looks "
                              f"like a file name")
-    target = runstore.check_out(out, force=force)
-    if (target / runstore.MANIFEST).is_file():
-        kind = runstore.read_manifest(target).get("kind")
-        if kind != "report":
-            raise WorkbenchError(f"{target} holds a {kind!r} run, not reports; it will not be replaced: choose "
-                                 f"another --out")
-    elif (target / DIAGNOSIS_FILE).is_file():
-        raise WorkbenchError(f"{target} holds a saved diagnosis, not reports; choose another --out")
-    return target
+    return runstore.check_out(out, kind="report", force=force)
 
 
 def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | Path, force: bool) -> Path:
@@ -121,7 +113,8 @@ def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | P
                 except (WorkbenchError, ValueError, KeyError) as err:  # a corrupt folder (ArrowInvalid is a ValueError)
                     unreadable[example_id] = {"error": f"unreadable, skipped ({type(err).__name__}: {err}); "
                                                        f"`kvwb run` with the same arguments recomputes it"}
-                    warnings.warn(f"example {example_id!r}: {unreadable[example_id]['error']}", stacklevel=2)
+                    warnings.warn(f"example {example_id!r}: {unreadable[example_id]['error']}", WorkbenchWarning,
+                                  stacklevel=2)
                     continue
                 doc = diagnosis_to_json(diagnosis, sweep.manifest)
                 (tmp / f"{stems[example_id]}.json").write_text(dumps(doc), encoding="utf-8")

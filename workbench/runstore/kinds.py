@@ -8,17 +8,20 @@
       manifest.json + index.html + one .html/.json per example            report  kvwb report --all
       manifest.json + requests.parquet, calls.parquet, requests/METHOD/   pipeline kvwb pipeline
 
-`scan_runs(root)` lists the run folders under a runs directory with what each lacks; the app's
-run pickers and the Runs page read it.
+`run_kind(folder)` says which kind of run the workbench wrote in a folder (None: not the
+workbench's). `scan_runs(root)` lists the run folders under a runs directory with what each
+lacks; the app's run pickers and the Runs page read it.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.diagnosis.record import FILE as DIAGNOSIS_FILE, SCHEMA_VERSION as DIAGNOSIS_SCHEMA
 from workbench.errors import WorkbenchError
-from workbench.runstore.manifest import MANIFEST, read_manifest
+from workbench.runstore.manifest import MANIFEST, is_workbench_manifest, read_manifest
 from workbench.runstore.paths import subfolders
 
 DIAGNOSES = "diagnoses"  # a sweep's per-example folders
@@ -81,6 +84,37 @@ KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
             {"requests.parquet": PIPELINE_REQUEST_COLUMNS, "calls.parquet": PIPELINE_CALL_COLUMNS},
             "kvwb pipeline --agents 3 --n 12 --out runs/NAME"),
 )}
+
+
+def _json(path: Path):
+    """A file's parsed JSON, or None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def run_kind(folder: Path) -> str | None:
+    """The kind of run the workbench wrote in `folder`, or None when it did not write it.
+
+    A folder is the workbench's only when its manifest.json parses, carries the workbench's
+    marker (`manifest.is_workbench_manifest`) and names a known kind, or, without a manifest,
+    its diagnosis.json is a Diagnosis document (a schema version and an example). A file's
+    name alone proves nothing: browser extensions and web apps have a manifest.json too."""
+    folder = Path(folder)
+    if (folder / MANIFEST).is_file():
+        manifest = _json(folder / MANIFEST)
+        ours = is_workbench_manifest(manifest) and manifest["kind"] in KINDS
+        return manifest["kind"] if ours else None
+    doc = _json(folder / DIAGNOSIS_FILE) if (folder / DIAGNOSIS_FILE).is_file() else None
+    if isinstance(doc, dict) and doc.get("schema_version") in (1, DIAGNOSIS_SCHEMA) and isinstance(doc.get("example"), dict):
+        return "diagnosis"
+    return None
+
+
+def owned(folder: Path) -> bool:
+    """Whether the workbench wrote `folder` (see `run_kind`)."""
+    return run_kind(folder) is not None
 
 
 def get_kind(name: str) -> RunKind:

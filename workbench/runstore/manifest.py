@@ -2,8 +2,9 @@
 
 Every manifest has the same keys, whatever wrote it:
 
+    schema          "kvwb-run": the workbench's marker (a folder is the workbench's only if it has one)
     schema_version  2
-    kind            "sweep" | "curve" | "fidelity" | "diagnosis" | "report"
+    kind            "sweep" | "curve" | "fidelity" | "diagnosis" | "report" | "pipeline"
     status          "running" | "complete" | "interrupted"
     model           LoadedModel.describe() plus its "fingerprint" (None for a report index)
     args            what the run computes: the identity a resume must match
@@ -14,7 +15,8 @@ Every manifest has the same keys, whatever wrote it:
     details         what is particular to the kind (the curve's protocol, the fidelity bank, ...)
 
 Manifests of the first version (schema 1: "started"/"ended"/"git", kind-specific keys at
-the top) are read as schema 2 by `read_manifest`.
+the top) are read as schema 2 by `read_manifest`. Manifests written before the marker existed
+are recognised by their keys (`is_workbench_manifest`).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ from workbench.atomic import write_json
 from workbench.errors import WorkbenchError
 
 MANIFEST = "manifest.json"
+SCHEMA = "kvwb-run"
 SCHEMA_VERSION = 2
-KEYS = ("schema_version", "kind", "status", "model", "args", "versions", "git_revision", "start", "end",
+KEYS = ("schema", "schema_version", "kind", "status", "model", "args", "versions", "git_revision", "start", "end",
         "seconds", "failures", "details")
 _PACKAGES = ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "pyarrow", "scipy")
 
@@ -66,7 +69,7 @@ def git_revision() -> str | None:
 
 def new_manifest(kind: str, model: dict | None, args: dict, **details) -> dict:
     """A fresh manifest of `kind` (status "running"); `model` is describe() + fingerprint."""
-    return {"schema_version": SCHEMA_VERSION, "kind": kind, "status": "running", "model": model, "args": args,
+    return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": kind, "status": "running", "model": model, "args": args,
             "versions": package_versions(), "git_revision": git_revision(), "start": now(), "end": None,
             "seconds": None, "failures": [], "details": details}
 
@@ -81,9 +84,24 @@ def write_manifest(folder: Path, manifest: dict) -> None:
     write_json(Path(folder) / MANIFEST, manifest)
 
 
+# What a manifest held before the marker: schema 2 every key but "schema"; schema 1 at least these.
+_LEGACY_KEYS = {SCHEMA_VERSION: set(KEYS) - {"schema"}, 1: {"kind", "status", "model", "args", "versions"}}
+
+
+def is_workbench_manifest(data) -> bool:
+    """Whether parsed JSON is a manifest the workbench wrote: a kind and the marker (schema
+    "kvwb-run" with a version) or, for one written before the marker, every key its schema had."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or not data["kind"]:
+        return False
+    if "schema" in data:
+        return data["schema"] == SCHEMA and type(data.get("schema_version")) is int
+    legacy = _LEGACY_KEYS.get(data.get("schema_version", 1))
+    return legacy is not None and legacy <= set(data)
+
+
 def read_manifest(folder: Path, kind: str | None = None) -> dict:
     """The manifest of a run folder, upgraded to schema 2; a clear error if it is missing, not a
-    JSON object, of an unknown schema, or (with `kind`) of another kind."""
+    JSON object, not the workbench's, of an unknown schema, or (with `kind`) of another kind."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
         raise WorkbenchError(f"{folder} is not a run folder: it has no {MANIFEST}")
@@ -94,12 +112,17 @@ def read_manifest(folder: Path, kind: str | None = None) -> dict:
     if not isinstance(manifest, dict):
         raise WorkbenchError(f"{path} is not a JSON object (it holds a {type(manifest).__name__}); "
                              f"remove the folder or pass a new --out")
+    if not is_workbench_manifest(manifest):
+        raise WorkbenchError(f"{path} is not a run manifest of the workbench (no {SCHEMA!r} schema and run "
+                             f"kind): {folder} is not a run folder")
     version = manifest.get("schema_version", 1)
     if version == 1:
         manifest = _upgrade_v1(manifest)
     elif version != SCHEMA_VERSION:
         raise WorkbenchError(f"{path}: manifest schema version {version!r} is newer than this workbench reads "
                              f"({SCHEMA_VERSION}); update the workbench")
+    else:
+        manifest = {"schema": SCHEMA, **manifest}  # one written before the marker carries it once rewritten
     if kind is not None and manifest.get("kind") != kind:
         raise WorkbenchError(f"{folder} is a {manifest.get('kind')!r} run, not a {kind!r} run")
     return manifest
@@ -114,7 +137,7 @@ def _upgrade_v1(old: dict) -> dict:
     if isinstance(seconds, dict):  # the fidelity probe's {total, setup, per_example}
         details["seconds"], manifest["seconds"] = seconds, seconds.get("total")
     upgraded = {key: manifest.get(key) for key in KEYS}
-    upgraded.update(schema_version=SCHEMA_VERSION, failures=manifest.get("failures") or [],
+    upgraded.update(schema=SCHEMA, schema_version=SCHEMA_VERSION, failures=manifest.get("failures") or [],
                     details={**(manifest.get("details") or {}), **details, "upgraded_from_schema": 1})
     return upgraded
 
@@ -145,16 +168,29 @@ def _short(value, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# Fingerprint keys that earlier versions did not record: a run they made is compared without them.
+ADDED_FINGERPRINT_KEYS = ("weights_sha256",)
+
+
 def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, fixed=None) -> dict:
     """The manifest a run starts with: the one already in `folder`, marked running again and with
     `args` written in, when it was made with the same model (fingerprint) and arguments; else a
     new one. `fixed` names the argument keys that must match (default: all of `args`), so that a
-    run may grow (`n`, more methods). Raises a WorkbenchError listing every difference."""
+    run may grow (`n`, more methods). Raises a WorkbenchError listing every difference.
+
+    A fingerprint written by an earlier version lacks the weights' content hash: it is compared on
+    the keys it has (as that version did), and the run records the hash from then on, so every
+    later resume is checked by content."""
     if not (Path(folder) / MANIFEST).is_file():
         return new_manifest(kind, model_identity, args)
     manifest = read_manifest(folder, kind=kind)
-    recorded = {"model": (manifest.get("model") or {}).get("fingerprint"), **(manifest.get("args") or {})}
-    current = {"model": model_identity.get("fingerprint"), **args}
+    recorded_print, current_print = (manifest.get("model") or {}).get("fingerprint"), model_identity.get("fingerprint")
+    upgraded = isinstance(recorded_print, dict) and isinstance(current_print, dict) and any(
+        key in current_print and key not in recorded_print for key in ADDED_FINGERPRINT_KEYS)
+    if upgraded:
+        current_print = {k: v for k, v in current_print.items() if k in recorded_print or k not in ADDED_FINGERPRINT_KEYS}
+    recorded = {"model": recorded_print, **(manifest.get("args") or {})}
+    current = {"model": current_print, **args}
     if fixed is not None:
         keep = {"model", *fixed}
         recorded = {k: v for k, v in recorded.items() if k in keep}
@@ -163,4 +199,6 @@ def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, f
     if diffs:
         raise WorkbenchError(f"{folder} holds a {kind} run made with other settings; use a new --out or the same "
                              f"settings. Differences: " + "; ".join(diffs))
+    if upgraded:
+        manifest = {**manifest, "model": {**(manifest.get("model") or {}), "fingerprint": model_identity["fingerprint"]}}
     return {**manifest, "status": "running", "end": None, "args": {**(manifest.get("args") or {}), **args}}

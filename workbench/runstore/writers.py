@@ -14,7 +14,6 @@ each example (no saved diagnosis is read again), so a run of n examples costs O(
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -26,15 +25,15 @@ from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.manifest import (
     MANIFEST, finished, new_manifest, resume_manifest, write_manifest,
 )
-from workbench.runstore.paths import folder_name, subfolders
+from workbench.runstore.paths import folder_name, move_aside, subfolders
 
 
 def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
-    """A whole run folder at once: the manifest, parquet tables and other JSON documents, atomically
-    (the caller checked `out` with `paths.check_out`)."""
+    """A whole run folder at once: the manifest, parquet tables and other files (a str is written as
+    text, anything else as a JSON document), atomically (the caller checked `out` with `out.check_out`)."""
     with atomic_folder(out) as tmp:
         for name, data in (files or {}).items():
-            (tmp / name).write_text(dumps(data))
+            (tmp / name).write_text(data if isinstance(data, str) else dumps(data), encoding="utf-8")
         for name, table in tables.items():
             table.to_parquet(tmp / f"{name}.parquet", index=False)
         (tmp / MANIFEST).write_text(dumps(manifest))
@@ -83,8 +82,8 @@ class SweepStore:
         error listing every difference)."""
         out = Path(out)
         manifest = resume_manifest(out, "sweep", model_identity, args)
+        write_manifest(out, manifest)  # first: a folder with a manifest is a run, whatever else it holds yet
         (out / DIAGNOSES).mkdir(parents=True, exist_ok=True)
-        write_manifest(out, manifest)
         return cls(out, manifest)
 
     def _read_back(self, folder: Path) -> None:
@@ -97,8 +96,7 @@ class SweepStore:
             outcomes = pd.read_parquet(folder / "outcomes.parquet")
             diagnosis = Diagnosis.from_document(doc, {"outcomes": outcomes})
         except Exception as err:  # noqa: BLE001 - any damage: recompute the example
-            aside = folder.with_name(f".corrupt-{folder.name}-{int(time.time())}")
-            os.rename(folder, aside)
+            move_aside(folder)
             self.corrupt.append(f"{folder.name} ({type(err).__name__}: {err})")
             return
         self._rows[diagnosis.example_id] = example_row(diagnosis, folder.name)

@@ -30,6 +30,7 @@ class Example:
         if not isinstance(self.id, str) or not self.id.strip():
             raise WorkbenchError(f"example id must be a non-empty string, got {self.id!r}")
         where = f"example {self.id!r}"
+        check_text(self.id, f"{where}: id")
         passages = _string_tuple(self.passages, f"{where}: passages")
         if not passages:
             raise WorkbenchError(f"{where}: needs at least one passage")
@@ -44,6 +45,10 @@ class Example:
                 raise WorkbenchError(f"{where}: gold answer {index} is empty")
         if self.system is not None and not isinstance(self.system, str):
             raise WorkbenchError(f"{where}: system must be a string or None")
+        texts = {**{f"passages[{i}]": p for i, p in enumerate(passages)}, "question": self.question,
+                 **{f"gold[{i}]": g for i, g in enumerate(gold)}, "system": self.system or ""}
+        for field_name, text in texts.items():
+            check_text(text, f"{where}: {field_name}")
         if not isinstance(self.meta, Mapping):
             raise WorkbenchError(f"{where}: meta must be a mapping, got {type(self.meta).__name__}")
         try:
@@ -81,6 +86,16 @@ class Example:
             system=data.get("system"),
             meta=data.get("meta") or {},
         )
+
+
+def check_text(text: str, what: str) -> None:
+    """Raise unless `text` is UTF-8 text: a lone surrogate (JSON's escaped "\\udc80" loads as one)
+    passes every type check, then every tokenizer refuses it after the model loads."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise WorkbenchError(f"{what} holds {text[err.start]!r} at character {err.start}, a lone surrogate that is "
+                             f"not text (an escaped \\udXXX in the file?); fix or drop it") from None
 
 
 def _string_tuple(value: Any, what: str) -> tuple[str, ...]:

@@ -37,11 +37,13 @@ def load_2wiki(path: str | Path) -> list[Example]:
 def load_jsonl(path: str | Path) -> list[Example]:
     """One JSON object per line: id, passages, question, answers; optional system, meta.
 
-    Blank lines are skipped; ``answers`` may be empty (answer unknown).
+    Blank lines are skipped; ``answers`` may be empty (answer unknown). Lines end at ``\n`` only:
+    U+2028, U+0085 and the like are text inside a JSON string (``json.dumps(...,
+    ensure_ascii=False)`` writes them raw), not line breaks.
     """
     path, text = _read(path)
     examples, seen = [], {}
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         label = f"line {line_number}"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.example import Example
+from workbench.tasks.example import Example, check_text
 
 INSTRUCTION = ("Read the passages, then answer the question with a short phrase taken from them "
                "(a few words, no sentence).")
@@ -98,6 +98,7 @@ def _passages(ctxs: Any, where: str) -> list[str]:
             raise WorkbenchError(f"{where}: ctxs[{i}] must be an object with a non-empty 'text'")
         title = ctx.get("title") or ""
         out.append(f"{title.strip()}: {text.strip()}" if isinstance(title, str) and title.strip() else text.strip())
+        check_text(out[-1], f"{where}: ctxs[{i}]")  # before a tokenizer cuts or counts it
     return out
 
 

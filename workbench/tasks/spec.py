@@ -1,5 +1,9 @@
 """Data-set spec strings: ``synthetic[:SEED]``, ``hotpotqa:PATH``, ``2wiki:PATH``,
-``jsonl:PATH``, each optionally ending in ``#ID`` to pick one example."""
+``jsonl:PATH``, each optionally ending in ``#ID`` to pick one example.
+
+An id may hold ``#`` itself: a file spec is split at the last ``#`` whose left part names an
+existing file (``jsonl:F#q#1`` is example ``q#1`` of ``F`` when ``F`` exists and ``F#q`` does
+not), else the whole spec is a file when it names one, else it is split at the last ``#``."""
 
 from __future__ import annotations
 
@@ -44,8 +48,23 @@ class DatasetSpec:
         return text if self.example_id is None else f"{text}#{self.example_id}"
 
 
+def _split_id(text: str) -> tuple[str, str | None]:
+    """(spec, example id or None): see the module docstring for where an id containing '#' is cut."""
+    kind, colon, rest = text.partition(":")
+    if colon and kind != "synthetic":
+        cuts = [i for i, ch in enumerate(rest) if ch == "#"]
+        for i in reversed(cuts):
+            if rest[:i].strip() and Path(rest[:i]).expanduser().is_file():
+                return f"{kind}:{rest[:i]}", rest[i + 1:]
+        if Path(rest).expanduser().is_file():
+            return text, None
+    body, _, example_id = text.rpartition("#")
+    return body, example_id
+
+
 def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
-    """Parse a spec string; ``#ID`` is split off at the last '#'. Files are not opened here."""
+    """Parse a spec string; ``#ID`` is split off at the last '#' that leaves an existing file (see
+    the module docstring). Files are not opened here."""
     if isinstance(spec, DatasetSpec):
         return spec
     if not isinstance(spec, str) or not spec.strip():
@@ -53,8 +72,8 @@ def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
                              f"got {spec!r}")
     body, example_id = spec.strip(), None
     if "#" in body:
-        body, _, example_id = body.rpartition("#")
-        if not example_id.strip():
+        body, example_id = _split_id(body)
+        if example_id is not None and not example_id.strip():
             raise WorkbenchError(f"data set spec {spec!r} has an empty example id after '#'")
     kind, colon, arg = body.partition(":")
     if kind not in DATASET_KINDS:
@@ -87,7 +106,7 @@ def load_dataset(spec: str | DatasetSpec, n: int | None = None, *, tokenizer=Non
         return [load_example(parsed, tokenizer=tokenizer, max_positions=max_positions, **options)]
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise WorkbenchError(f"number of examples must be an integer >= 1, got {n!r}")
-    _check_options(parsed, options)
+    _check_options(parsed, options, max_positions)
     if parsed.kind == "synthetic":
         return synthetic_examples(n or DEFAULT_SYNTHETIC_N, parsed.seed, **options)
     examples = _load_file(parsed, options, tokenizer, max_positions)
@@ -105,7 +124,7 @@ def load_example(spec: str | DatasetSpec, *, tokenizer=None, max_positions: int 
     if example_id is None:
         raise WorkbenchError(f"data set spec {str(parsed)!r} names no example: add '#ID', "
                              f"as in 'synthetic#3' or 'jsonl:data.jsonl#q17'")
-    _check_options(parsed, options)
+    _check_options(parsed, options, max_positions)
     if parsed.kind == "synthetic":
         if not re.fullmatch(r"0|[1-9]\d*", example_id):
             raise WorkbenchError(f"unknown synthetic example id {example_id!r}: synthetic ids "
@@ -127,12 +146,16 @@ def _load_file(parsed: DatasetSpec, options: dict[str, Any], tokenizer, max_posi
     return _FILE_LOADERS[parsed.kind](parsed.arg)
 
 
-def _check_options(parsed: DatasetSpec, options: dict[str, Any]) -> None:
+def _check_options(parsed: DatasetSpec, options: dict[str, Any], max_positions: int | None = None) -> None:
     allowed = OPTIONS.get(parsed.kind, ())
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         valid = ", ".join(allowed) if allowed else "none"
         raise WorkbenchError(f"option(s) {unknown} do not apply to {parsed.kind!r} data; its options: {valid}")
+    words = options.get("target_words")
+    if max_positions is not None and isinstance(words, int) and words > max_positions:  # before any text is made
+        raise WorkbenchError(f"target_words {words} cannot fit the model's context of {max_positions} tokens (every "
+                             f"word is at least one token); ask for fewer words")
 
 
 def dataset_fingerprint(spec: str | DatasetSpec) -> str | None:

@@ -18,6 +18,9 @@ from workbench.tasks.example import Example
 QUESTION_TYPES = ("bridge", "comparison", "onehop")
 _TYPE_WEIGHTS = {"bridge": 2, "comparison": 1, "onehop": 1}
 _FORWARD_BRIDGE_FIX = 0.8  # chance a shuffled bridge with the answer first is put right
+# More words than any model the workbench runs reads (a word is at least one token); generating
+# them takes seconds per example, so a larger target is refused from the count alone.
+MAX_TARGET_WORDS = 1_000_000
 
 _FIRST_HEADS = ("Va", "Se", "Ori", "Ta", "Ma", "Ke", "Li", "Do", "Ny", "Ha",
                 "Bre", "Ca", "Fe", "Jo", "Ri", "Za", "El", "Mi", "Tho", "Ysa")
@@ -348,6 +351,7 @@ def _check_options(seed: int, types: Iterable[str], distractors: int | None,
         raise WorkbenchError(f"distractors must be None or an integer >= 0, got {distractors!r}")
     if not (is_int(filler_sentences) and filler_sentences >= 0):
         raise WorkbenchError(f"filler_sentences must be an integer >= 0, got {filler_sentences!r}")
-    if target_words is not None and not (is_int(target_words) and target_words >= 1):
-        raise WorkbenchError(f"target_words must be None or an integer >= 1, got {target_words!r}")
+    if target_words is not None and not (is_int(target_words) and 1 <= target_words <= MAX_TARGET_WORDS):
+        raise WorkbenchError(f"target_words must be None or an integer from 1 to {MAX_TARGET_WORDS:,} (no model the "
+                             f"workbench runs reads more words: each is at least one token), got {target_words!r}")
     return types
