@@ -9,17 +9,18 @@
 #   gemma.md        the same checks and one timing row for a Gemma-3-1B shape (sliding windows)
 #                   at 4096 tokens, if time is left
 # Each part runs under its own time limit, capped by what is left of BUDGET_S (the whole script,
-# default 450 s: a rerun fits in the same 15 minutes of device time). A part that fails, or is
-# killed at its limit, leaves PART.error.txt (its exit status and output's tail) beside what it
-# wrote so far; the next part runs. The exit status is the number of failed parts.
-# On the device, after `make gpu-wheels` here:   run(command="bash bench/gpu.sh", carry=[".whl"], timeout_s=540)
+# default 420 s: a machine's start, about a minute, and two whole runs fit 15 minutes). A part
+# that fails, or is killed at its limit, leaves PART.error.txt (its exit status and output's
+# tail) beside what it wrote so far; the next part runs. The exit status is the number of failed
+# parts (one more when torch sees no CUDA device and SHAPES is not tiny: then only versions runs).
+# On the device, after `make gpu-wheels` here:   run(command="bash bench/gpu.sh", carry=[".whl"], timeout_s=480)
 # Overrides: SHAPES, LENGTHS, DTYPE, DEVICE, REPEATS, EXACT_SHAPE, EXACT_LENGTH, EXACT_DTYPES,
 # GEMMA_SHAPE, GEMMA_LENGTH, PARTS (a subset, for a rerun), BUDGET_S, WHEELS (the wheels' folder;
 # empty: none), GPU_BENCH_FAIL (parts that fail on purpose). SHAPES=tiny is the CPU rehearsal
 # (tests/unit/test_bench_gpu.py): tiny shapes and contexts.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-START=$SECONDS BUDGET_S=${BUDGET_S:-450} OUT="${OUT:-bench/out}" WHEELS=${WHEELS-.whl}
+START=$SECONDS BUDGET_S=${BUDGET_S:-420} OUT="${OUT:-bench/out}" WHEELS=${WHEELS-.whl}
 mkdir -p "$OUT"
 SHAPES=${SHAPES:-llama-3.1-8b,llama-3.2-1b}
 if [[ $SHAPES == tiny ]]; then
@@ -41,6 +42,11 @@ for n in ("torch", "transformers", "huggingface-hub", "tokenizers", "safetensors
     except m.PackageNotFoundError: print(n, "MISSING")'
 
 FAILED=()
+if [[ $SHAPES != tiny && -z ${DEVICE:-} ]] && ! python3 -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+  echo "!! torch sees no CUDA device: only the versions part runs"
+  PARTS=versions FAILED=(cuda)
+fi
+
 part() {  # part NAME FILE LIMIT_S ARGS...: one part, its own process, under its limit
   local name=$1 file=$2 limit=$3 left; shift 3
   [[ ",${PARTS:-versions,exactness,timing,gemma}," == *",$name,"* ]] || return 0

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import workbench as wb
-from conftest import small_example
+from conftest import shifted_splice, small_example
 from workbench import bench_gpu_env as env
 from workbench.bench_gpu import SHAPES, random_model, shape_config
 from workbench.errors import WorkbenchError
@@ -47,11 +47,7 @@ def test_the_exactness_check_passes_on_a_sound_context_and_fails_a_wrong_splice(
     report = check_exactness(ctx, max_new_tokens=4)
     assert report["ok"] and set(report["checks"]) == {"splice_layer0", "full_repair", "batched_cells", "host_syncs"}
     assert report["checks"]["full_repair"]["answers"]["equal"]
-    wrong = wb.KVCache(ctx.spliced.keys.clone(), ctx.spliced.values)
-    second = ctx.layout.passages[1]
-    wrong.keys[:, :, second.start:second.end] = tiny_llama.adapter.rerotate(
-        ctx.spliced.keys[:, :, second.start:second.end], 1)  # one position off
-    broken = check_exactness(wb.Context(tiny_llama, ctx.example, ctx.layout, wrong, ctx.dense), max_new_tokens=4)
+    broken = check_exactness(shifted_splice(ctx), max_new_tokens=4)
     assert not broken["ok"] and not broken["checks"]["splice_layer0"]["ok"]
 
 
