@@ -41,11 +41,16 @@ test: model gemma
 bench: model
 	$(BIN)/kvwb bench repair
 
-# The wheels bench/gpu.sh carries to the GPU machine, whose Python lacks plotly (pure Python).
+# The wheels bench/gpu.sh carries to the GPU machine (issue 30): the pure-Python distributions of
+# the bench path at the versions installed here (transformers 5.24 and what it imports; the
+# device image has 5.17), found by running the bench path on tiny shapes; .whl/versions.txt
+# lists every version here for the device's `versions` part. Prints each wheel, their size and
+# the total with the working tree, which must fit the 64 MiB a device call carries.
 gpu-wheels: install
-	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: -d .whl \
-		"plotly==$$($(BIN)/python -c 'import plotly; print(plotly.__version__)')" \
-		"narwhals==$$($(BIN)/python -c 'import narwhals; print(narwhals.__version__)')"
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/python -m workbench.bench_gpu_run wheels --requirements .whl/carry.txt --manifest .whl/versions.txt
+	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d .whl -r .whl/carry.txt
+	$(BIN)/python -m workbench.bench_gpu_run sizes .whl
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

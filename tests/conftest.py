@@ -66,6 +66,14 @@ def small_example(n_passages: int = 3, example_id: str = "t0") -> Example:
     return Example(example_id, passages, "In which city was the coach of Varek Olundi born?", ("Tressamor",))
 
 
+def shifted_splice(ctx: wb.Context) -> wb.Context:
+    """`ctx` with the second passage's keys rotated one position too far: a wrong splice."""
+    keys = ctx.spliced.keys.clone()
+    second = ctx.layout.passages[1]
+    keys[:, :, second.start:second.end] = ctx.model.adapter.rerotate(keys[:, :, second.start:second.end], 1)
+    return wb.Context(ctx.model, ctx.example, ctx.layout, wb.KVCache(keys, ctx.spliced.values), ctx.dense)
+
+
 @pytest.fixture(scope="session", params=FAMILIES)
 def tiny(request) -> wb.LoadedModel:
     return tiny_model(request.param)

@@ -1,11 +1,9 @@
-"""Absolute times on real model shapes (issue 16, next to BCR's Table 10): Llama models of the
-Llama-3.2-1B and Llama-3.1-8B shapes with random weights, built from configs on the device, timed
-at several context lengths. Weights need not be real to time; the answers are meaningless and not
-reported. A random model never ends its answer, so every greedy decode runs its 24 tokens: the
-times that decode (CADENCE's ŷ, the Diagnosis) are upper bounds for a real model's short answers.
-
-    bash bench/gpu.sh                                     # on the GPU machine: $OUT/gpu.md
-    python -m workbench.bench_gpu --shapes tiny --device cpu --lengths 300 --repeats 1   # a smoke run
+"""Absolute times on real model shapes (issues 16 and 30, next to BCR's Table 10): models of the
+Llama-3.2-1B, Llama-3.1-8B and Gemma-3-1B shapes with random weights, built from configs on the
+device, timed at several context lengths. Weights need not be real to time; the answers are
+meaningless and not reported. A random model never ends its answer, so every greedy decode runs
+its 24 tokens: the times that decode (CADENCE's ŷ, the Diagnosis) are upper bounds for a real
+model's short answers. `bench/gpu.sh` runs it, through `workbench.bench_gpu_run`.
 
 Per (shape, length), milliseconds, medians of `repeats` after a warm-up:
 
@@ -22,16 +20,13 @@ Per (shape, length), milliseconds, medians of `repeats` after a warm-up:
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
-from pathlib import Path
+import time
+from collections.abc import Callable, Iterator
 
-import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
-from workbench.bench import _time, machine
+from workbench.bench import _time
 from workbench.byte_tokenizer import byte_tokenizer
 from workbench.context import Context, context_of_length
 from workbench.diagnosis import DiagnoseConfig, diagnose
@@ -39,37 +34,62 @@ from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, prefill, sender_cache
 from workbench.models import LoadedModel, wrap_model
 from workbench.repair import budget_rows
-from workbench.report import markdown_table
 from workbench.selectors import default_selectors
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import decision_saliency
 
 RHOS = (0.05, 0.1, 0.2, 0.4, 1.0)
 TTFT_RHO = 0.2
+# BCR's Table 10 (A100, Llama-3.1-8B, 4096 symbols), ms, and the column of ours beside each.
+TABLE10 = (("dense prefill", 542.7, "dense_ttft_ms"), ("KVComm assembly", 72.9, "assembly_ms"),
+           ("BCR at ρ = 0.2", 190.1, "bcr_ttft_ms"))
 
 _LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                 "original_max_position_embeddings": 8192}
+_GEMMA3_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}
 SHAPES = {  # the published configs' shapes; weights random
-    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=64, vocab_size=128256, tie_word_embeddings=True,
-                         max_position_embeddings=131072, rope_parameters={**_LLAMA3_ROPE, "factor": 32.0}),
-    "llama-3.1-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
-                         num_key_value_heads=8, head_dim=128, vocab_size=128256, tie_word_embeddings=False,
-                         max_position_embeddings=131072, rope_parameters={**_LLAMA3_ROPE, "factor": 8.0}),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,  # the tests'
-                 num_key_value_heads=2, head_dim=16, vocab_size=260, tie_word_embeddings=False,
-                 max_position_embeddings=8192, rope_parameters={**_LLAMA3_ROPE, "factor": 8.0}),
+    "llama-3.2-1b": dict(model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=64, vocab_size=128256,
+                         tie_word_embeddings=True, max_position_embeddings=131072,
+                         rope_parameters={**_LLAMA3_ROPE, "factor": 32.0}),
+    "llama-3.1-8b": dict(model_type="llama", hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                         num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=128256,
+                         tie_word_embeddings=False, max_position_embeddings=131072,
+                         rope_parameters={**_LLAMA3_ROPE, "factor": 8.0}),
+    # Gemma 3: five sliding-window layers (512 tokens) to one global layer, one KV head.
+    "gemma-3-1b": dict(model_type="gemma3_text", hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+                       num_attention_heads=4, num_key_value_heads=1, head_dim=256, vocab_size=262144,
+                       tie_word_embeddings=True, max_position_embeddings=32768, query_pre_attn_scalar=256,
+                       sliding_window=512, rope_parameters=_GEMMA3_ROPE),
+    "tiny": dict(model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=3,  # the tests'
+                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=260, tie_word_embeddings=False,
+                 max_position_embeddings=16384, rope_parameters={**_LLAMA3_ROPE, "factor": 8.0}),
+    "tiny-gemma3": dict(model_type="gemma3_text", hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=260,
+                        tie_word_embeddings=False, max_position_embeddings=16384, query_pre_attn_scalar=24,
+                        sliding_window=64, layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                        rope_parameters=_GEMMA3_ROPE),
 }
 
 
-def random_model(shape: str, device: str, dtype: torch.dtype, seed: int = 0) -> LoadedModel:
-    """A Llama model of `shape` with random weights, initialised on `device` in `dtype`."""
-    from transformers import AutoModelForCausalLM, LlamaConfig
+def shape_config(shape: str):
+    """The transformers config of `shape` (random weights come from its initialiser)."""
+    from transformers import AutoConfig
 
     if shape not in SHAPES:
         raise WorkbenchError(f"unknown shape {shape!r}; use one of {', '.join(SHAPES)}")
+    kwargs = dict(SHAPES[shape])
+    eps = 1e-6 if kwargs["model_type"] == "gemma3_text" else 1e-5
+    return AutoConfig.for_model(kwargs.pop("model_type"), rms_norm_eps=eps, **kwargs)
+
+
+def random_model(shape: str, device: str, dtype: torch.dtype, seed: int = 0) -> LoadedModel:
+    """A model of `shape` with random weights, initialised on `device` in `dtype`."""
+    from transformers import AutoModelForCausalLM
+
+    config = shape_config(shape)
     torch.manual_seed(seed)
-    config = LlamaConfig(**SHAPES[shape], rms_norm_eps=1e-5)
     with torch.device(device):
         hf = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     return wrap_model(hf, byte_tokenizer(), name=f"random-{shape}")
@@ -133,46 +153,27 @@ def time_context(model: LoadedModel, ctx: Context, repeats: int = 3, diagnosis: 
     return row
 
 
-def gpu_table(shapes, lengths, device: str, dtype: torch.dtype, repeats: int = 3, diagnosis: bool = True,
-              progress: bool = True) -> pd.DataFrame:
-    """The table for every shape and length, each model built once and freed before the next."""
-    rows = []
-    for shape in shapes:
-        model = random_model(shape, device, dtype)
-        for n in tqdm(lengths, desc=shape, disable=not progress):
-            ctx = context_of_length(model, n)
-            rows.append({"shape": shape, **time_context(model, ctx, repeats, diagnosis)})
-        del model
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    return pd.DataFrame(rows)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench_gpu", description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default="llama-3.2-1b,llama-3.1-8b", help=f"comma-separated, of {', '.join(SHAPES)}")
-    p.add_argument("--lengths", default="1024,2048,4096", help="context lengths in tokens")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--no-diagnosis", action="store_true", help="skip the whole Diagnosis (the longest step)")
-    p.add_argument("--out", type=Path, default=None, help="also write the markdown here")
-    args = p.parse_args(argv)
-    shapes = [s for s in args.shapes.split(",") if s]
-    unknown = [s for s in shapes if s not in SHAPES]
-    if unknown or args.repeats < 1:
-        p.error(f"unknown shapes {unknown}; use {', '.join(SHAPES)}" if unknown else "--repeats must be >= 1")
-    lengths = [int(n) for n in args.lengths.split(",") if n]
-    table = gpu_table(shapes, lengths, args.device, getattr(torch, args.dtype), args.repeats, not args.no_diagnosis)
-    text = (f"`python -m workbench.bench_gpu {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
-            f"random-weight Llama shapes ({args.dtype}, {args.device}); machine: {machine()}\n\n"
-            f"{markdown_table(table)}\n")
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def timing_rows(shapes, lengths, device: str, dtype: torch.dtype, repeats: int = 3, diagnosis: bool = True,
+                deadline: float | None = None, log: Callable[[str], None] = print) -> Iterator[dict]:
+    """One row per (length, shape), the longest length first and each shape in turn at it, so the
+    rows that matter most (4096 tokens) come first. Each model is built once and kept. A row is
+    not started after `deadline` (time.monotonic()) or when the same shape's last row, scaled to
+    this length, would not end before it; such a row is yielded as {"shape", "n_asked",
+    "skipped": reason}."""
+    models, last = {}, {}  # shape -> model; shape -> (seconds, tokens) of its last row
+    for n in sorted(lengths, reverse=True):
+        for shape in shapes:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                seconds, tokens = last.get(shape, (0.0, n))
+                if left <= 0 or seconds * n / tokens > left:
+                    yield {"shape": shape, "n_asked": n, "skipped": f"time: {left:.0f} s left"}
+                    continue
+            start = time.monotonic()
+            if shape not in models:
+                models[shape] = random_model(shape, device, dtype)
+            ctx = context_of_length(models[shape], n)
+            row = {"shape": shape, "n_asked": n, **time_context(models[shape], ctx, repeats, diagnosis)}
+            last[shape] = (time.monotonic() - start, n)
+            log(f"{shape} at {n} tokens: {last[shape][0]:.1f} s")
+            yield row

@@ -71,11 +71,12 @@ class Context:
 
     def splice_tolerance(self) -> dict[str, float]:
         """The largest layer-0 |splice - dense| that float rounding explains, for K and V (see
-        `rounding_tolerance`): from the dtype, the largest position and the rows' magnitude."""
-        last = self.layout.suffix_start - 1
+        `rounding_tolerance`): from the dtype, the largest position, the rows' magnitude and the
+        hidden width their projections sum over."""
+        last, width = self.layout.suffix_start - 1, self.model.config.hidden_size
         dtype = self.dense.keys.dtype
-        return {"k": rounding_tolerance(dtype, last, float(self.dense.keys[0].abs().max())),
-                "v": rounding_tolerance(dtype, 0, float(self.dense.values[0].abs().max()))}
+        return {"k": rounding_tolerance(dtype, last, float(self.dense.keys[0].abs().max()), width),
+                "v": rounding_tolerance(dtype, 0, float(self.dense.values[0].abs().max()), width)}
 
     def check_splice(self, atol: float | None = None) -> dict[str, float]:
         """Raise if layer 0 of the splice differs from dense by more than rounding explains
@@ -91,17 +92,22 @@ class Context:
         return err
 
 
-def rounding_tolerance(dtype: torch.dtype, max_position: int, max_abs: float) -> float:
+def rounding_tolerance(dtype: torch.dtype, max_position: int, max_abs: float, width: int = 0) -> float:
     """An upper bound on what float rounding alone does to a row of magnitude `max_abs`.
 
     Storage rounding is eps(dtype) per value (twice: splice and dense round independently).
     RoPE angles p * w are computed in fp32, so their error grows with the position:
-    about p * eps(fp32) radians for w <= 1, on both sides of the comparison. The factor 2 on
-    each term leaves headroom; a wrong rotation (by even one position) errs by O(max_abs).
+    about p * eps(fp32) radians for w <= 1, on both sides of the comparison. The projections
+    sum over `width` (the hidden size) in fp32 or finer, whatever the dtype, and a matrix
+    product of a few rows (the prefix alone) may take another kernel, another order of the sum,
+    than one of the whole context: about sqrt(width) * eps(fp32) of the row's magnitude (seen
+    at width 2048 in fp32, 4 eps(fp32) of it, on the CPU). The factor 2 on each term leaves
+    headroom; a wrong rotation (by even one position) errs by O(max_abs).
     """
     storage = torch.finfo(dtype).eps
     angle = max(0, max_position) * torch.finfo(torch.float32).eps
-    return float(max_abs * 2 * (2 * storage + 2 * angle))
+    accumulation = max(0, width) ** 0.5 * torch.finfo(torch.promote_types(dtype, torch.float32)).eps
+    return float(max_abs * 2 * (2 * storage + 2 * angle + 2 * accumulation))
 
 
 def build_context(model: LoadedModel, example: Example, fmt: PromptFormat = PromptFormat(),

@@ -1,5 +1,8 @@
-"""The GPU benchmark's script and shapes, run on CPU with the tiny shape (CI has no GPU)."""
+"""The GPU run (issues 16 and 30) rehearsed on CPU with tiny shapes (CI has no GPU): its shapes,
+its exactness checks, the wheels it carries and `bench/gpu.sh` end to end, a forced failure
+included."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,18 +11,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from workbench.bench_gpu import SHAPES, random_model
+import workbench as wb
+from conftest import shifted_splice, small_example
+from workbench import bench_gpu_env as env
+from workbench.bench_gpu import SHAPES, random_model, shape_config
 from workbench.errors import WorkbenchError
+from workbench.exactness import check_exactness
 
 ROOT = Path(__file__).resolve().parents[2]
+COLUMNS = ("dense_ttft_ms", "assembly_ms", "cadence_grad_ms", "draft_ms", "repair_0.2_ms", "repair_1_ms",
+           "cadence_ttft_ms", "bcr_ttft_ms", "diagnosis_s")
 
 
-@pytest.mark.parametrize("shape, billions", [("llama-3.2-1b", 1.24), ("llama-3.1-8b", 8.03)])
+@pytest.mark.parametrize("shape, billions", [("llama-3.2-1b", 1.24), ("llama-3.1-8b", 8.03), ("gemma-3-1b", 1.00)])
 def test_the_real_shapes_have_the_published_parameter_counts(shape, billions):
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoModelForCausalLM
 
     with torch.device("meta"):  # shapes only: no memory, no init
-        hf = AutoModelForCausalLM.from_config(LlamaConfig(**SHAPES[shape]))
+        hf = AutoModelForCausalLM.from_config(shape_config(shape))
     n = sum(p.numel() for p in hf.parameters()) / 1e9
     assert n == pytest.approx(billions, abs=0.01)
 
@@ -27,23 +36,97 @@ def test_the_real_shapes_have_the_published_parameter_counts(shape, billions):
 def test_a_random_model_is_built_on_the_device_in_the_dtype_asked():
     model = random_model("tiny", "cpu", torch.bfloat16)
     assert model.dtype == torch.bfloat16 and model.adapter.n_layers == 3
+    gemma = random_model("tiny-gemma3", "cpu", torch.float32)
+    assert gemma.adapter.has_windows and set(SHAPES) >= {"gemma-3-1b", "tiny-gemma3"}
     with pytest.raises(WorkbenchError, match="unknown shape 'llama-70b'"):
         random_model("llama-70b", "cpu", torch.float32)
 
 
-def test_gpu_sh_runs_end_to_end_on_cpu_and_writes_its_table(tmp_path):
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "SHAPES": "tiny",
-           "LENGTHS": "800", "DTYPE": "float32", "DEVICE": "cpu", "REPEATS": "1", "OUT": str(tmp_path)}
-    done = subprocess.run(["bash", str(ROOT / "bench" / "gpu.sh")], env=env, capture_output=True, text=True,
+def test_the_exactness_check_passes_on_a_sound_context_and_fails_a_wrong_splice(tiny_llama):
+    ctx = wb.build_context(tiny_llama, small_example())
+    report = check_exactness(ctx, max_new_tokens=4)
+    assert report["ok"] and set(report["checks"]) == {"splice_layer0", "full_repair", "batched_cells", "host_syncs"}
+    assert report["checks"]["full_repair"]["answers"]["equal"]
+    broken = check_exactness(shifted_splice(ctx), max_new_tokens=4)
+    assert not broken["ok"] and not broken["checks"]["splice_layer0"]["ok"]
+
+
+def test_the_carried_wheels_are_the_pure_python_ones_the_bench_path_imports():
+    import plotly  # noqa: F401 (the bench path imports these; the test session may not have yet)
+    import transformers  # noqa: F401
+
+    carried = env.carried(env.loaded())
+    assert {"transformers", "huggingface-hub", "plotly", "tqdm"} <= set(carried)
+    assert carried["transformers"] == transformers.__version__
+    assert not {"torch", "numpy", "tokenizers", "safetensors", "pandas", "kv-repair-workbench"} & set(carried)
+    assert all(env.is_pure(name) for name in carried)
+    assert "typer" not in carried  # transformers requires it for its command line; the bench never imports it
+
+
+def test_the_size_report_adds_the_working_tree(tmp_path):
+    (tmp_path / "a-1-py3-none-any.whl").write_bytes(b"x" * (3 << 20))
+    text, fits = env.size_report(tmp_path, tree_bytes=2 << 20)
+    assert fits and "3.00 MiB  a-1-py3-none-any.whl" in text and "5.00 MiB  with the working tree" in text
+    assert not env.size_report(tmp_path, tree_bytes=62 << 20)[1]
+
+
+def run_gpu_sh(out: Path, **overrides) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "SHAPES": "tiny",
+               "DEVICE": "cpu", "REPEATS": "1", "WHEELS": "", "OUT": str(out), **overrides}
+    return subprocess.run(["bash", str(ROOT / "bench" / "gpu.sh")], env=environ, capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = (tmp_path / "gpu.md").read_text().splitlines()
-    header = next(line for line in lines if line.startswith("| shape"))
-    columns = [c.strip() for c in header.strip("|").split("|")]
-    row = dict(zip(columns, (c.strip() for c in lines[lines.index(header) + 2].strip("|").split("|"))))
-    assert row["shape"] == "tiny" and int(row["n_tokens"]) > int(row["n_reused"]) > 0
-    for column in ("dense_ttft_ms", "assembly_ms", "cadence_grad_ms", "draft_ms", "repair_0.2_ms", "repair_1_ms",
-                   "cadence_ttft_ms", "bcr_ttft_ms", "diagnosis_s"):
-        assert float(row[column]) > 0, column
-    ratio = float(row["bcr_ttft_ms"]) / float(row["dense_ttft_ms"])
-    assert float(row["bcr_ttft_vs_dense"]) == pytest.approx(ratio, rel=0.05)
+
+
+def table_rows(text: str) -> list[dict]:
+    """The rows of the markdown table whose header starts with `| shape`."""
+    lines = text.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("| shape")))
+    columns = [c.strip() for c in lines[head].strip("|").split("|")]
+    rows = []
+    for line in lines[head + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(columns, (c.strip() for c in line.strip("|").split("|")))))
+    return rows
+
+
+def test_gpu_sh_rehearsal_writes_each_part_as_it_ends_and_survives_a_failing_part(tmp_path):
+    """The whole script on CPU with tiny shapes; the timing part fails on purpose after its first
+    row: the parts before it keep their files, it keeps its row and says why it failed, and the
+    Gemma part after it still runs."""
+    done = run_gpu_sh(tmp_path, GPU_BENCH_FAIL="timing")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["exactness.json", "gemma.md", "timing.error.txt", "timing.md", "versions.json"]  # no temporaries
+
+    versions = json.loads((tmp_path / "versions.json").read_text())
+    assert versions["torch"] == torch.__version__ and versions["distributions"]["transformers"]["version"]
+    exact = json.loads((tmp_path / "exactness.json").read_text())
+    assert exact["ok"] and set(exact["dtypes"]) == {"bfloat16", "float32"}, exact
+    assert all(c["ok"] for report in exact["dtypes"].values() for c in report["checks"].values())
+
+    timing = (tmp_path / "timing.md").read_text()
+    rows = table_rows(timing)
+    assert len(rows) == 1 and rows[0]["shape"] == "tiny"  # the first row (900 tokens); the 800 never ran
+    assert int(rows[0]["n_tokens"]) > int(rows[0]["n_reused"]) > 0
+    for column in COLUMNS:
+        assert float(rows[0][column]) > 0, column
+    ratio = float(rows[0]["bcr_ttft_ms"]) / float(rows[0]["dense_ttft_ms"])
+    assert float(rows[0]["bcr_ttft_vs_dense"]) == pytest.approx(ratio, rel=0.05)
+    assert "Beside BCR's Table 10" in timing and "542.700" in timing
+    assert "failed on purpose" in (tmp_path / "timing.error.txt").read_text()
+
+    gemma = (tmp_path / "gemma.md").read_text()
+    assert "Exactness (ok)" in gemma and table_rows(gemma)[0]["shape"] == "tiny-gemma3"
+    assert "failed: timing" in done.stdout
+
+
+def test_gpu_sh_runs_the_parts_asked_and_compares_versions_with_the_manifest(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "versions.txt").write_text("transformers==0.0.1\n")  # what `make gpu-wheels` found here
+    done = run_gpu_sh(tmp_path / "out", PARTS="versions", WHEELS=str(wheels))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["versions.json"]
+    versions = json.loads((tmp_path / "out" / "versions.json").read_text())
+    assert versions["differ"] == ["transformers"] and "(here: 0.0.1)" in done.stdout
