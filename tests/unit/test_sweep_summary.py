@@ -312,3 +312,16 @@ def test_the_protocols_bf16_check_compares_two_runs_of_one_sweep(model, finished
     assert printed[0] == f"dense answers that differ: {differ.sum()} of 3"
     assert printed[1].startswith("flips that differ: ") and 0 <= float(printed[1].split()[-1]) <= 1
     assert a.manifest["model"]["dtype"] == "bfloat16" and b.manifest["model"]["dtype"] == "float32"
+
+
+def test_a_coin_is_tested_by_the_sign_flip_test_even_when_its_draws_agree():
+    from workbench.experiments.contrasts import contrast
+
+    run = drawn_run()
+    same = run.outcomes.copy()
+    same.loc[same["selector"] == "random", "flip"] = same.loc[same["selector"] == "random", "example_id"].isin(["d"])
+    agreeing = SweepRun(run.folder, run.manifest, run.examples, same)  # every draw flips d only
+    c = contrast(agreeing, "cadence", "random", 0.2)
+    assert c.test.startswith("sign-flip") and c.b_count is None and len(c.draws) == 3
+    coin = summarize(agreeing, reference="cacheblend").set_index("selector").loc["random"]
+    assert pd.isna(coin["ref_b"]) and coin["test"].startswith("sign-flip")

@@ -183,9 +183,10 @@ def contrast(run: SweepRun, a: str, b: str, budget: float, measure: str = "flip"
     if m.binary and not m.higher_is_better:  # a success is the absence of the event (no flip)
         va, vb = 1 - va, 1 - vb
     mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
-    b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary)
+    drawn = va.shape[1] > 1 or vb.shape[1] > 1  # a coin: its mean over draws, by the sign-flip test
+    b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary and not drawn)
     draws = ()
-    if va.shape[1] > 1 or vb.shape[1] > 1:
+    if drawn:
         draws = tuple(DrawTest(int(d), *paired_test(va.iloc[:, min(i, va.shape[1] - 1)].to_numpy(),
                                                 vb.iloc[:, min(i, vb.shape[1] - 1)].to_numpy(), m.binary)[:3])
                       for i, d in enumerate(vb.columns if vb.shape[1] > 1 else va.columns))

@@ -98,9 +98,10 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
                 continue
             n, em, flip_rate = len(cell), float(cell["em"].mean()), float(cell["flip"].mean())
             dense_acc, splice_acc = cell["dense_em"].mean(), cell["spliced_em"].mean()
-            vs_ref = (paired_test(cell["em"].to_numpy(), ref.reindex(cell.index).to_numpy(float), True)
+            binary = int(cell["draws"].max()) == 1  # a coin's draw means take the sign-flip test
+            vs_ref = (paired_test(cell["em"].to_numpy(), ref.reindex(cell.index).to_numpy(float), binary)
                       if reference is not None else (pd.NA, pd.NA, np.nan, ""))
-            vs_dense = paired_test(cell["em"].to_numpy(), cell["dense_em"].to_numpy(float), True)
+            vs_dense = paired_test(cell["em"].to_numpy(), cell["dense_em"].to_numpy(float), binary)
             rows.append({
                 "selector": label, "unit": cell["unit"].iloc[0], "budget": budget, "n": n,
                 "draws": int(cell["draws"].max()), "em": em, **_interval("em", cell["em"]),
