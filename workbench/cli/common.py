@@ -171,7 +171,7 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epic-k", type=positive_int, default=None,
                    help="epic: recompute the first K rows of every passage in the pool, whatever the budget (EPIC's "
                         "k, at most 32 in its paper); default: the budget's rows spread evenly over the passages")
-    p.add_argument("--relaxkv-context", type=float, default=None,
+    p.add_argument("--relaxkv-context", type=number, default=None,
                    help="relaxkv: the share of passage rows, by query relevance, its repaired rows may attend to "
                         "(besides the prefix and themselves); default: the budget's share")
 
