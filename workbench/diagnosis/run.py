@@ -189,11 +189,10 @@ def _context(spec: SelectorSpec, signals: SignalSet, positions: torch.Tensor, sc
              coin_seed: int | None) -> torch.Tensor | None:
     """The context mask the repair of `positions` is restricted to (None: every key). A matched coin
     of a restricting selector (`coin:relaxkv`) ranks its context rows by a coin of its own."""
-    info = spec.matches.info if spec.matches is not None else spec.info
-    if info.restrict is None:
+    if spec.informed.restrict is None or not len(positions):
         return None
     ranking = scores if spec.matches is None else random_scores(signals.ctx.n_reused, coin_seed ^ 1)
-    return info.restrict(signals, positions, ranking, budget)
+    return spec.informed.restrict(signals, positions, ranking, budget)
 
 
 def _attention(model: LoadedModel, positions: torch.Tensor, n_keys: int, context: torch.Tensor | None) -> dict:
@@ -219,7 +218,7 @@ def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Contex
     units = config.unit_options
     segments = ctx.layout.segment_ids()[pool] if units.chunk_scope == "passage" else None
     n_rows = budget_rows(budget, n)
-    spend = (spec.matches.info if spec.matches is not None else spec.info).spend
+    spend = spec.informed.spend
     sel = select_rows(scores, spend(signals, pool, n_rows) if spend else n_rows, spec.unit,
                       chunk_size=units.chunk_size, tau=units.tau, segments=segments, max_span=units.grow_max_span)
     if spec.matches is not None:

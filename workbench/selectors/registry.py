@@ -137,6 +137,11 @@ class SelectorSpec:
     matches: SelectorSpec | None = None  # for a matched control (`coin:A`): the selector A it copies
 
     @property
+    def informed(self) -> SelectorInfo:
+        """The selector whose scores and hooks this spec spends: A for `coin:A`, else its own."""
+        return self.matches.info if self.matches is not None else self.info
+
+    @property
     def label(self) -> str:
         if self.matches is not None:
             return f"{self.info.name}:{self.matches.label}"
