@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import torch
 
 from workbench.decode import Answer, _answer, _step, stop_token_ids
+from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, Decoder, run_cells
-from workbench.repair import check_positions
+from workbench.repair import check_context, check_positions
 
 
 @dataclass(frozen=True)
@@ -56,20 +57,31 @@ class _Walk:
 def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets: list[torch.Tensor],
                  suffix_ids: torch.Tensor, reference_ids, max_new_tokens: int = 24,
                  max_bytes: int = DEFAULT_MAX_BYTES,
-                 progress: Callable[[int, int], None] | None = None) -> list[CellAnswer]:
+                 progress: Callable[[int, int], None] | None = None,
+                 contexts: list[torch.Tensor | None] | None = None) -> list[CellAnswer]:
     """Repair each row set of `row_sets` over `base` and answer from it (see the module docstring).
 
     ids: the context's token ids [pos] (row sets index into it); suffix_ids: [suffix];
-    reference_ids: the answer to teacher-force (for example the dense answer and its end token).
+    reference_ids: the answer to teacher-force (for example the dense answer and its end token);
+    contexts: per row set, None or a context mask (bool [n]) its repaired rows are restricted to
+    (`overlay.Cell.context`; the suffix and the answer always see every key).
     """
     n, n_suffix = base.n_positions, len(suffix_ids)
     row_sets = [check_positions(rows, n, f"row set {i}") for i, rows in enumerate(row_sets)]  # before any work
+    contexts = list(contexts) if contexts is not None else [None] * len(row_sets)
+    if len(contexts) != len(row_sets):
+        raise WorkbenchError(f"contexts has {len(contexts)} entries for {len(row_sets)} row sets; give one per row set")
+    contexts = [None if c is None else check_context(c, f"the context of row set {i}") for i, c in enumerate(contexts)]
+    long = [i for i, c in enumerate(contexts) if c is not None and c.numel() > n]
+    if long:
+        raise WorkbenchError(f"the context masks of row sets {long[:8]} pass the base cache's {n} positions: a "
+                             "context covers the handed-off rows only (the suffix always sees every key)")
     reference = [int(t) for t in reference_ids]
     forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
     tail = torch.arange(n, n + n_suffix + len(forced))
     tail_ids = torch.cat([suffix_ids.cpu().long(), forced])
-    cells = [Cell(torch.cat([rows.long().cpu(), tail]), torch.cat([ids.cpu()[rows.long().cpu()], tail_ids]))
-             for rows in row_sets]
+    cells = [Cell(torch.cat([rows.long().cpu(), tail]), torch.cat([ids.cpu()[rows.long().cpu()], tail_ids]),
+                  context=context) for rows, context in zip(row_sets, contexts)]
     passes = run_cells(model, base, cells, max_bytes, progress)
     stops = stop_token_ids(model)
     results, walks = [], {}

@@ -105,6 +105,14 @@ class Layout:
             out[seg.start:seg.end] = {"prefix": -1, "suffix": len(self.passages)}.get(seg.kind, seg.index)
         return out
 
+    def segment_offsets(self) -> torch.Tensor:
+        """Per position, its distance from the start of its segment (0 at each passage's first
+        token). [pos]"""
+        out = torch.empty(self.n_tokens, dtype=torch.long)
+        for seg in self.segments:
+            out[seg.start:seg.end] = torch.arange(len(seg))
+        return out
+
     def segment_names(self) -> list[str]:
         """Per position, the name of its segment ("prefix", "passage 2", "suffix")."""
         names = [""] * self.n_tokens

@@ -16,6 +16,10 @@ rows at once.
     cells = [Cell(positions=rows, ids=layout.ids[rows]) for rows in row_sets]
     out = run_cells(model, spliced, cells)        # per cell: K/V of its rows per layer, hidden
 
+A cell may carry a context mask (`context`, bool [n_context]): its rows inside the mask's span
+attend only to the keys it holds, and their own (RelaxKV's restricted recompute; the rule of
+`repair.context_allows`); its rows past the span (the suffix, the answer) see every key.
+
 Cells are grouped under a memory budget (`max_bytes`), smallest first, so a long context with
 many cells never holds more than that at once. Attention is torch's fused kernel over each
 cell's keys laid end to end (base, known, new), with the mask above.
@@ -33,6 +37,7 @@ from workbench.errors import WorkbenchError
 from workbench.family import rotate_half
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
+from workbench.repair import check_context, context_allows
 
 DEFAULT_MAX_BYTES = 512 << 20  # attention scores of one group of cells, fp32
 
@@ -46,6 +51,7 @@ class Cell:
     known_positions: torch.Tensor | None = None  # [known] ascending, disjoint from positions
     known_keys: torch.Tensor | None = None  # [layer, kv_head, known, d_head], post-RoPE
     known_values: torch.Tensor | None = None
+    context: torch.Tensor | None = None  # [n_context] bool: the keys rows inside it may attend to (None: all)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,8 @@ def check_cell(cell: Cell, base: KVCache, what: str = "cell") -> None:
         raise WorkbenchError(f"{what}: positions must be non-negative integers")
     if pos.numel() > 1 and not bool((pos[1:] > pos[:-1]).all()):
         raise WorkbenchError(f"{what}: positions must be strictly ascending (no duplicates)")
+    if cell.context is not None:
+        check_context(cell.context, f"{what}: context")
     known = cell.known_positions if cell.known_positions is not None else pos.new_zeros(0)
     taken = torch.cat([pos, known])
     if torch.unique(taken).numel() != taken.numel():
@@ -145,7 +153,11 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
                  for c, n in zip(cells, n_known)], kwidth, -1).to(device) if kwidth else None  # [cell, known]
     key_pos = torch.cat([torch.arange(n_base, device=device).expand(n_cells, -1)]
                         + ([kpos] if kpos is not None else []) + [pos], dim=1)  # [cell, key]
-    masks = ad.layer_masks(_masks(pos, valid, kpos, n_base), pos, key_pos)  # [layer] of [cell, row, key]
+    mask = _masks(pos, valid, kpos, n_base)  # [cell, row, key]
+    for c, cell in enumerate(cells):
+        if cell.context is not None:  # a restricted recompute: its rows see only their context
+            mask[c] &= context_allows(cell.context, pos[c], key_pos[c])
+    masks = ad.layer_masks(mask, pos, key_pos)  # [layer] of [cell, row, key]
 
     known_k = known_v = None
     if kpos is not None:  # [layer, cell, kv_head, known, d_head]

@@ -8,6 +8,11 @@ position <= query position, and inside the layer's sliding window where it has o
 bottom-right mask would let scattered rows see later keys); then o-projection and MLP feed
 the next layer. Cost: O(|S| * n) attention and |S| rows
 of every linear layer. The input cache is never mutated.
+
+A *context mask* (`context`, bool [n_context]) narrows what a repaired row attends to (RelaxKV's
+restricted recompute): a row at a position inside the mask's span sees only keys whose position
+the mask holds, and its own key; rows past its end (the receiver's own text) see every key.
+Without a mask, or with an all-True one, the repair is today's exactly (the same mask).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench.errors import WorkbenchError
-from workbench.family import rotate_half
+from workbench.family import rotate_half, visible_keys
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
@@ -43,14 +48,49 @@ def check_positions(positions, n_positions: int, what: str = "positions") -> tor
     return ordered
 
 
+def check_context(context, what: str = "context") -> torch.Tensor:
+    """Validate a context mask: a non-empty 1-D bool tensor over key positions. Returns it on cpu."""
+    if not isinstance(context, torch.Tensor) or context.dim() != 1 or context.dtype != torch.bool \
+            or not context.numel():
+        raise WorkbenchError(f"{what} must be a non-empty 1-D bool tensor over key positions (True: a repaired "
+                             f"row may attend to it), got {getattr(context, 'dtype', type(context).__name__)}")
+    return context.cpu()
+
+
+def context_allows(context: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor) -> torch.Tensor:
+    """Which keys a context mask leaves to each query (see the module docstring): bool [..., q, k].
+
+    context: bool [n_context]; query_pos: [..., q]; key_pos: [..., k] (absolute; keys past the
+    mask's end, and padding at -1, count as inside it: causality and padding masks rule them)."""
+    n = context.numel()
+    inside = torch.cat([context.to(key_pos.device), context.new_ones(1, device=key_pos.device)])
+    keys = inside[key_pos.clamp(0, n)]  # [..., k]
+    own = key_pos[..., None, :] == query_pos[..., :, None]  # [..., q, k]
+    restricted = (query_pos < n)[..., :, None]  # [..., q, 1]
+    return ~restricted | keys[..., None, :] | own
+
+
+def attention_pairs(model: LoadedModel, positions: torch.Tensor, n_keys: int,
+                    context: torch.Tensor | None = None) -> int:
+    """Query-key pairs, summed over layers, that recomputing rows `positions` scores over keys
+    [0, n_keys): each layer's causal (and windowed) mask, narrowed by `context` when given."""
+    pos = torch.as_tensor(positions).long().cpu()
+    key_pos = torch.arange(n_keys)
+    allowed = context_allows(check_context(context), pos, key_pos) if context is not None else True
+    windows = model.adapter.windows
+    return sum(windows.count(w) * int((visible_keys(pos, key_pos, w) & allowed).sum()) for w in dict.fromkeys(windows))
+
+
 def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
-                   positions: torch.Tensor, n_layers: int | None = None) -> tuple[KVCache, torch.Tensor]:
+                   positions: torch.Tensor, n_layers: int | None = None,
+                   context: torch.Tensor | None = None) -> tuple[KVCache, torch.Tensor]:
     """Exactly recompute rows `positions` of `cache` (ids: the context's token ids, [pos]).
 
     Returns (new cache, hidden states of the rows after the last layer run, [row, hidden]).
     `positions` must already be validated and sorted (see `check_positions`). Rows beyond the
     cache's end extend it. `n_layers` stops after that many layers (CacheBlend's partial
-    recompute up to its check layer); layers above keep the input cache's rows.
+    recompute up to its check layer); layers above keep the input cache's rows. `context`
+    narrows what the rows attend to (the module docstring).
     """
     ad = model.adapter
     device = model.device
@@ -61,6 +101,7 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
         return KVCache(keys, values), torch.empty(0, model.config.hidden_size, device=device)
     pos = positions.to(device)
     key_pos = torch.arange(n, device=device)
+    allowed = context_allows(check_context(context), pos, key_pos) if context is not None else None  # [row, pos]
     with torch.inference_mode():
         h = ad.embed(ids.to(device)[pos])  # [row, hidden]
         tables = ad.rope_tables(pos, h)  # [layer] of (cos, sin) [row, d_head]
@@ -72,21 +113,26 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
             k = k * cos[:, None] + rotate_half(k) * sin[:, None]
             keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
             values[l][:, pos] = v.transpose(0, 1)
+            mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
             attn = F.scaled_dot_product_attention(
                 q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
-                attn_mask=ad.visible(pos, key_pos, l)[None, None],  # [row, pos] by absolute position
+                attn_mask=(mask if allowed is None else mask & allowed)[None, None],
                 scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
             attn = attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
             h = ad.finish_layer(l, h, attn)
     return KVCache(keys, values), h
 
 
-def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions) -> KVCache:
-    """A new cache with rows `positions` recomputed exactly; `cache` is left unchanged."""
+def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions,
+           context: torch.Tensor | None = None) -> KVCache:
+    """A new cache with rows `positions` recomputed exactly (over `context` only, when given: bool
+    [n_context], see the module docstring); `cache` is left unchanged."""
     pos = check_positions(positions, cache.n_positions)
+    if context is not None:
+        check_context(context)
     if pos.numel() == 0:
         return cache.clone()
-    fixed, _ = recompute_rows(model, cache, ids, pos)
+    fixed, _ = recompute_rows(model, cache, ids, pos, context=context)
     return fixed
 
 

@@ -420,6 +420,7 @@ def test_live_diagnoses_explores_and_saves(world, tmp_path):
     assert at.text_input(key="live_question").value.strip()
     demo = sys.modules["demo"]
     assert at.multiselect(key="live_selectors").value == list(demo.demo_config().diagnose.selectors)
+    assert {"epic", "prophetkv", "relaxkv", "prophetkv:grow"} <= set(at.multiselect(key="live_selectors").options)
     at.text_input(key="live_budgets").set_value("0.2, 0.5")
     at.multiselect(key="live_selectors").set_value(["none", "random", "densedev", "bcr"])
     at.number_input(key="live_max_new").set_value(3)

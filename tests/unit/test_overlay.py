@@ -10,6 +10,7 @@ from workbench.cell_answers import answer_cells
 from workbench.decode import stop_token_ids
 from workbench.exactness import host_syncs, rel
 from workbench.overlay import Cell, materialize, run_cells
+from workbench.repair import repair
 from workbench.signals.deviation import ResidualMeter, residual_deviation
 
 MAX_NEW = 8
@@ -77,6 +78,48 @@ def test_an_answer_that_leaves_the_reference_decodes_on(setup):
         assert cell.decode_steps == len(cell.answer.token_ids) - (0 if cell.answer.stopped else 1)
 
 
+def contexts_for(ctx, row_sets):
+    """Per row set, a context mask: the prefix, the rows themselves and every fourth handed-off row."""
+    out = []
+    for rows in row_sets:
+        keep = torch.zeros(ctx.layout.suffix_start, dtype=torch.bool)
+        keep[: ctx.layout.prefix.end] = True
+        keep[::4] = True
+        keep[rows] = True
+        out.append(keep)
+    return out
+
+
+def test_restricted_cells_equal_the_serial_restricted_repair(setup):
+    """Batched = serial with context masks too; an all-True mask is today's cell bit for bit."""
+    model, ctx, row_sets, _ = setup
+    contexts = contexts_for(ctx, row_sets)
+    cells = run_cells(model, ctx.spliced, [Cell(s, ctx.layout.ids[s], context=c) for s, c in zip(row_sets, contexts)])
+    for rows, context, cell in zip(row_sets, contexts, cells):
+        want = repair(model, ctx.spliced, ctx.layout.ids, rows, context=context)
+        got = materialize(ctx.spliced, cell)
+        assert rel(got.keys, want.keys) < 1e-5 and rel(got.values, want.values) < 1e-5, len(rows)
+    restricted = materialize(ctx.spliced, cells[2])
+    assert not torch.allclose(restricted.values, ctx.repair(row_sets[2]).values)  # the mask changed the repair
+    everything = torch.ones(ctx.layout.suffix_start, dtype=torch.bool)
+    plain, full = run_cells(model, ctx.spliced, [Cell(row_sets[2], ctx.layout.ids[row_sets[2]]),
+                                                 Cell(row_sets[2], ctx.layout.ids[row_sets[2]], context=everything)])
+    assert torch.equal(plain.keys, full.keys) and torch.equal(plain.values, full.values)
+    assert torch.equal(plain.hidden, full.hidden)
+
+
+def test_answers_of_restricted_cells_equal_the_serial_path(setup):
+    """The suffix and the answer see every key; only the repaired rows are restricted."""
+    model, ctx, row_sets, reference = setup
+    contexts = contexts_for(ctx, row_sets[1:4])
+    got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[1:4], ctx.suffix_ids, reference, MAX_NEW,
+                       contexts=contexts)
+    for rows, context, cell in zip(row_sets[1:4], contexts, got):
+        cache = repair(model, ctx.spliced, ctx.layout.ids, rows, context=context)
+        assert cell.answer == ctx.generate(cache, MAX_NEW)
+        assert abs(cell.reference_logprob - ctx.teacher_forced(cache, reference).logprob) < 1e-4
+
+
 def test_bad_row_sets_fail_before_any_work(setup, monkeypatch):
     model, ctx, row_sets, reference = setup
     monkeypatch.setattr("workbench.cell_answers.run_cells", lambda *a, **k: pytest.fail("work started"))
@@ -85,6 +128,11 @@ def test_bad_row_sets_fail_before_any_work(setup, monkeypatch):
                        (torch.tensor([1.5]), "integers")):
         with pytest.raises(wb.WorkbenchError, match=match):
             answer_cells(model, ctx.spliced, ctx.layout.ids, [row_sets[1], bad], ctx.suffix_ids, reference)
+    for contexts, match in (([None], "one per row set"), ([None, torch.ones(n + 1, dtype=torch.bool)], "pass the base"),
+                            ([None, torch.ones(4)], "bool")):
+        with pytest.raises(wb.WorkbenchError, match=match):
+            answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[1:3], ctx.suffix_ids, reference,
+                         contexts=contexts)
 
 
 def test_the_layer_loops_make_no_host_syncs(setup):

@@ -201,8 +201,9 @@ def test_a_registered_selector_is_usable_by_name(ctx, monkeypatch):
 def test_the_registry_answers_references_defaults_and_the_comparison():
     assert reference_selectors() == ("none", "full")
     assert default_selectors() == ("none", "full", "random", "cacheblend", "relay", "densedev", "cadence",
-                                   "cadence-grad", "bcr", "bcr:grow", "bcr:single", "qattn")
-    assert default_selectors(expensive=True)[-1] == "oracle-patch"
+                                   "cadence-grad", "bcr", "bcr:grow", "bcr:single", "qattn", "epic", "prophetkv",
+                                   "relaxkv")
+    assert default_selectors(expensive=True) == default_selectors()[:12] + ("oracle-patch",) + default_selectors()[12:]
     assert comparison_reference(["cadence-grad", "random", "cacheblend"]) == "cacheblend"
     assert comparison_reference(["cadence-grad", "random"]) == "random"
     assert comparison_reference(["cadence-grad"]) is None

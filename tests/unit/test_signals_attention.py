@@ -54,6 +54,25 @@ def test_question_attention_matches_hf_attention_with_or_without_a_draft_after_i
     assert got.query_positions == tuple(range(n, eager_ctx.layout.n_tokens))
 
 
+def test_query_relevance_is_hf_attention_renormalized_over_the_cached_rows(eager_ctx):
+    """ProphetKV's relevance: each question row's attention as a softmax over the cached keys
+    alone (a row that sees none of them, outside a sliding window, adds 0), mean over rows and
+    heads, at every layer; the token signal fuses the layers by their mean."""
+    n = eager_ctx.layout.suffix_start
+    want = []
+    for a in hf_attentions(eager_ctx):  # [head, query, key]
+        cached = a[:, :, :n]
+        mass = cached.sum(-1, keepdim=True)
+        want.append(torch.where(mass > 0, cached / mass.clamp_min(1e-30), 0.0).mean((0, 1)))
+    want = torch.stack(want)  # [layer, pos]
+    got = suffix_pass(eager_ctx, k=2).relevance
+    torch.testing.assert_close(got.per_layer, want, atol=1e-5, rtol=0)
+    assert got.layers_summed == range(0, eager_ctx.model.adapter.n_layers)
+    fused = SignalSet(eager_ctx).token("query_relevance")
+    torch.testing.assert_close(fused, want[:, eager_ctx.reused_positions].mean(0), atol=1e-6, rtol=0)
+    assert not torch.allclose(got.per_layer, suffix_pass(eager_ctx, k=2).question.per_layer)
+
+
 def test_the_suffix_pass_decodes_on_to_the_greedy_answer_bit_for_bit(tiny):
     ctx = wb.build_context(tiny, small_example())
     for cache in (ctx.spliced, ctx.dense):

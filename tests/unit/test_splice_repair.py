@@ -6,7 +6,7 @@ import torch
 import workbench as wb
 from conftest import shifted_splice, small_example, tiny_model
 from workbench.kv import relative_error
-from workbench.repair import budget_rows, check_positions
+from workbench.repair import attention_pairs, budget_rows, check_positions, repair
 
 
 _CONTEXTS: dict[str, wb.Context] = {}
@@ -144,6 +144,53 @@ def test_partial_repair_moves_toward_dense(tiny_llama):
     spliced_err = relative_error(ctx.spliced, ctx.dense)["v"][1:].mean()
     half = relative_error(ctx.repair(passage_rows(ctx, 1)[: ctx.n_reused // 3]), ctx.dense)["v"][1:].mean()
     assert half < spliced_err
+
+
+def test_a_full_context_mask_repairs_bit_identically(tiny):
+    """RelaxKV's kernel with every key in the context is today's repair, bit for bit."""
+    ctx = context_for(tiny)
+    rows = ctx.reused_positions[::3]
+    plain = ctx.repair(rows)
+    full = repair(tiny, ctx.spliced, ctx.layout.ids, rows, context=torch.ones(ctx.layout.suffix_start, dtype=torch.bool))
+    assert torch.equal(plain.keys, full.keys) and torch.equal(plain.values, full.values)
+
+
+def test_a_restricted_row_reads_only_the_keys_in_its_context(tiny):
+    """A repaired row is blind to a key outside its context (changing that key changes nothing) and
+    reads a key inside it (changing that one moves the row), in every family and window."""
+    ctx = context_for(tiny)
+    p2 = ctx.layout.passages[1]
+    row = torch.tensor([p2.start + 6])
+    inside, outside = p2.start + 5, p2.start + 4
+    context = torch.zeros(ctx.layout.suffix_start, dtype=torch.bool)
+    context[: ctx.layout.prefix.end] = True
+    context[inside] = True
+    base = repair(tiny, ctx.spliced, ctx.layout.ids, row, context=context)
+    for changed, moves in ((outside, False), (inside, True)):
+        poked = ctx.spliced.clone()
+        poked.values[:, :, changed] += 1.0
+        fixed = repair(tiny, poked, ctx.layout.ids, row, context=context)
+        same = torch.equal(fixed.values[1:, :, row], base.values[1:, :, row])
+        assert same != moves, (changed, moves)
+    unrestricted = ctx.repair(row)
+    assert not torch.equal(unrestricted.values[1:, :, row], base.values[1:, :, row])
+
+
+def test_attention_pairs_count_the_visible_keys_and_what_a_context_saves(tiny_llama):
+    ctx = context_for(tiny_llama)
+    rows, n = torch.tensor([3, 10]), 12
+    layers = tiny_llama.adapter.n_layers
+    assert attention_pairs(tiny_llama, rows, n) == (4 + 11) * layers  # causal: keys 0..p
+    context = torch.zeros(n, dtype=torch.bool)
+    context[:2] = True
+    assert attention_pairs(tiny_llama, rows, n, context) == (3 + 3) * layers  # keys 0, 1 and its own
+
+
+def test_a_bad_context_mask_is_refused_before_any_work(tiny_llama):
+    ctx = context_for(tiny_llama)
+    for bad in (torch.ones(5), torch.zeros(0, dtype=torch.bool), [True, False]):
+        with pytest.raises(wb.WorkbenchError, match="context"):
+            repair(tiny_llama, ctx.spliced, ctx.layout.ids, [3], context=bad)
 
 
 @pytest.mark.parametrize("bad, match", [

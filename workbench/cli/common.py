@@ -168,6 +168,12 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rerotation", choices=["delta", "exact"], default="delta",
                    help="how the splice moves keys: 'delta' rotation of cached keys, as reuse systems do "
                         "(default), or 'exact' (the dense path's RoPE on pre-RoPE keys: layer 0 bit-exact)")
+    p.add_argument("--epic-k", type=positive_int, default=None,
+                   help="epic: recompute the first K rows of every passage in the pool, whatever the budget (EPIC's "
+                        "k, at most 32 in its paper); default: the budget's rows spread evenly over the passages")
+    p.add_argument("--relaxkv-context", type=number, default=None,
+                   help="relaxkv: the share of passage rows, by query relevance, its repaired rows may attend to "
+                        "(besides the prefix and themselves); default: the budget's share")
 
 
 def diagnose_settings(args) -> dict:
@@ -175,7 +181,8 @@ def diagnose_settings(args) -> dict:
     if args.grow_max_span < 0:
         raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
-            "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation}
+            "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation, "epic_k": args.epic_k,
+            "relaxkv_context": args.relaxkv_context}
 
 
 DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction")

@@ -63,6 +63,8 @@ class DiagnoseConfig:
     max_new_tokens: int = 24  # greedy answer limit
     attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
     rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"
+    epic_k: int | None = None  # EPIC: the first k rows of every passage (None: the budget spread over passages)
+    relaxkv_context: float | None = None  # RelaxKV: share of passage rows in its context (None: the budget's)
 
     def checked(self) -> DiagnoseConfig:
         """A validated, normalized copy (selector specs canonical, budgets sorted); raises on bad input."""
@@ -78,6 +80,12 @@ class DiagnoseConfig:
                                  f"repairs every budget once more, so a run's time grows with it (BCR averages 5)")
         if self.grow_max_span is not None:
             _positive_int(self.grow_max_span, "grow_max_span")
+        if self.epic_k is not None:
+            _positive_int(self.epic_k, "epic_k")
+        share = self.relaxkv_context
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0.0 <= share <= 1.0):
+            raise WorkbenchError(f"relaxkv_context must be a fraction in [0, 1] (or None: the budget's), got {share!r}")
         if self.pool not in POOLS:
             raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.chunk_scope not in CHUNK_SCOPES:
@@ -97,7 +105,8 @@ class DiagnoseConfig:
     @property
     def signal_options(self) -> SignalOptions:
         return SignalOptions(check_layer=self.check_layer, draft_k=self.draft_k,
-                             patch_max_tokens=self.patch_max_tokens, seed=self.seed)
+                             patch_max_tokens=self.patch_max_tokens, seed=self.seed, epic_k=self.epic_k,
+                             relaxkv_context=self.relaxkv_context)
 
     @property
     def unit_options(self) -> UnitOptions:

@@ -7,15 +7,18 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
     layer_signals  signal, layer, position, value    per-layer signals (gradients, attention)
     deviation      layer, position, segment, token, kind, metric, value   splice vs dense
     selections     selector, unit, budget, draw, n_requested, n_units, skipped, budget_matched,
-                   n_recomputed, n_spent_exact, positions (list of absolute positions)
+                   n_recomputed, n_spent_exact, attention_pairs, attention_saved,
+                   positions (list of absolute positions)
     outcomes       example_id, selector, unit, budget, draw, pool, n_pool, n_reused, n_recomputed,
                    n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, contains, dense_logprob,
-                   seconds
+                   graded outcomes, attention_pairs, attention_saved, seconds
     residual       selector, unit, budget, draw, layer, kind, value   deviation left after repair
 
 `draw` numbers a seeded control's draws (the coin: 5 by default) and is missing for every other
 selector. `pool` is the candidate set the budget is a fraction of (`n_pool` rows); rows spent on
-rows exact by construction (the first passage) are counted in `n_spent_exact`.
+rows exact by construction (the first passage) are counted in `n_spent_exact`. `attention_pairs`
+counts the query-key pairs (over layers) a repair scored, `attention_saved` those its restricted
+context skipped (RelaxKV; 0 otherwise).
     costs          selector, forward_passes, backward_passes, decode_steps, layer_tokens,
                    needs_dense, seconds      the summed cost of the records each selector read
     signal_costs   signal, forward_passes, ..., seconds    what each record computed cost, once

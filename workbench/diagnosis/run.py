@@ -30,8 +30,8 @@ from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.models import LoadedModel
-from workbench.repair import budget_rows
-from workbench.selectors import SelectorSpec, parse_selectors, select_rows
+from workbench.repair import attention_pairs, budget_rows
+from workbench.selectors import SelectorSpec, parse_selectors, random_scores, select_rows
 from workbench.selectors.units import matched_coin
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
@@ -89,7 +89,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     pool = ctx.layout.pool_positions(config.pool)  # [n_pool]
     exact = ~torch.isin(pool, ctx.layout.changed_positions)  # [n_pool]: rows exact by construction
     in_reused = torch.searchsorted(ctx.reused_positions, pool)  # [n_pool]: where each sits among the scores
-    selections, chosen = [], {}  # chosen: (label, budget, draw) -> positions
+    selections, chosen = [], {}  # chosen: (label, budget, draw) -> (positions, context mask or None)
     for i, spec in enumerate(specs):
         report("signals", i, len(specs))
         for draw in range(config.coin_draws) if spec.info.drawn else (None,):
@@ -100,30 +100,36 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                 scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
             for budget in config.budgets:
                 seed = signals.coin_seed(draw) if spec.matches is not None else None
-                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config, seed)
+                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config, seed, signals)
                 positions = pool[rows]
-                chosen[spec.label, budget, draw] = positions
+                context = _context(spec, signals, positions, scores, budget, seed)
+                chosen[spec.label, budget, draw] = positions, context
                 selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, "draw": draw,
                                    **meta, "n_recomputed": len(positions), "n_spent_exact": int(exact[rows].sum()),
+                                   **_attention(model, positions, ctx.layout.suffix_start, context),
                                    "positions": positions.tolist()})
-    row_sets = {(): torch.empty(0, dtype=torch.long)}  # the empty set answers for the splice
-    for positions in chosen.values():
-        row_sets.setdefault(tuple(positions.tolist()), positions)
+    # One cell per distinct (rows, context); the empty set answers for the splice.
+    row_sets = {((), None): (torch.empty(0, dtype=torch.long), None)}
+    for positions, context in chosen.values():
+        row_sets.setdefault(_cell_key(positions, context), (positions, context))
     t_repairs = time.perf_counter()
-    cells = answer_cells(model, ctx.spliced, ctx.layout.ids, list(row_sets.values()), ctx.suffix_ids, dense_ids,
-                         config.max_new_tokens, progress=lambda done, total: report("repairs", done, total))
+    cells = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()], ctx.suffix_ids,
+                         dense_ids, config.max_new_tokens, progress=lambda done, total: report("repairs", done, total),
+                         contexts=[context for _, context in row_sets.values()])
     # The dense cache through the same pass: the first-token distribution the graded outcomes read.
-    (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[()]], ctx.suffix_ids, dense_ids,
+    (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[(), None][0]], ctx.suffix_ids, dense_ids,
                                  config.max_new_tokens)
     t_repairs = time.perf_counter() - t_repairs
     by_rows = dict(zip(row_sets, cells))
-    spliced = _record(by_rows[()].answer, example)
+    spliced = _record(by_rows[(), None].answer, example)
     meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
+    attention = {(r["selector"], r["budget"], r["draw"]): r for r in selections}
 
     outcomes, residuals = [], []
-    for (label, budget, draw), positions in chosen.items():
+    for (label, budget, draw), (positions, context) in chosen.items():
         unit = parse_selectors([label])[0].unit
-        cell = by_rows[tuple(positions.tolist())]
+        cell = by_rows[_cell_key(positions, context)]
+        pairs = attention[label, budget, draw]
         answer = _record(cell.answer, example)
         flip, flip_strict = answer.flips(dense)
         outcomes.append({"example_id": example.id, "selector": label, "unit": unit, "budget": budget, "draw": draw,
@@ -132,7 +138,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                              positions, ctx.layout.changed_positions)).sum()), "dense_answer": dense.text,
                          "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
                          "f1": answer.f1, "contains": answer.contains, "dense_logprob": cell.reference_logprob,
-                         **graded(cell, dense.text, dense_ids, dense_cell.first_logp), "seconds": t_repairs / len(cells)})
+                         **graded(cell, dense.text, dense_ids, dense_cell.first_logp),
+                         "attention_pairs": pairs["attention_pairs"], "attention_saved": pairs["attention_saved"],
+                         "seconds": t_repairs / len(cells)})
         residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
         residuals += residual_rows(label, unit, budget, residual, draw)
     costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
@@ -172,11 +180,35 @@ def _with_draws(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(draw=table["draw"].astype("Int64")) if "draw" in table else table
 
 
+def _cell_key(positions: torch.Tensor, context: torch.Tensor | None) -> tuple:
+    """What makes two repairs the same cell: their rows and the keys their rows may attend to."""
+    return tuple(positions.tolist()), None if context is None else tuple(context.nonzero().flatten().tolist())
+
+
+def _context(spec: SelectorSpec, signals: SignalSet, positions: torch.Tensor, scores: torch.Tensor, budget: float,
+             coin_seed: int | None) -> torch.Tensor | None:
+    """The context mask the repair of `positions` is restricted to (None: every key). A matched coin
+    of a restricting selector (`coin:relaxkv`) ranks its context rows by a coin of its own."""
+    if spec.informed.restrict is None or not len(positions):
+        return None
+    ranking = scores if spec.matches is None else random_scores(signals.ctx.n_reused, coin_seed ^ 1)
+    return spec.informed.restrict(signals, positions, ranking, budget)
+
+
+def _attention(model: LoadedModel, positions: torch.Tensor, n_keys: int, context: torch.Tensor | None) -> dict:
+    """Query-key pairs (over layers) the repair scores, and those a restricted context saved."""
+    full = attention_pairs(model, positions, n_keys)
+    used = full if context is None else attention_pairs(model, positions, n_keys, context)
+    return {"attention_pairs": used, "attention_saved": full - used}
+
+
 def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context, pool: torch.Tensor,
-            config: DiagnoseConfig, coin_seed: int | None = None) -> tuple[torch.Tensor, dict]:
+            config: DiagnoseConfig, coin_seed: int | None = None,
+            signals: SignalSet | None = None) -> tuple[torch.Tensor, dict]:
     """Row indices (into the pool) a selector spends at a budget, and the unit's record.
-    scores: [n_pool]; the budget is a fraction of the pool. A matched coin (`coin:A`) gets A's
-    scores and its draw's seed, and places A's units by coin."""
+    scores: [n_pool]; the budget is a fraction of the pool, unless the selector spends rows of its
+    own (`spend`, read from `signals`). A matched coin (`coin:A`) gets A's scores and its draw's
+    seed, and places A's units by coin."""
     n = len(pool)
     if spec.info.fixed == "none":
         return torch.empty(0, dtype=torch.long), {"n_requested": 0, "n_units": 0, "skipped": False,
@@ -185,9 +217,11 @@ def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Contex
         return torch.arange(n), {"n_requested": n, "n_units": n, "skipped": False, "budget_matched": True}
     units = config.unit_options
     segments = ctx.layout.segment_ids()[pool] if units.chunk_scope == "passage" else None
-    sel = select_rows(scores, budget_rows(budget, n), spec.unit, chunk_size=units.chunk_size, tau=units.tau,
-                      segments=segments, max_span=units.grow_max_span)
+    n_rows = budget_rows(budget, n)
+    spend = spec.informed.spend
+    sel = select_rows(scores, spend(signals, pool, n_rows) if spend else n_rows, spec.unit,
+                      chunk_size=units.chunk_size, tau=units.tau, segments=segments, max_span=units.grow_max_span)
     if spec.matches is not None:
         sel = matched_coin(sel, n, coin_seed, chunk_size=units.chunk_size, segments=segments)
-    return sel.rows.cpu(), {"n_requested": sel.n_requested, "n_units": sel.n_units, "skipped": sel.skipped,
-                            "budget_matched": sel.budget_matched}
+    return sel.rows.cpu(), {"n_requested": n_rows, "n_units": sel.n_units, "skipped": sel.skipped,
+                            "budget_matched": sel.budget_matched and sel.n_spent == n_rows}

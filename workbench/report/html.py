@@ -101,11 +101,12 @@ def _picks(d: Diagnosis, figs: _Figures) -> str:
                                  "token. The references (reuse all, full recompute) are left out.")
                 for budget in figures.budgets(d)]
     head = ("<tr><th>selector</th><th>unit</th><th>budget</th><th>rows requested</th><th>rows recomputed</th>"
-            "<th>units</th><th>budget matched</th><th>skipped</th></tr>")
+            "<th>units</th><th>budget matched</th><th>skipped</th><th>attention saved (query-key pairs)</th></tr>")
     body = "".join(
         f'<tr><td>{e(r["selector"])}</td><td>{e(r.get("unit"))}</td><td>{num(r["budget"])}</td>'
         f'<td>{num(r.get("n_requested"))}</td><td>{num(r.get("n_recomputed"))}</td><td>{num(r.get("n_units"))}</td>'
-        f'<td>{num(r.get("budget_matched"))}</td><td>{num(r.get("skipped"))}</td></tr>'
+        f'<td>{num(r.get("budget_matched"))}</td><td>{num(r.get("skipped"))}</td>'
+        f'<td>{num(r.get("attention_saved"))}</td></tr>'
         for r in sel.to_dict(orient="records"))
     return "".join(out) + f'<details><summary>selection table</summary><table class="grid">{head}{body}</table></details>'
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from workbench.repair import budget_rows
 from workbench.selectors.units import random_scores
 from workbench.selectors.registry import register_selector
 from workbench.signals.signal_set import SignalSet
@@ -90,3 +91,57 @@ def qattn(signals: SignalSet) -> torch.Tensor:
                    description="|change in decision loss| when a token's dense K/V rows are patched in")
 def oracle_patch(signals: SignalSet) -> torch.Tensor:
     return signals.token("patch_effect").float().abs()  # [n] in reused order
+
+
+# ----------------------------------------------------------------------------- the field's methods (issue 28)
+
+EPIC = "EPIC (Hu et al., ICML 2025): LegoLink"
+PROPHETKV = "ProphetKV (Wang et al., ICML 2026, arXiv 2602.02579)"
+RELAXKV = "RelaxKV (Qi et al., 2026)"
+
+
+def _epic_rows(signals: SignalSet, pool: torch.Tensor, n_rows: int) -> int:
+    """The budget's rows, or with a fixed k (`epic_k`) the first k rows of every passage in the pool."""
+    k = signals.options.epic_k
+    return n_rows if k is None else int((signals.ctx.layout.segment_offsets()[pool] < k).sum())
+
+
+@register_selector("epic", units=("single",), spend=_epic_rows,
+                   source=f"{EPIC}: the first k tokens of every cached chunk (k <= 32; its TTFT figure runs k = 16); "
+                          "k here spreads the budget over the pool's passages, or --epic-k fixes it",
+                   description="the first rows of every passage in the pool (position only, query-blind)")
+def epic(signals: SignalSet) -> torch.Tensor:
+    """Earlier in its passage ranks higher, so the budget's top rows are the first k of every
+    passage in the pool, k spread evenly (ties: the earlier passage takes the extra row)."""
+    return -signals.ctx.layout.segment_offsets()[signals.ctx.reused_positions].float()  # [n_reused]
+
+
+@register_selector("prophetkv", uses=("relevance",),
+                   source=f"{PROPHETKV}: user-query relevance against the crowding-out effect; stage 1 runs the "
+                          "query over the reused cache, stage 2 recomputes the fused top rows (only the abstract was "
+                          "readable: the softmax over the cached keys and the mean over layers follow a summary of it)",
+                   description="the question's attention over the cached rows (softmax over them), mean over layers")
+def prophetkv(signals: SignalSet) -> torch.Tensor:
+    return signals.token("query_relevance")
+
+
+def _query_context(signals: SignalSet, positions: torch.Tensor, ranking: torch.Tensor, budget: float) -> torch.Tensor:
+    """RelaxKV's recompute context: the prefix, the repaired rows, and the top share of the passage
+    rows by `ranking` (`relaxkv_context`, else the budget's share). bool [suffix_start]"""
+    ctx, share = signals.ctx, signals.options.relaxkv_context
+    keep = torch.zeros(ctx.layout.suffix_start, dtype=torch.bool)
+    keep[:ctx.layout.prefix.end] = True  # the receiver's own frame (the attention sink)
+    keep[positions] = True
+    n_context = budget_rows(budget if share is None else share, ctx.n_reused)
+    keep[ctx.reused_positions[torch.sort(ranking.cpu(), descending=True, stable=True).indices[:n_context]]] = True
+    return keep
+
+
+@register_selector("relaxkv", uses=("relevance",), restrict=_query_context,
+                   source=f"{RELAXKV}: targets by query relevance, each recomputed over a query-relevant context "
+                          "only (only the abstract was found: the context, the prefix, the targets and the budget's "
+                          "share of the most relevant passage rows, and one target set for every layer, the paper's "
+                          "being per layer, are the workbench's reading)",
+                   description="ProphetKV's rows, each recomputed over the query-relevant rows only")
+def relaxkv(signals: SignalSet) -> torch.Tensor:
+    return signals.token("query_relevance")

@@ -9,6 +9,11 @@ any unit (`workbench.selectors.units`). Register your own with the decorator:
     def my_score(signals):
         return signals["deviation"][("v", "l2")][1:].sum(0)   # [n_reused]
 
+Two optional hooks change what a budget buys. `spend(signals, pool, n_rows) -> int` is the rows
+a selector spends when it does not spend the budget's (EPIC with a fixed k per passage);
+`restrict(signals, positions, ranking, budget) -> bool [suffix_start]` is the context its
+repaired rows may attend to (RelaxKV's restricted recompute; None: every key).
+
 The registry also answers which selectors are the reference bounds (`none`: reuse all,
 `full`: recompute all) and which specs run by default.
 """
@@ -47,6 +52,8 @@ class SelectorInfo:
     default_units: tuple[str, ...] = ()  # units run by default (the default unit when empty)
     drawn: bool = False  # a seeded control: scored once per draw, `score(signals, draw)`
     matched: bool = False  # a control matched to another selector (`coin:A`): its rows come from A's
+    spend: Callable | None = None  # (signals, pool [n_pool], n_rows) -> rows it spends (None: n_rows)
+    restrict: Callable | None = None  # (signals, positions, ranking [n_reused], budget) -> context bool [suffix_start]
 
     @property
     def is_reference(self) -> bool:
@@ -65,9 +72,11 @@ _REGISTRY: dict[str, SelectorInfo] = {}
 def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: str = "single",
                       units: tuple[str, ...] = UNITS, fixed: str | None = None, description: str = "",
                       source: str = "", needs_dense: bool = False, expensive: bool = False,
-                      default_units: tuple[str, ...] = (), drawn: bool = False, matched: bool = False):
+                      default_units: tuple[str, ...] = (), drawn: bool = False, matched: bool = False,
+                      spend: Callable | None = None, restrict: Callable | None = None):
     """Decorator: register `fn(signals) -> scores [n_reused]` under `name` (a `drawn` control:
-    `fn(signals, draw)`, scored once per draw with a seed of its own)."""
+    `fn(signals, draw)`, scored once per draw with a seed of its own); `spend` and `restrict` as in
+    the module docstring."""
     if ":" in name or not name:
         raise WorkbenchError(f"selector names must be non-empty and contain no ':', got {name!r}")
     unknown = [u for u in uses if u not in record_names()]
@@ -82,7 +91,7 @@ def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: st
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
                                        source, needs_dense, expensive, tuple(default_units) or (default_unit,),
-                                       drawn, matched)
+                                       drawn, matched, spend, restrict)
         return fn
     return decorate
 
@@ -126,6 +135,11 @@ class SelectorSpec:
     info: SelectorInfo
     unit: str
     matches: SelectorSpec | None = None  # for a matched control (`coin:A`): the selector A it copies
+
+    @property
+    def informed(self) -> SelectorInfo:
+        """The selector whose scores and hooks this spec spends: A for `coin:A`, else its own."""
+        return self.matches.info if self.matches is not None else self.info
 
     @property
     def label(self) -> str:

@@ -9,6 +9,9 @@ token and the first k-1 generated ones), and score row j of the handed-off cache
 with grouped-query keys expanded to query heads. The paper counts layers from 1, so "l > 1"
 skips the first layer: with our 0-indexed layers the sum runs over layers 1..L-1.
 `question_attention` is the same score from every question-suffix query, without drafting.
+`query_relevance` is ProphetKV's per-layer relevance: the question-suffix rows' attention
+renormalized over the handed-off rows alone (a softmax over the cached keys [0, n)), mean over
+rows and heads, at every layer (layer 0 included).
 
 Both read one `suffix_pass`: a single prefill of the suffix over the cache that records every
 query row and then drafts. The pass also keeps the cache and logits at the end of the suffix, so
@@ -63,6 +66,7 @@ class SuffixPass:
 
     question: AttentionScores  # every suffix query row
     draft: AttentionScores | None  # the last suffix row and the first k-1 drafted tokens; None without a draft
+    relevance: AttentionScores  # every suffix query row, renormalized over the handed-off rows; all layers
     prefilled: KVCache  # [layer, kv_head, n + suffix, d_head]: the cache at the end of the suffix
     last_logits: torch.Tensor  # [vocab]: the suffix's last position
 
@@ -116,17 +120,21 @@ def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2) -
                              f"{ctx.layout.suffix_start}; pass a cache of the handed-off span")
     rec = record_queries(model, cache, ctx.suffix_ids, k)
     n_suffix, n_rows = len(ctx.suffix_ids), rec.hidden[0].shape[0]  # suffix rows, then one per drafted token fed back
-    rows = {"question": range(0, n_suffix), "draft": range(n_suffix - 1, n_rows)}  # recorded rows each reads
-    per_layer = _attention_per_layer(model, rec, n, rows if k is not None else {"question": rows["question"]})
+    rows = {"question": range(0, n_suffix), "relevance": range(0, n_suffix),
+            "draft": range(n_suffix - 1, n_rows)}  # recorded rows each reads
+    per_layer = _attention_per_layer(model, rec, n, rows if k is not None else
+                                     {name: r for name, r in rows.items() if name != "draft"})
     seconds = time.perf_counter() - start
+    n_layers = model.adapter.n_layers
 
-    def scores(name: str, draft_ids: tuple[int, ...]) -> AttentionScores:
+    def scores(name: str, draft_ids: tuple[int, ...], first_layer: int = 1) -> AttentionScores:
         return AttentionScores(per_layer=per_layer[name], draft_ids=draft_ids,
                                query_positions=tuple(n + r for r in rows[name]),
-                               layers_summed=range(1, model.adapter.n_layers), seconds=seconds)
+                               layers_summed=range(first_layer, n_layers), seconds=seconds)
 
     return SuffixPass(question=scores("question", ()),
                       draft=None if k is None else scores("draft", rec.draft_ids),
+                      relevance=scores("relevance", (), first_layer=0),
                       prefilled=rec.prefilled, last_logits=rec.last_logits)
 
 
@@ -134,7 +142,8 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
                          rows: dict[str, range]) -> dict[str, torch.Tensor]:
     """For each named set of recorded query rows, the attention to the cache rows [0, n), mean over
     those rows and the heads: {name: [layer, pos]}, fp32 on cpu. Keys are the HF cache's after the
-    last step; a row sees only keys at or before its own position."""
+    last step; a row sees only keys at or before its own position. "relevance" renormalizes each
+    row's attention over the cache rows [0, n) before the mean (a row that sees none of them adds 0)."""
     ad = model.adapter
     out = {name: torch.empty(ad.n_layers, n, dtype=torch.float32) for name in rows}  # [layer, pos]
     positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
@@ -145,7 +154,10 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
             keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
             probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
             for name, r in rows.items():
-                out[name][l] = probs[:, r.start:r.stop, :n].mean(dim=(0, 1)).cpu()
+                cached = probs[:, r.start:r.stop, :n]  # [head, row, pos]
+                if name == "relevance":
+                    cached = cached / cached.sum(-1, keepdim=True).clamp_min(torch.finfo(cached.dtype).tiny)
+                out[name][l] = cached.mean(dim=(0, 1)).cpu()
     return out
 
 

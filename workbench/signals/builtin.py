@@ -63,6 +63,13 @@ def question(signals):
     return signals["suffix"].question
 
 
+@register_signal("relevance", per="record", label="ProphetKV query relevance (question attention over the cached rows)")
+def relevance(signals):
+    """Question-suffix attention renormalized over the handed-off rows, every layer; read from the
+    shared suffix pass."""
+    return signals["suffix"].relevance
+
+
 @register_signal("check_layer", per="record", label="CacheBlend partial recompute through the check layer",
                  cost=lambda s, sig: Cost(forward_passes=1,
                                           layer_tokens=s.ctx.layout.suffix_start * (s.options.check_layer + 1)))
@@ -129,6 +136,12 @@ def question_attention_scores(signals) -> torch.Tensor:
     return signals["question"].scores(signals.ctx.reused_positions)
 
 
+@register_signal("query_relevance", per="token", reads=("relevance",), label="query relevance (ProphetKV)")
+def query_relevance_scores(signals) -> torch.Tensor:
+    """ProphetKV's layer fusion: the mean over every layer of the query's relevance."""
+    return signals["relevance"].per_layer[:, signals.ctx.reused_positions].mean(0)
+
+
 @register_signal("cacheblend", per="token", reads=("check_layer",), log=True,
                  label="CacheBlend check-layer value deviation")
 def cacheblend(signals) -> torch.Tensor:
@@ -176,3 +189,8 @@ def draft_attention_layers(signals) -> torch.Tensor:
 @register_signal("question_attention", per="layer", reads=("question",), label="question attention")
 def question_attention_layers(signals) -> torch.Tensor:
     return signals["question"].per_layer[:, signals.ctx.reused_positions]
+
+
+@register_signal("query_relevance", per="layer", reads=("relevance",), label="query relevance")
+def query_relevance_layers(signals) -> torch.Tensor:
+    return signals["relevance"].per_layer[:, signals.ctx.reused_positions]

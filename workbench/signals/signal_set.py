@@ -20,12 +20,14 @@ from workbench.signals.registry import Cost, get_signal, signals_of
 
 @dataclass(frozen=True)
 class SignalOptions:
-    """The knobs of the built-in signals."""
+    """The knobs of the built-in signals, and of the selectors that read them."""
 
     check_layer: int = 1  # CacheBlend's check layer
     draft_k: int = 2  # BCR's draft: query rows kept
     patch_max_tokens: int = 64  # attribution check: tokens patched (stratified sample)
     seed: int = 0  # the run's seed: the coin's draws and the attribution sample derive from it
+    epic_k: int | None = None  # EPIC: rows per passage (None: the budget spread over the pool's passages)
+    relaxkv_context: float | None = None  # RelaxKV: share of passage rows in the context (None: the budget's)
 
 
 class SignalSet:
