@@ -27,12 +27,16 @@ FIRST_EXAMPLE = 5  # a synthetic example whose splice flips the embedded model's
 
 
 def selector_options() -> list[str]:
-    """The quick selectors, then every registered selector in each of its units."""
+    """The quick selectors, then every registered selector in each of its units, then the coin matched
+    to each informed quick selector (`coin:bcr`: BCR's own control)."""
     specs = list(state.quick_selectors())
     for name in selector_names():
         info = get_selector(name)
-        specs += [name] + [f"{name}:{unit}" for unit in info.units if unit != info.default_unit]
-    return list(dict.fromkeys(specs))
+        if not info.matched:  # a matched coin needs its selector: offered below as coin:NAME
+            specs += [name] + [f"{name}:{unit}" for unit in info.units if unit != info.default_unit]
+    informed = [s for s in state.quick_selectors() if not (get_selector(s.partition(":")[0]).drawn
+                                                            or get_selector(s.partition(":")[0]).is_reference)]
+    return list(dict.fromkeys(specs + [f"coin:{s}" for s in informed]))
 
 
 def load_synthetic(index: int) -> None:

@@ -1,6 +1,6 @@
 """One colour and one marker per selector, the same in every figure (app, reports, notebooks).
 
-The built-in selectors (`default_selectors(expensive=True)`, in registration order) get fixed
+The built-in selectors (`registered_specs()` at import, in registration order) get fixed
 colours; the references are grey (`none`) and black (`full`). Any other label, e.g. a
 selector registered later or a spec in a unit other than its default (`random:chunk`), gets
 a colour and marker derived from a hash of the label: stable across runs and processes.
@@ -14,14 +14,14 @@ from __future__ import annotations
 import colorsys
 import hashlib
 
-from workbench.selectors.registry import default_selectors, reference_selectors
+from workbench.selectors.registry import reference_selectors, registered_specs
 
 REFERENCE_COLORS = {"none": "#7f7f7f", "full": "#222222"}
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#393b79", "#ad494a", "#637939", "#843c39", "#5254a3")
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "cross", "pentagon",
            "star", "hexagon", "triangle-left", "triangle-right", "hourglass", "bowtie")
-_BUILTIN = tuple(label for label in default_selectors(expensive=True) if label not in reference_selectors())
+_BUILTIN = tuple(label for label in registered_specs() if label not in reference_selectors())
 
 
 def _digest(label: str) -> int:

@@ -111,13 +111,25 @@ def reference_selectors() -> tuple[str, ...]:
     return tuple(name for name, info in _REGISTRY.items() if info.is_reference)
 
 
+# The specs a run uses when none are given, written out: registering a selector never changes what
+# an existing default run holds (its identity), so a resume of an older default run stays valid.
+DEFAULT_SPECS = ("none", "full", "random", "cacheblend", "relay", "densedev", "cadence", "cadence-grad", "bcr",
+                 "bcr:grow", "bcr:single", "qattn")
+EXPENSIVE_SPECS = ("oracle-patch",)  # upper-bound references, run when asked (`expensive=True`)
+
+
 def default_selectors(expensive: bool = False) -> tuple[str, ...]:
-    """The default specs, in registration order; `expensive` adds the upper-bound references."""
+    """The default specs (`DEFAULT_SPECS`); `expensive` adds the upper-bound references."""
+    return DEFAULT_SPECS + (EXPENSIVE_SPECS if expensive else ())
+
+
+def registered_specs() -> tuple[str, ...]:
+    """Every registered selector in each of its default units, in registration order: the app's
+    choices and the fixed colours (a matched control, `coin:A`, names its selector and is left out)."""
     specs = []
     for info in _REGISTRY.values():
-        if (info.expensive and not expensive) or info.matched:  # a matched control names its selector
-            continue
-        specs += [info.name if unit == info.default_unit else f"{info.name}:{unit}" for unit in info.default_units]
+        if not info.matched:
+            specs += [info.name if unit == info.default_unit else f"{info.name}:{unit}" for unit in info.default_units]
     return tuple(specs)
 
 
