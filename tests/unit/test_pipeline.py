@@ -10,9 +10,10 @@ import torch
 
 from conftest import tiny_model
 from workbench.errors import WorkbenchError
-from workbench.kv import relative_error
+from workbench.decode import greedy_answer
+from workbench.kv import KVCache, prefill, relative_error
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, base_cache, dense_call, kvcomm_call, run_request
-from workbench.pipeline.calls import agent_example
+from workbench.pipeline.calls import agent_example, tail_base
 from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.request import call_seed, task_text
 from workbench.pipeline.spec import Agent
@@ -146,11 +147,114 @@ def test_repairing_every_row_of_a_predicted_cache_gives_dense(model, spec):
     layout, slots = call_layout(model, spec, seed=7, cut=200)  # new messages, no longer than the anchors
     served = kvcomm_call(model, pool, 2, layout, slots)
     assert served.reused  # γ = 1 trusts the prediction once two anchors exist
+    span = served.cache.slice(0, layout.suffix_start)  # the served tail left out
     dense = dense_call(model, layout)
-    assert float(relative_error(served.cache, dense)["v"].max()) > 1e-3  # a prediction, not the truth
-    fixed = repair(model, served.cache, layout.ids, layout.reused_positions)
+    assert float(relative_error(span, dense)["v"].max()) > 1e-3  # a prediction, not the truth
+    fixed = repair(model, span, layout.ids, layout.reused_positions)
     err = relative_error(fixed, dense)
     assert float(err["k"].max()) < 1e-5 and float(err["v"].max()) < 1e-5
+
+
+# ------------------------------------------------------------------ the prompt's tail (--kvcomm code)
+
+def last_logits(model, cache, suffix):
+    """The next-token logits after prefilling `suffix` ([pos]) over `cache`: [vocab]."""
+    return model.hf(input_ids=suffix[None], cache=cache.to_hf(), use_cache=True).logits[0, -1].float()
+
+
+def test_a_tail_anchor_served_back_under_the_same_prefix_reproduces_the_tail(model, spec):
+    layout, slots = call_layout(model, spec)
+    s, n = layout.suffix_start, layout.n_tokens
+    real = prefill(model, layout.ids).slice(s, n)  # the dense tail
+    seg = layout.passages[-1]
+    base = base_cache(model, layout.ids[seg.start:seg.end], seg.start)
+    tail = tail_base(model, 2, layout, slots)
+    torch.testing.assert_close(tail.values[0], real.values[0], atol=1e-5, rtol=0)  # layer 0: token and position
+    assert float(relative_error(tail, real)["v"][-1]) > 1e-3  # the template is not the prompt
+    pool = AnchorPool()
+    pool.store(slots[-1].name, slots[-1].message, 2, base.keys, base.values, base.keys, base.values)
+    pool.store_tail(slots[-1].name, slots[-1].message, 2, tail.keys, tail.values, real.keys, real.values)
+    keys, values = pool.predict_tail(slots[-1].name, 2, base.keys, base.values, tail.keys, tail.values)
+    torch.testing.assert_close(keys[1:], real.keys[1:], atol=1e-5, rtol=0)  # layer 0 keeps the base
+    torch.testing.assert_close(values, real.values, atol=1e-5, rtol=0)
+    assert pool.predict_tail(slots[-1].name, 1, base.keys, base.values, tail.keys, tail.values)[0] is tail.keys
+
+
+def test_the_served_tail_is_the_prefilled_suffix_when_the_pool_holds_it(model, spec):
+    """With zero slot Δs both variants serve the slot bases; "code" then serves the template's tail
+    (zero tail Δs), or, when the pool's tail Δ is the exact suffix over that span minus the template,
+    the suffix the "legacy" path prefills: the same next-token logits and answer."""
+    layout, slots = call_layout(model, spec)
+    s, n = layout.suffix_start, layout.n_tokens
+    bases = [base_cache(model, layout.ids[seg.start:seg.end], seg.start) for seg in layout.passages]
+    span = KVCache.cat([prefill(model, layout.ids[: layout.prefix.end]), *bases])
+    exact = prefill(model, layout.ids[s:], span).slice(s, n)  # the suffix prefilled over the span
+    template = tail_base(model, 2, layout, slots)
+    served = {}
+    for name, tail in (("zero", template), ("exact", exact)):
+        pool = AnchorPool(gamma=1.0)
+        for message in ("a", "b"):  # two anchors at distance 0: the gate reuses at γ = 1
+            for slot, base in zip(slots, bases):
+                pool.store(slot.name, message, 2, base.keys, base.values, base.keys, base.values)
+            pool.store_tail(slots[-1].name, message, 2, template.keys, template.values, tail.keys, tail.values)
+        served[name] = kvcomm_call(model, pool, 2, layout, slots)
+    legacy = kvcomm_call(model, pool, 2, layout, slots, variant="legacy")
+    assert legacy.reused and legacy.suffix_ids is None and legacy.cache.n_positions == s
+    for got in served.values():
+        assert got.reused and got.cache.n_positions == n - 1 and torch.equal(got.suffix_ids, layout.ids[-1:])
+        assert torch.equal(got.cache.keys[:, :, :s], legacy.cache.keys)  # the span: only the tail differs
+        assert torch.equal(got.cache.values[:, :, :s], legacy.cache.values)
+    zero, rows = served["zero"].cache.slice(s, n - 1), template.slice(0, n - 1 - s)
+    assert torch.equal(zero.keys, rows.keys) and torch.equal(zero.values, rows.values)
+    torch.testing.assert_close(served["exact"].cache.values[:, :, s:], exact.values[:, :, :-1], atol=1e-5, rtol=0)
+    want = last_logits(model, legacy.cache, layout.ids[s:])
+    torch.testing.assert_close(last_logits(model, served["exact"].cache, layout.ids[-1:]), want, atol=1e-4, rtol=0)
+    assert (last_logits(model, served["zero"].cache, layout.ids[-1:]) - want).abs().max() > 1e-3
+    assert (greedy_answer(model, served["exact"].cache, layout.ids[-1:], 8).token_ids
+            == greedy_answer(model, legacy.cache, layout.ids[s:], 8).token_ids)
+
+
+def counting_gate(monkeypatch):
+    """Record every (slot, message) the entropy gate runs on."""
+    seen, real = [], AnchorPool.gate
+
+    def gate(self, slot, agent, base_values):
+        seen.append(slot)
+        return real(self, slot, agent, base_values)
+
+    monkeypatch.setattr(AnchorPool, "gate", gate)
+    return seen
+
+
+def test_the_gate_decides_once_per_slot_and_message_and_keeps_it(model, spec, monkeypatch):
+    seen = counting_gate(monkeypatch)
+    examples = synthetic_examples(4, seed=2)
+    state = MethodState(AnchorPool(gamma=1.0))  # "code": KVComm as its code runs
+    results = [run_request(model, spec, ex, "kvcomm", state, max_new_tokens=3) for ex in examples]
+    slot_reads = {"task": 3, "agent0": 2, "agent1": 1}  # readers of each slot in a 3-agent full pipeline
+    assert len(seen) == len(examples) * len(slot_reads)  # one gate per (slot, message), not one per reader
+    assert {k: len(v) for k, v in state.pool.decisions.items()} == {k: len(examples) for k in slot_reads}
+    first = results[0]  # an empty pool: every reader pays one dense pass and stores its Δ
+    assert not any(c.reused for c in first.calls)
+    first_task = next(iter(state.pool.slots["task"]))
+    task = state.pool.slots["task"][first_task]
+    assert set(task.deltas) == {0, 1, 2} and set(task.tail_deltas) == {0}  # the task is agent 0's last slot
+    assert set(state.pool.slots["agent0"][next(iter(state.pool.slots["agent0"]))].tail_deltas) == {1}
+    for result in results:  # every reader of the task sees the one decision
+        assert len({repr((c.gate_entropy[0], c.n_anchors[0])) for c in result.calls}) == 1
+    assert any(c.reused for r in results[2:] for c in r.calls)
+    assert any(d.reuse for d in state.pool.decisions["task"].values())
+
+    seen.clear()  # a task seen before: its kept "no" stands, and its readers hold their Δs, so reuse
+    assert not state.pool.decisions["task"][first_task].reuse
+    again = run_request(model, spec, examples[0], "kvcomm", state, max_new_tokens=3)
+    assert "task" not in seen and again.calls[0].reused
+
+    seen.clear()  # "legacy": the gate runs on every call, once per slot the agent reads
+    legacy = MethodState(AnchorPool(gamma=1.0), kvcomm="legacy")
+    for ex in examples:
+        run_request(model, spec, ex, "kvcomm", legacy, max_new_tokens=3)
+    assert len(seen) == len(examples) * sum(slot_reads.values()) and legacy.pool.decisions == {}
 
 
 # ------------------------------------------------------------------ the gate and the pool
@@ -252,7 +356,7 @@ def test_repair_on_top_of_a_predicted_final_call(model):
     from workbench.pipeline.repair import REPAIR
 
     spec = PipelineSpec.fully_connected(2)
-    state = MethodState(AnchorPool(gamma=1.0))
+    state = MethodState(AnchorPool(gamma=1.0), kvcomm="legacy")  # the Diagnosis prefills the suffix exactly
     for example in synthetic_examples(8, seed=0):
         result = run_request(model, spec, example, "kvcomm-always", state, max_new_tokens=3, repair=REPAIR)
         if result.calls[-1].reused:

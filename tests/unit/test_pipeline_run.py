@@ -121,6 +121,24 @@ def test_a_resume_with_other_settings_is_refused(model, tmp_path):
                      progress=False)
 
 
+def test_a_resume_with_another_kvcomm_variant_is_refused(model, tmp_path):
+    out, config = tmp_path / "run", PipelineConfig(agents=2, n=1, methods=("token-matched",), max_new_tokens=2)
+    run_pipeline(model, replace(config, kvcomm="legacy"), out, progress=False)
+    assert read_manifest(out)["args"]["kvcomm"] == "legacy"
+    with pytest.raises(WorkbenchError, match="other settings.*kvcomm: 'legacy' in the run vs 'code' now"):
+        run_pipeline(model, config, out, progress=False)
+    # a run made before the option existed holds no "kvcomm": it resumes only as "legacy"
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["args"]["kvcomm"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(WorkbenchError, match="made before --kvcomm existed.*--kvcomm legacy"):
+        run_pipeline(model, config, out, progress=False)
+    assert run_pipeline(model, replace(config, kvcomm="legacy"), out, progress=False)["status"] == "complete"
+    assert read_manifest(out)["args"]["kvcomm"] == "legacy"
+    with pytest.raises(WorkbenchError, match="unknown --kvcomm 'paper'"):
+        replace(config, kvcomm="paper").checked()
+
+
 @pytest.mark.parametrize("config, match", [
     (PipelineConfig(agents=0), "1 to 5 agents"),
     (PipelineConfig(topology="ring"), "unknown topology"),

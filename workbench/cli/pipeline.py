@@ -13,6 +13,7 @@ NAME = "pipeline"
 
 def add_arguments(p) -> None:
     from workbench.experiments.pipeline_run import DEFAULT_METHODS, TOPOLOGIES
+    from workbench.pipeline.calls import KVCOMM_VARIANTS
 
     add_model_options(p)
     p.add_argument("--agents", type=positive_int, default=4, help="agents per pipeline, 1 to 5 (default 4)")
@@ -29,6 +30,10 @@ def add_arguments(p) -> None:
                    help="repair the final call of METHOD (e.g. kvcomm) wherever it was served from a predicted "
                         "cache, with every selector at rho in 0.05..0.4 against the five-draw coin (BCR's repair "
                         "on top; slow)")
+    p.add_argument("--kvcomm", choices=KVCOMM_VARIANTS, default="code",
+                   help="code: KVComm as its code runs (the gate once per message, the prompt's tail served from "
+                        "the pool; default); legacy: the gate on every call, the suffix prefilled exactly (runs "
+                        "before issue 28)")
     p.add_argument("--score", choices=["contains", "em"], default="contains",
                    help="what counts as correct in the summary (default contains)")
     p.add_argument("--out", required=True, help="run folder; an existing run with the same settings resumes")
@@ -44,7 +49,7 @@ def command(args) -> int:
     config = PipelineConfig(agents=args.agents, topology=args.topology, dataset=args.dataset, n=args.n,
                             dataset_options=dataset_options(args),
                             methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens,
-                            repair_on=args.repair_on).checked()
+                            repair_on=args.repair_on, kvcomm=args.kvcomm).checked()
     out = check_out(args.out, kind="pipeline", resume=True)
     model = load_model(args)
     with warnings_as_lines():  # a request file that was unreadable, moved aside and recomputed

@@ -10,6 +10,9 @@ atomically; the tables are rebuilt from them.
     runs/NAME/calls.parquet                         one row per (method, request, agent)
     runs/NAME/repair.parquet                        with --repair-on: the final call's repair outcomes
 
+`--kvcomm` (`code`, default: KVComm as its code runs; `legacy`: as the workbench ran it before
+issue 28) is part of the run's identity; a run made before the option resumes only as `legacy`.
+
 Resuming rebuilds a stateful method's state by replaying its finished requests before its first
 missing one (`run_request(..., replay=...)`: every call's method runs again, no answer is
 decoded) and computes every request from there on, so the pool after a resume is the pool an
@@ -33,6 +36,7 @@ from workbench.errors import WorkbenchError, WorkbenchWarning
 from workbench.seeds import check_seed
 from workbench.models import LoadedModel, model_identity
 from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_request
+from workbench.pipeline.calls import KVCOMM_VARIANTS
 from workbench.pipeline.repair import REPAIR
 from workbench.runstore import (
     MANIFEST, check_out, finished, move_aside, read_manifest, resume_manifest, run_lock, write_manifest,
@@ -58,12 +62,15 @@ class PipelineConfig:
     max_new_tokens: int = 24
     dataset_options: dict = field(default_factory=dict)
     repair_on: str | None = None  # a method whose reused final calls get BCR's repair on top (every selector)
+    kvcomm: str = "code"  # KVComm as its code runs, or "legacy" (see `pipeline.calls`)
 
     def checked(self) -> PipelineConfig:
         if self.topology not in TOPOLOGIES:
             raise WorkbenchError(f"unknown topology {self.topology!r}; use one of {', '.join(TOPOLOGIES)}")
         self.spec()  # the agent count, before any model work
         check_seed(self.seed)
+        if self.kvcomm not in KVCOMM_VARIANTS:
+            raise WorkbenchError(f"unknown --kvcomm {self.kvcomm!r}; use one of {', '.join(KVCOMM_VARIANTS)}")
         if not self.methods:
             raise WorkbenchError("name at least one reuse method")
         for name in self.methods:
@@ -83,7 +90,8 @@ class PipelineConfig:
         next; the manifest keeps the largest n and every method run (`_open`)."""
         identity = {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
                     "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
-                    "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict()}
+                    "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict(),
+                    "kvcomm": self.kvcomm}
         if self.repair_on is not None:
             identity.update(repair_on=self.repair_on, repair=REPAIR.to_dict())
         return identity
@@ -135,6 +143,7 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
             set_aside_unreadable(out, held["methods"], len(examples))
             for method in config.methods:
                 info, state = get_method(method), get_method(method).make_state()
+                state.kvcomm = config.kvcomm
                 missing = [i for i in range(count) if not request_path(out, method, i).is_file()]
                 if not missing:
                     continue
@@ -173,12 +182,17 @@ def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
     """The run's manifest (resumed when the settings match). `n` and the methods may change; the
     manifest keeps the largest n and every method any session ran, so its tables keep them all."""
     identity = config.identity()
-    held = {"n": config.n, "methods": list(config.methods)}
+    held, fixed = {"n": config.n, "methods": list(config.methods)}, identity
     if (out / MANIFEST).is_file():
         before = read_manifest(out, kind="pipeline").get("args") or {}
         held = {"n": max(config.n, before.get("n", 0)),
                 "methods": list(dict.fromkeys([*before.get("methods", []), *config.methods]))}
-    manifest = resume_manifest(out, "pipeline", model_identity(model), {**identity, **held}, fixed=identity)
+        if "kvcomm" not in before:  # made before the option: its KVComm is "legacy"
+            if config.kvcomm != "legacy":
+                raise WorkbenchError(f"{out} holds a pipeline run made before --kvcomm existed (its KVComm is "
+                                     f"'legacy'); resume it with --kvcomm legacy or use a new --out")
+            fixed = {k: v for k, v in identity.items() if k != "kvcomm"}
+    manifest = resume_manifest(out, "pipeline", model_identity(model), {**identity, **held}, fixed=fixed)
     manifest["details"] = {k: v for k, v in manifest.get("details", {}).items() if k != "error"}  # an earlier session's
     write_manifest(out, manifest)  # first: a folder with a manifest is a run, whatever else it holds yet
     (out / REQUESTS).mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,12 @@ What the code does and the paper does not say, followed here:
 - a reuse activates the anchors inside the top-p 0.9 mass (counts); when a slot holds more than
   20 anchors (strictly), the least-activated of the 5 oldest is evicted;
 - each anchor holds one Δ per agent (a Δ is specific to the agent's prefix); only anchors with a
-  Δ for the asking agent take part (the code's per-slot pool holds them in one entry).
+  Δ for the asking agent take part (the code's per-slot pool holds them in one entry);
+- the gate decides once per (slot, message) and the decision is kept (`decide`; the code's
+  `anchor_dict[ph][message]`), so activations count once however many agents read the message;
+- the text after a slot (the prompt's tail) is predicted too (`predict_tail`, the code's "pf"
+  segment): its base + Σ_a w_a ΔT_a, weights per (layer, kv_head, channel) from the L2 distance
+  over rows between the slot's new base and each anchor's last rows.
 Differences from the code are listed in docs/PROTOCOLS.md (multi-agent reuse).
 """
 
@@ -44,6 +49,8 @@ class Anchor:
     base_keys: torch.Tensor  # [layer, kv_head, len, d_head], post-RoPE at the anchor's positions
     base_values: torch.Tensor  # [layer, kv_head, len, d_head]
     deltas: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # agent -> (dK, dV)
+    tail_deltas: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # agent -> Δ of the
+    # text after the slot in that agent's prompt, [layer, kv_head, tail, d_head] at the anchor's positions
     activations: int = 0
 
     @property
@@ -67,6 +74,7 @@ class AnchorPool:
     def __init__(self, gamma: float = 0.3, max_anchors: int = MAX_ANCHORS, window: int = EVICTION_WINDOW):
         self.gamma, self.max_anchors, self.window = float(gamma), max_anchors, window
         self.slots: dict[str, dict[str, Anchor]] = {}
+        self.decisions: dict[str, dict[str, GateDecision]] = {}  # slot -> message -> the kept decision
 
     def size(self, slot: str) -> int:
         return len(self.slots.get(slot, {}))
@@ -93,6 +101,20 @@ class AnchorPool:
                 anchors[i].activations += 1
         return GateDecision(reuse, n, entropy, threshold)
 
+    def decide(self, slot: str, message: str, agent: int, base_values: torch.Tensor) -> GateDecision:
+        """The gate once per (slot, message), kept: every later reader of `message` gets the first
+        decision (KVComm's code, `anchor_dict[ph][message]`), so activations count once."""
+        kept = self.decisions.setdefault(slot, {})
+        if message not in kept:
+            kept[message] = self.gate(slot, agent, base_values)
+        return kept[message]
+
+    def holds(self, slot: str, message: str, agent: int) -> bool:
+        """Whether `message`'s anchor in `slot` holds a Δ for `agent`: a kept "no reuse" decision
+        asks an agent for a dense pass only until it has stored its Δ (the code's `has_active_anchor`)."""
+        anchor = self.slots.get(slot, {}).get(message)
+        return anchor is not None and agent in anchor.deltas
+
     def predict(self, slot: str, agent: int, base_keys: torch.Tensor,
                 base_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """base + Σ w Δ with per-token weights (keys and values apart); layer 0 keeps the base.
@@ -102,14 +124,34 @@ class AnchorPool:
             return base_keys, base_values
         rows = base_keys.shape[2]
         out = []
-        for base, pick, which in ((base_keys, lambda a: a.base_keys, 0), (base_values, lambda a: a.base_values, 1)):
-            diffs = torch.stack([(base.float() - pick(a)[:, :, :rows].float()).abs().mean(dim=(0, 1, 3))
+        for which, base in enumerate((base_keys, base_values)):
+            diffs = torch.stack([(base.float() - _base(a, which)[:, :, :rows].float()).abs().mean(dim=(0, 1, 3))
                                  for a in anchors])  # [anchor, len]
             w = torch.softmax(-diffs, dim=0)  # [anchor, len]
             delta = torch.stack([a.deltas[agent][which][:, :, :rows].float() for a in anchors])  # [anchor, L, H, len, D]
-            shift = (w[:, None, None, :, None] * delta).sum(0)  # [layer, kv_head, len, d_head]
-            shift[0] = 0  # layer 0 keeps the base
-            out.append((base.float() + shift).to(base.dtype))
+            out.append(_shifted(base, w[:, None, None, :, None], delta))
+        return out[0], out[1]
+
+    def predict_tail(self, slot: str, agent: int, base_keys: torch.Tensor, base_values: torch.Tensor,
+                     tail_keys: torch.Tensor, tail_values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The text after `slot` (the code's "pf" rule): its base + Σ_a w_a ΔT_a, w per (layer,
+        kv_head, channel) = softmax over anchors of −||new slot base − the anchor's last len(new) base
+        rows||₂ over rows; layer 0 keeps the base. Anchors: the slot's candidates whose tail Δ for
+        `agent` covers the tail (aligned on its first rows); none: the base unchanged.
+        base_*: [layer, kv_head, len, d_head], the slot's new base; tail_*: [layer, kv_head, tail, d_head]."""
+        rows, tail = base_keys.shape[2], tail_keys.shape[2]
+        anchors = [a for a in self.candidates(slot, agent, rows)
+                   if agent in a.tail_deltas and a.tail_deltas[agent][0].shape[2] >= tail]
+        if not anchors:
+            return tail_keys, tail_values
+        out = []
+        for which, (base, tail_base) in enumerate(((base_keys, tail_keys), (base_values, tail_values))):
+            dist = torch.stack([(base.float() - _base(a, which)[:, :, -rows:].float()).norm(dim=2)
+                                for a in anchors])  # [anchor, layer, kv_head, d_head]
+            w = torch.softmax(-dist, dim=0)
+            delta = torch.stack([a.tail_deltas[agent][which][:, :, :tail].float()
+                                 for a in anchors])  # [anchor, layer, kv_head, tail, d_head]
+            out.append(_shifted(tail_base, w[:, :, :, None, :], delta))
         return out[0], out[1]
 
     def store(self, slot: str, message: str, agent: int, base_keys: torch.Tensor, base_values: torch.Tensor,
@@ -126,13 +168,34 @@ class AnchorPool:
             anchor = pool[message] = Anchor(base_keys.clone(), base_values.clone())
         else:  # the code lets the last writer's base stand
             anchor.base_keys, anchor.base_values = base_keys.clone(), base_values.clone()
-        anchor.deltas[agent] = ((real_keys.float() - base_keys.float()).to(base_keys.dtype),
-                                (real_values.float() - base_values.float()).to(base_values.dtype))
+        anchor.deltas[agent] = _delta(real_keys, base_keys), _delta(real_values, base_values)
+
+    def store_tail(self, slot: str, message: str, agent: int, base_keys: torch.Tensor, base_values: torch.Tensor,
+                   real_keys: torch.Tensor, real_values: torch.Tensor) -> None:
+        """After `store` of `message` in `slot`: remember Δ = real − base of the text after the slot in
+        `agent`'s prompt. All tensors [layer, kv_head, tail, d_head] at the same positions."""
+        self.slots[slot][message].tail_deltas[agent] = _delta(real_keys, base_keys), _delta(real_values, base_values)
 
     def _evict(self, pool: dict[str, Anchor]) -> None:
         """Drop the least-activated of the `window` oldest anchors (the oldest on a tie)."""
         oldest = list(pool)[: self.window]
         del pool[min(oldest, key=lambda m: pool[m].activations)]
+
+
+def _base(anchor: Anchor, which: int) -> torch.Tensor:
+    """The anchor's base keys (0) or values (1), [layer, kv_head, len, d_head]."""
+    return anchor.base_keys if which == 0 else anchor.base_values
+
+
+def _delta(real: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    return (real.float() - base.float()).to(base.dtype)
+
+
+def _shifted(base: torch.Tensor, w: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    """base + Σ_a w_a Δ_a (w broadcast against Δ [anchor, layer, kv_head, len, d_head]); layer 0 keeps the base."""
+    shift = (w * delta).sum(0)  # [layer, kv_head, len, d_head]
+    shift[0] = 0
+    return (base.float() + shift).to(base.dtype)
 
 
 def _top_p(s: torch.Tensor, p: float) -> list[int]:

@@ -5,7 +5,9 @@ Rows are scored by the attention of a rolled-back 2-token draft over the served 
 2, layers ≥ 1) and spent in 64-row chunks over all slot rows with Algorithm 1's skip rule
 (M < 2B or ρM < B: served unrepaired), at ρ = 0.2. `bcr-coin` is the matched control: the same
 chunks chosen by a seeded coin (the call's own seed), no draft. There is no dense reference at
-serve time: the draft reads only the served cache.
+serve time: the draft reads only the served cache. Where KVComm served the prompt's tail too
+(`--kvcomm code`), the draft reads the handed-off span, the repair overwrites slot rows only and
+the served tail stays as KVComm predicted it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ def _repaired(call: CallContext, served: CallResult, drawn: bool) -> CallResult:
     if drawn:
         scores = random_scores(len(pool), call.seed)
     else:  # no dense reference exists at serve time; the draft reads only the served cache
-        ctx = Context(call.model, call.example, layout, spliced=served.cache, dense=served.cache)
+        span = served.span(layout)  # the draft prefills the suffix over the handed-off span
+        ctx = Context(call.model, call.example, layout, spliced=span, dense=span)
         scores = draft_attention(ctx, k=DRAFT_K).scores(pool)
     chosen = select_rows(scores, budget_rows(RHO, len(pool)), "chunk", chunk_size=CHUNK)
     positions = pool[chosen.rows]  # [k] absolute positions

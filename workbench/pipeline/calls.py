@@ -8,6 +8,13 @@ workbench apply to a call's cache unchanged.
     layout, slots = agent_layout(model.tokenizer, spec, agent, task, outputs)
     dense = dense_call(model, layout)                        # C(prompt), the reference
     call = kvcomm_call(model, pool, agent, layout, slots)     # call.cache, call.decisions, call.reused
+
+KVComm runs in one of two variants (`KVCOMM_VARIANTS`, a run's `--kvcomm`):
+- "code", as KVComm's code runs: the gate decides once per (slot, message) and the decision is
+  kept; a reused call also serves the prompt's tail (the suffix but its last token) from the pool,
+  its base moved and shifted by predicted Δs, and computes only the last token;
+- "legacy", the workbench's KVComm before issue 28: the gate runs on every call and the suffix is
+  prefilled exactly over the predicted cache (earlier runs reproduce with it).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, prefill
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
@@ -27,6 +35,7 @@ from workbench.tasks import Example
 # computes user inputs after "Q:" so that no placeholder row is the attention sink at 0).
 BASE_PREFIX = "Q:"
 AGENT_FORMAT = PromptFormat(passage_separator="\n\n", question_template="{question}", answer_lead="")
+KVCOMM_VARIANTS = ("code", "legacy")
 
 
 @dataclass(frozen=True)
@@ -83,35 +92,83 @@ def base_cache(model: LoadedModel, ids: torch.Tensor, start: int,
         alone = prefill(model, torch.cat([lead, ids.cpu()])).slice(len(lead), len(lead) + len(ids))
         if memo is not None:
             memo[key] = alone
-    return KVCache(model.adapter.rerotate(alone.keys, start - len(lead)), alone.values)
+    return moved(model, alone, start - len(lead))
+
+
+def moved(model: LoadedModel, cache: KVCache, delta: int) -> KVCache:
+    """`cache` moved `delta` positions on (keys by a delta rotation; values do not depend on position)."""
+    return KVCache(model.adapter.rerotate(cache.keys, delta), cache.values)
+
+
+def tail_base(model: LoadedModel, agent: int, layout: Layout, slots: tuple[Slot, ...],
+              templates: dict | None = None) -> KVCache:
+    """The base of the prompt's tail (the suffix, [suffix_start, n)): the agent's prompt with each
+    slot standing as its name ("{task}"), prefilled, its suffix rows moved to the real suffix's
+    position (KVComm's code prefills each agent's template once and keeps its text segments).
+    `templates` keeps each agent's latest template (a final agent's answer lead changes it)."""
+    sep = AGENT_FORMAT.passage_separator
+    holes = sum((model.tokenizer(f"{{{slot.name}}}{sep}", add_special_tokens=False)["input_ids"] for slot in slots), [])
+    ids = torch.cat([layout.ids[: layout.prefix.end], torch.tensor(holes, dtype=torch.long),
+                     layout.ids[layout.suffix_start:]])  # [template pos]
+    key = tuple(ids.tolist())
+    kept = templates.get(agent) if templates is not None else None
+    if kept is None or kept[0] != key:
+        start = len(ids) - (layout.n_tokens - layout.suffix_start)
+        kept = key, prefill(model, ids).slice(start, len(ids)), start
+        if templates is not None:
+            templates[agent] = kept
+    _, tail, start = kept
+    return moved(model, tail, layout.suffix_start - start)
 
 
 @dataclass(frozen=True)
 class KVCommCall:
     """A call served by KVComm: its cache, each slot's gate decision, and whether it was reused."""
 
-    cache: KVCache  # [0, suffix_start): the predicted cache, or the dense one on a fallback
+    cache: KVCache  # [0, suffix_start): predicted or dense; [0, n - 1) when the tail was served too
     decisions: tuple[GateDecision, ...]  # one per slot
-    reused: bool  # every slot passed the gate; otherwise the call paid a dense prefill
+    reused: bool  # served from the prediction; otherwise the call paid a dense prefill
+    suffix_ids: torch.Tensor | None = None  # what is prefilled over `cache` (None: the layout's suffix)
 
 
 def kvcomm_call(model: LoadedModel, pool: AnchorPool, agent: int, layout: Layout,
                 slots: tuple[Slot, ...], force_dense: bool = False,
-                bases_memo: dict[tuple[int, ...], KVCache] | None = None) -> KVCommCall:
-    """Gate every slot; if all pass, assemble prefix (exact) + predicted slots; else prefill
-    densely and store each failed slot's Δ as an anchor (the pool learns online).
+                bases_memo: dict[tuple[int, ...], KVCache] | None = None, variant: str = "code",
+                templates: dict | None = None) -> KVCommCall:
+    """Gate every slot; if none asks for a dense pass, assemble prefix (exact) + predicted slots
+    (+ the predicted tail, "code"); else prefill densely and store the Δ of each slot the gate
+    refused (the tail's too after the last slot, "code") as an anchor (the pool learns online).
     `force_dense` (a call-level policy) pays the dense prefill whatever the gate says; the gate
-    still runs, so the pool learns as it would. `bases_memo`: see `base_cache`."""
+    still runs, so the pool learns as it would. `bases_memo`: see `base_cache`; `variant`: one of
+    KVCOMM_VARIANTS; `templates`: see `tail_base`."""
+    if variant not in KVCOMM_VARIANTS:
+        raise WorkbenchError(f"unknown KVComm variant {variant!r}; use one of {', '.join(KVCOMM_VARIANTS)}")
+    code = variant == "code"
     bases = [base_cache(model, layout.ids[seg.start:seg.end], seg.start, bases_memo) for seg in layout.passages]
-    decisions = tuple(pool.gate(slot.name, agent, base.values) for slot, base in zip(slots, bases))
-    if all(d.reuse for d in decisions) and not force_dense:
+    if code:  # a kept "no" asks each reader for one dense pass, which stores its Δ (has_active_anchor)
+        decisions = tuple(pool.decide(s.name, s.message, agent, b.values) for s, b in zip(slots, bases))
+        reuse = all(d.reuse or pool.holds(s.name, s.message, agent) for s, d in zip(slots, decisions))
+    else:
+        decisions = tuple(pool.gate(slot.name, agent, base.values) for slot, base in zip(slots, bases))
+        reuse = all(d.reuse for d in decisions)
+    if reuse and not force_dense:
         prefix = prefill(model, layout.ids[: layout.prefix.end])  # the agent's own prompt start: exact
         parts = [prefix] + [KVCache(*pool.predict(slot.name, agent, base.keys, base.values))
                             for slot, base in zip(slots, bases)]
-        return KVCommCall(KVCache.cat(parts), decisions, True)
+        if not code:
+            return KVCommCall(KVCache.cat(parts), decisions, True)
+        served_rows = layout.n_tokens - 1 - layout.suffix_start  # the last token is computed, not served
+        tail = tail_base(model, agent, layout, slots, templates).slice(0, served_rows)
+        parts.append(KVCache(*pool.predict_tail(slots[-1].name, agent, bases[-1].keys, bases[-1].values,
+                                                tail.keys, tail.values)))
+        return KVCommCall(KVCache.cat(parts), decisions, True, layout.ids[-1:])  # only the last token runs
     dense = dense_call(model, layout)
     for slot, seg, base, decision in zip(slots, layout.passages, bases, decisions):
         if not decision.reuse:
             real = dense.slice(seg.start, seg.end)
             pool.store(slot.name, slot.message, agent, base.keys, base.values, real.keys, real.values)
+    if code and not decisions[-1].reuse:  # the text after the last slot: the prompt's tail
+        real = prefill(model, layout.ids[layout.suffix_start:], dense).slice(layout.suffix_start, layout.n_tokens)
+        tail = tail_base(model, agent, layout, slots, templates)
+        pool.store_tail(slots[-1].name, slots[-1].message, agent, tail.keys, tail.values, real.keys, real.values)
     return KVCommCall(dense, decisions, False)

@@ -34,6 +34,8 @@ class MethodState:
 
     pool: AnchorPool = field(default_factory=AnchorPool)
     bases: dict = field(default_factory=dict)  # this request's slot base caches by ids (`calls.base_cache`)
+    kvcomm: str = "code"  # the KVComm variant (`calls.KVCOMM_VARIANTS`): a run's `--kvcomm`
+    templates: dict = field(default_factory=dict)  # each agent's latest template tail (`calls.tail_base`)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,14 @@ class CallResult:
     suffix_ids: torch.Tensor | None = None  # what is prefilled over `cache` (default: the layout's suffix)
     confidence: float = math.nan  # OpenGate: mean top-1 probability of the draft
     n_repaired: int = 0  # rows recomputed exactly in the served cache (BCR)
+
+    def suffix(self, layout: Layout) -> torch.Tensor:
+        """What is prefilled over `cache` before decoding: [pos]."""
+        return layout.ids[layout.suffix_start:] if self.suffix_ids is None else self.suffix_ids
+
+    def span(self, layout: Layout) -> KVCache:
+        """The handed-off span [0, suffix_start) of the served cache (a served tail left out)."""
+        return self.cache.slice(0, layout.suffix_start)
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,8 @@ def get_method(name: str) -> Method:
 
 
 def kvcomm_state(gamma: float) -> Callable[[], MethodState]:
-    """A fresh pool with entropy threshold γ (γ = 0 never reuses; γ = 1 always trusts ≥ 2 anchors)."""
+    """A fresh pool with entropy threshold γ (γ = 0 never reuses; γ = 1 always trusts ≥ 2 anchors);
+    the variant is the default ("code") until the run sets `state.kvcomm`."""
     return lambda: MethodState(AnchorPool(gamma=gamma))
 
 
@@ -108,8 +119,8 @@ def token_matched(call: CallContext) -> CallResult:
 def kvcomm_result(call: CallContext, force_dense: bool = False) -> CallResult:
     """KVComm's call (`calls.kvcomm_call`) as a method's result."""
     served = kvcomm_call(call.model, call.state.pool, call.agent, call.layout, call.slots, force_dense,
-                         call.state.bases)
-    return CallResult(served.cache, served.reused, served.decisions)
+                         call.state.bases, call.state.kvcomm, call.state.templates)
+    return CallResult(served.cache, served.reused, served.decisions, served.suffix_ids)
 
 
 register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(kvcomm_result)
@@ -144,7 +155,7 @@ def opengate(call: CallContext, k: int = 2, theta: float = 0.5) -> CallResult:
     served = kvcomm_result(call)
     if not served.reused:
         return served
-    confidence = draft_confidence(call.model, served.cache, call.layout.ids[call.layout.suffix_start:], k)
+    confidence = draft_confidence(call.model, served.cache, served.suffix(call.layout), k)
     if confidence >= theta:
         return replace(served, confidence=confidence)
     return CallResult(dense_call(call.model, call.layout), False, served.decisions, confidence=confidence)

@@ -125,10 +125,9 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
         if replay is not None:
             outputs[agent] = next(c.output for c in replay.calls if c.agent == agent) or "(nothing)"
             continue
-        suffix = layout.ids[layout.suffix_start:] if result.suffix_ids is None else result.suffix_ids
-        answer = greedy_answer(model, result.cache, suffix, max_new_tokens)
+        answer = greedy_answer(model, result.cache, result.suffix(layout), max_new_tokens)
         if repair is not None and agent == spec.final and result.reused:
-            rows = repair_call(model, layout, result.cache, call_example,
+            rows = repair_call(model, layout, result.span(layout), call_example,
                                replace(repair, max_new_tokens=max_new_tokens))
             repaired = [{k: _json_safe(v) for k, v in row.items()} for row in rows.to_dict("records")]
         outputs[agent] = answer.text or "(nothing)"
