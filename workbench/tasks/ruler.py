@@ -11,9 +11,9 @@ passage starting at a seeded sentence of it, cut into `passages` segments of abo
 in the model's tokens (`target_tokens` in all, each passage counted on its own as the layout
 tokenizes it; short of the target by less than a sentence per passage). Every needle and chain
 link sits in a passage of its own, so answering needs attention across passages. The needles
-sit in evenly spaced passages; the first (the queried needle, the first value, the chain's
-passage nearest the depth) at `needle_depth` of the haystack, or, by default, example i at depth
-(i mod 11) / 10. A chain's links are written in chain order. RULER's instruction is the system
+sit in evenly spaced passages, the first (the queried needle, the first value) at `needle_depth`
+of the haystack (by default example i at depth (i mod 11) / 10), wrapping past the end; a
+chain's links fill the same passages in chain order, as RULER writes them. RULER's instruction is the system
 prompt (the prefix every sender shares), its question the question and its answer prefix the
 assistant turn's lead-in. Example i depends on (task, data_seed, i) and the options alone.
 """
