@@ -17,8 +17,9 @@ class Example:
 
     ``gold`` lists accepted answers, the first being canonical; it may be empty when the
     answer is unknown. ``meta["scoring"]`` says how gold scores an answer (`metrics.SCORINGS`):
-    "any" accepted answer (the default), or "all" listed values (every one must be named). ``meta`` is JSON-safe (it is stored as its JSON round trip, so
-    tuples become lists and non-string keys become strings).
+    "any" accepted answer (the default), or "all" listed values (every one must be named).
+    ``meta`` is JSON-safe (it is stored as its JSON round trip, so tuples become lists and
+    non-string keys become strings).
     """
 
     id: str

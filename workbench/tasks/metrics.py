@@ -92,7 +92,8 @@ def score_answer(pred: str, golds: Iterable[str], scoring: str = "any") -> tuple
     """
     golds = list(golds)
     if scoring == "all":
-        return all_present(pred, golds), (f1_score(pred, " ".join(golds)) if golds else 0.0), contains_answer(pred, golds)
+        f1 = f1_score(pred, " ".join(golds)) if golds else 0.0
+        return all_present(pred, golds), f1, contains_answer(pred, golds)
     if scoring != "any":
         raise WorkbenchError(f"unknown scoring {scoring!r}; use one of {', '.join(SCORINGS)}")
     return (*best_em_f1(pred, golds), contains_answer(pred, golds))
