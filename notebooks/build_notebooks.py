@@ -211,6 +211,62 @@ NOTEBOOKS = {
                  '             attribution=False, ctx=ctx)\n'
                  'layer_type_figure(d)'),
     ],
+    "08_answerable_tasks": [
+        ("md", "# Tasks the embedded models can answer: RULER-style needles and chains, real HotpotQA\n\n"
+               "Gold-based numbers need a task on which the dense prefill is often right. `ruler:TASK` "
+               "generates RULER's needle-in-a-haystack and variable-tracking tasks (Hsieh et al., 2024) at a "
+               "length in the model's own tokens, each needle or chain link in a passage of its own, so the "
+               "answer needs attention across cached passages; `hotpotqa:PATH` with `passages=\"gold+K\"` "
+               "keeps the two gold paragraphs and K drawn distractors. Multi-value and variable-tracking "
+               "answers score as *all values present*. docs/PROTOCOLS.md gives the settings."),
+        ("code", SETUP),
+        ("code", 'from pathlib import Path\n'
+                 'TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "variable_tracking")\n'
+                 'TOKENS = 384 if SMALL else 2048\n'
+                 'fit = dict(tokenizer=model.tokenizer, max_positions=model.max_positions)\n'
+                 'root = Path(wb.__file__).resolve().parents[1]\n'
+                 'hotpot = root.parent / "shared" / "data" / "hotpotqa_dev_sample.json"\n'
+                 'hotpot = hotpot if hotpot.is_file() else root / "tests" / "fixtures" / "hotpotqa_distractors.json"\n'
+                 'examples = {f"ruler:{t}": wb.load_example(f"ruler:{t}#3", target_tokens=TOKENS, **fit) for t in TASKS}\n'
+                 'first = wb.load_dataset(f"hotpotqa:{hotpot}", n=1)[0].id\n'
+                 'examples["hotpotqa gold+2"] = wb.load_example(f"hotpotqa:{hotpot}#{first}", passages="gold+2")\n'
+                 'ex = examples["ruler:variable_tracking"]\n'
+                 'print(ex.system)\n'
+                 'for i, p in enumerate(ex.passages): print(i, "...", [s for s in p.split(". ") if "VAR" in s])\n'
+                 'print("Q:", ex.question, "| lead:", ex.meta["answer_lead"], "| gold:", ex.gold, ex.scoring)'),
+        ("md", "## One example per task: dense against splice\n\n"
+               "Each is diagnosed at b = 0.2 (no repair, a full repair, CacheBlend and the coin); `em` is "
+               "exact match, or every value named where the task lists several."),
+        ("code", 'import pandas as pd\n'
+                 'from workbench.diagnosis import diagnose\n'
+                 'diagnoses = {name: diagnose(model, e, selectors=("none", "full", "cacheblend", "random"), budgets=(0.2,),\n'
+                 '                            attribution=False, max_new_tokens=16, progress=False)\n'
+                 '             for name, e in examples.items()}\n'
+                 'pd.DataFrame([{"task": name, "tokens": d.context.n_tokens, "gold": " | ".join(examples[name].gold),\n'
+                 '               "dense": d.answers.dense.text, "dense_em": d.answers.dense.em,\n'
+                 '               "splice": d.answers.spliced.text, "splice_em": d.answers.spliced.em}\n'
+                 '              for name, d in diagnoses.items()])'),
+        ("md", "The explorer's figures for the variable-tracking example: the token strip coloured by the "
+               "splice's deviation, CacheBlend's rows outlined, and what each repair leaves."),
+        ("code", 'from workbench import plots\n'
+                 'd = diagnoses["ruler:variable_tracking"]\n'
+                 'plots.strip_figure(d, 0.2, outline="cacheblend")'),
+        ("code", 'plots.residual_figure(d, 0.2)'),
+        ("md", "## Accuracy against length (a handful of examples)\n\n"
+               "Dense and splice exact match per task and length, on a few examples each: where the dense "
+               "answer is right often enough for a gap to exist. The lead's table (n = 30 per cell, both "
+               "models) is in docs/RESULTS.md; this cell only shows how it is computed."),
+        ("code", 'LENGTHS, N = ((256, 512), 2) if SMALL else ((1024, 2048, 4096), 5)\n'
+                 'rows = []\n'
+                 'for task in TASKS:\n'
+                 '    for tokens in LENGTHS:\n'
+                 '        for e in wb.load_dataset(f"ruler:{task}", n=N, target_tokens=tokens, **fit):\n'
+                 '            ctx = wb.build_context(model, e)\n'
+                 '            rows.append({"task": task, "tokens": tokens,\n'
+                 '                         "dense_em": e.score(ctx.answer(ctx.dense, 16))[0],\n'
+                 '                         "splice_em": e.score(ctx.answer(ctx.spliced, 16))[0]})\n'
+                 'pd.DataFrame(rows).groupby(["task", "tokens"])[["dense_em", "splice_em"]].mean().unstack("tokens")'),
+    ],
 }
 
 

@@ -1,6 +1,6 @@
-"""Live: type or paste passages and a question (or start from a synthetic example), choose
-selectors and budgets, diagnose it on the model now, explore it with the same views as the
-Example explorer, and save it as a run."""
+"""Live: type or paste passages and a question (or load an example of any data set kind: synthetic,
+ruler, hotpotqa, ...), choose selectors and budgets, diagnose it on the model now, explore it with
+the same views as the Example explorer, and save it as a run."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ from workbench.errors import WorkbenchError
 from workbench.layout import PromptFormat, build_layout
 from workbench.models import model_identity
 from workbench.selectors import get_selector, parse_selectors, selector_names
+from workbench.tasks import DATASET_KINDS, parse_dataset_spec
 
-FIRST_EXAMPLE = 5  # a synthetic example whose splice flips the embedded model's answer
+FIRST_EXAMPLE = "synthetic#5"  # a synthetic example whose splice flips the embedded model's answer
+ARG_HELP = ("synthetic: a seed (empty: 0); ruler: a task (niah_single, niah_multikey, niah_multivalue, "
+            "variable_tracking; made at 1024 of the model's tokens); hotpotqa, 2wiki, jsonl, musique: a file path")
 
 
 def selector_options() -> list[str]:
@@ -39,13 +42,30 @@ def selector_options() -> list[str]:
     return list(dict.fromkeys(specs + [f"coin:{s}" for s in informed]))
 
 
-def load_synthetic(index: int) -> None:
-    """Fill the inputs from synthetic example `index` (a button callback: runs before the widgets)."""
-    example = wb.load_example(f"synthetic#{index}")
+def load_into_fields(spec: str) -> None:
+    """Fill the inputs from the example `spec` names (ruler data is made with the model's tokenizer)."""
+    tokenizer = max_positions = None
+    if parse_dataset_spec(spec).kind == "ruler":
+        model = state.get_model()
+        tokenizer, max_positions = model.tokenizer, model.max_positions
+    example = wb.load_example(spec, tokenizer=tokenizer, max_positions=max_positions)
     st.session_state.update(live_passages="\n\n".join(example.passages), live_question=example.question,
-                            live_gold=" | ".join(example.gold),
+                            live_gold=" | ".join(example.gold), live_system=example.system or "",
+                            live_all=example.scoring == "all",
                             live_lead=example.meta.get("answer_lead", PromptFormat.answer_lead),
-                            live_id=f"synthetic-{index}")
+                            live_id=re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-"), live_load_error="")
+
+
+def load_chosen() -> None:
+    """The load button's callback (runs before the widgets): the chosen data set's example, or a message."""
+    kind = st.session_state.get("live_kind", "synthetic")
+    arg = (st.session_state.get("live_arg") or "").strip()
+    spec = f"{kind}:{arg}" if arg else kind
+    spec += f"#{(st.session_state.get('live_example_id') or '').strip()}"
+    try:
+        load_into_fields(spec)
+    except WorkbenchError as err:
+        st.session_state["live_load_error"] = f"Could not load {spec!r}: {err}"
 
 
 def parse_passages(text: str) -> list[str]:
@@ -65,7 +85,9 @@ def build_example() -> wb.Example | None:
     gold = tuple(g.strip() for g in (st.session_state.get("live_gold") or "").split("|") if g.strip())
     try:
         return wb.Example(st.session_state.get("live_id") or "live", tuple(passages), question, gold,
-                          meta={"answer_lead": st.session_state.get("live_lead") or "", "source": "app Live page"})
+                          system=(st.session_state.get("live_system") or "").strip() or None,
+                          meta={"answer_lead": st.session_state.get("live_lead") or "", "source": "app Live page",
+                                "scoring": "all" if st.session_state.get("live_all") else "any"})
     except WorkbenchError as err:
         st.warning(plain(err))
         return None
@@ -188,21 +210,27 @@ st.title("Live")
 st.caption(f"Diagnose one example on {plain(state.model_spec())} now: each passage is prefilled in isolation and "
            f"spliced, compared with the dense prefill, and repaired at each budget by each selector.")
 if "live_passages" not in st.session_state:
-    load_synthetic(FIRST_EXAMPLE)
+    load_into_fields(FIRST_EXAMPLE)
 
 with st.container(border=True):
-    c1, c2 = st.columns([1, 3])
-    index = c1.number_input("Synthetic example", min_value=0, max_value=100_000, value=FIRST_EXAMPLE, step=1,
-                            key="live_synth")
-    c2.button("Load this synthetic example into the fields", key="live_load", on_click=load_synthetic,
-              args=(int(index),))
+    c1, c2, c3, c4 = st.columns([1, 2, 1, 1])
+    c1.selectbox("Data set", DATASET_KINDS, key="live_kind")
+    c2.text_input("Seed, task or file", key="live_arg", help=ARG_HELP)
+    c3.text_input("Example id", value=FIRST_EXAMPLE.split("#")[1], key="live_example_id")
+    c4.button("Load into the fields", key="live_load", on_click=load_chosen)
+    if st.session_state.get("live_load_error"):
+        st.warning(plain(st.session_state["live_load_error"]))
     st.text_area("Passages (one per paragraph: separate passages with an empty line)", key="live_passages",
                  height=200)
     st.text_input("Question", key="live_question")
-    g1, g2 = st.columns(2)
+    st.text_input("System prompt (the prefix every sender shares; optional)", key="live_system")
+    g1, g2, g3 = st.columns([2, 2, 1])
     g1.text_input("Accepted answers (optional; separate with |)", key="live_gold")
     g2.text_input("Answer lead written on the assistant turn", key="live_lead",
                   help="Small models answer in a few scoreable tokens after a lead such as 'Answer:'.")
+    g3.checkbox("Every answer must be named", key="live_all",
+                help="Exact match means all the listed values appear in the answer (RULER's multi-value and "
+                     "variable-tracking tasks), not one of them.")
     s1, s2, s3 = st.columns([3, 2, 1])
     if "live_selectors" not in st.session_state:
         st.session_state["live_selectors"] = state.quick_selectors()

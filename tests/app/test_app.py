@@ -488,6 +488,32 @@ def test_live_limit_of_the_page(world, monkeypatch):
     assert any("too long for Live" in w.value and "100" in w.value for w in at.warning)
 
 
+def test_live_loads_an_example_of_every_kind_the_data_set_field_offers(world):
+    at = open_page("views/live.py")
+    assert at.selectbox(key="live_kind").options == ["synthetic", "hotpotqa", "2wiki", "jsonl", "musique", "ruler"]
+    at.selectbox(key="live_kind").set_value("ruler")
+    at.text_input(key="live_arg").set_value("niah_multivalue")
+    at.text_input(key="live_example_id").set_value("2")
+    at.button(key="live_load").click().run()
+    ok(at)
+    assert not at.warning, [w.value for w in at.warning]
+    assert at.text_area(key="live_passages").value.count("One of the special magic numbers for") == 4
+    assert at.checkbox(key="live_all").value and "special magic numbers" in at.text_input(key="live_system").value
+    assert at.text_input(key="live_lead").value.startswith("The special magic numbers for")
+    at.text_input(key="live_arg").set_value("niah_double")
+    at.button(key="live_load").click().run()
+    ok(at)
+    warnings = [w.value.replace("\\", "") for w in at.warning]  # markdown escapes removed
+    assert any("unknown RULER task 'niah_double'" in w for w in warnings), warnings
+    at.selectbox(key="live_kind").set_value("hotpotqa")
+    at.text_input(key="live_arg").set_value(str(ROOT / "tests" / "fixtures" / "hotpotqa_sample.json"))
+    at.text_input(key="live_example_id").set_value("hp-bridge-0001")
+    at.button(key="live_load").click().run()
+    ok(at)
+    assert not at.warning and not at.checkbox(key="live_all").value
+    assert at.text_input(key="live_gold").value == "Tressamor"
+
+
 def test_live_bad_budgets_and_no_selectors_say_so(world):
     at = open_page("views/live.py")
     at.text_input(key="live_budgets").set_value("0.1, lots")

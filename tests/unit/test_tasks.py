@@ -260,7 +260,7 @@ def test_parse_spec_errors(text, message):
 
 
 def test_dataset_kinds():
-    assert DATASET_KINDS == ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique")
+    assert DATASET_KINDS == ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique", "ruler")
 
 
 def test_load_dataset_files_and_n():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 import time
 
-from workbench.cli.common import add_model_options, load_model, positive_int, printable
+from workbench.cli.common import add_dataset_options, add_model_options, load_example_for, positive_int, printable
 
 NAME = "answer"
 
@@ -13,17 +13,17 @@ NAME = "answer"
 def add_arguments(p) -> None:
     add_model_options(p)
     p.add_argument("--example", default="synthetic#0",
-                   help="DATASET#ID: synthetic[:SEED]#ID, hotpotqa:PATH#ID, 2wiki:PATH#ID or jsonl:PATH#ID")
+                   help="DATASET#ID: synthetic[:SEED]#ID, ruler:TASK#ID, hotpotqa:PATH#ID, 2wiki:PATH#ID, "
+                        "musique:PATH#ID or jsonl:PATH#ID")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy decoding limit (default 24)")
+    add_dataset_options(p)
 
 
 def command(args) -> int:
     """Dense, spliced and fully repaired answers of one example, with timings."""
     from workbench.context import build_context
-    from workbench.tasks import load_example
 
-    example = load_example(args.example)
-    model = load_model(args)
+    model, example = load_example_for(args)
     t0 = time.perf_counter()
     ctx = build_context(model, example)
     t_build = time.perf_counter() - t0

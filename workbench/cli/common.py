@@ -185,7 +185,13 @@ def diagnose_settings(args) -> dict:
             "relaxkv_context": args.relaxkv_context}
 
 
-DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction")
+DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction", "passages", "target_tokens",
+                   "needle_depth", "data_seed")
+
+
+def passages_setting(text: str) -> int | str:
+    """An argparse type for --passages: a count (ruler) as an integer, a setting (hotpotqa) as written."""
+    return int(text) if text.strip().isdigit() else text.strip()
 
 
 def add_dataset_options(p: argparse.ArgumentParser, options=DATASET_OPTIONS) -> None:
@@ -195,6 +201,14 @@ def add_dataset_options(p: argparse.ArgumentParser, options=DATASET_OPTIONS) -> 
         "max_passages": (positive_int, "musique only: keep the first K retrieved passages"),
         "max_passage_tokens": (positive_int, "musique only: cut each passage to at most N tokens, at a word boundary"),
         "instruction": (str, "musique only: the receiver's instruction (the system prompt every sender shares)"),
+        "passages": (passages_setting, "hotpotqa: all (default), gold (the paragraphs supporting_facts name) or "
+                                       "gold+K (and K distractors drawn by --data-seed); ruler: the cached passages "
+                                       "the haystack is cut into (default 5)"),
+        "target_tokens": (positive_int, "ruler only: the passages' length in the model's tokens (default 1024)"),
+        "needle_depth": (number, "ruler only: where the (first) needle sits, 0 (start) to 1 (end); default: spread "
+                                 "evenly over the examples"),
+        "data_seed": (int, "ruler: the seed that generates the examples; hotpotqa: the seed that draws gold+K's "
+                           "distractors (default 0)"),
     }
     for name in options:
         kind, text = helps[name]
@@ -204,3 +218,14 @@ def add_dataset_options(p: argparse.ArgumentParser, options=DATASET_OPTIONS) -> 
 def dataset_options(args) -> dict:
     """The data set options given on the command line (those left unset are left out)."""
     return {name: getattr(args, name) for name in DATASET_OPTIONS if getattr(args, name, None) is not None}
+
+
+def load_example_for(args):
+    """(model, the example --example names with the data set options): the example is checked
+    before the model loads, then made with its tokenizer (ruler data is measured in its tokens)."""
+    from workbench.tasks import check_dataset, load_example
+
+    options = dataset_options(args)
+    check_dataset(args.example, **options)
+    model = load_model(args)
+    return model, load_example(args.example, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)

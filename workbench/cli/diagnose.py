@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_diagnose_options, add_model_options, diagnose_settings, floats, load_model, names, positive_int, printable,
-    printable_frame, show,
+    add_dataset_options, add_diagnose_options, add_model_options, diagnose_settings, floats, load_example_for, names,
+    positive_int, printable, printable_frame, show,
 )
 from workbench.diagnosis import DEFAULT_BUDGETS
 
@@ -13,7 +13,8 @@ NAME = "diagnose"
 
 def add_arguments(p) -> None:
     add_model_options(p)
-    p.add_argument("--example", default="synthetic#0", help="DATASET#ID, e.g. synthetic#3 or jsonl:data.jsonl#q7")
+    p.add_argument("--example", default="synthetic#0",
+                   help="DATASET#ID, e.g. synthetic#3, ruler:niah_single#3 or jsonl:data.jsonl#q7")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT] (units: single, chunk, grow); "
                         "default: every registered selector, the expensive references included")
@@ -21,6 +22,7 @@ def add_arguments(p) -> None:
                    help=f"comma-separated fractions of the reused rows to recompute (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    add_dataset_options(p)
     add_diagnose_options(p)
     p.add_argument("--out", default=None, help="folder to write the Diagnosis to (manifest, diagnosis.json, parquet)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
@@ -32,13 +34,11 @@ def command(args) -> int:
     from workbench.diagnosis import DiagnoseConfig, diagnose
     from workbench.models import model_identity
     from workbench.selectors import default_selectors
-    from workbench.tasks import load_example
 
     config = DiagnoseConfig(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
                             seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
     out = runstore.check_out(args.out, kind="diagnosis", force=args.force) if args.out is not None else None
-    example = load_example(args.example)
-    model = load_model(args)
+    model, example = load_example_for(args)
     diagnosis = diagnose(model, example, config)
     if out is not None:
         runstore.check_out(out, kind="diagnosis", force=args.force)  # it may have appeared while the diagnosis ran

@@ -19,7 +19,8 @@ NAME = "run"
 def add_arguments(p) -> None:
     add_model_options(p)
     p.add_argument("--dataset", default="synthetic",
-                   help="data set spec: synthetic[:SEED], musique:PATH, hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
+                   help="data set spec: synthetic[:SEED], ruler:TASK (niah_single, niah_multikey, niah_multivalue, "
+                        "variable_tracking), musique:PATH, hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
     p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT]; default: every registered selector but the "
@@ -65,14 +66,13 @@ def command(args) -> int:
     from workbench import runstore
     from workbench.experiments.sweep import run_sweep
     from workbench.selectors import parse_selector
-    from workbench.tasks import load_dataset
+    from workbench.tasks import check_dataset
 
     config = sweep_config(args)
     if args.reference is not None and parse_selector(args.reference).label not in config.diagnose.selectors:
         raise WorkbenchError(f"--reference {args.reference!r} is not among the selectors "
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
-    cheap = {k: v for k, v in config.dataset_options.items() if k != "max_passage_tokens"}
-    load_dataset(config.dataset, n=config.n, **cheap)  # bad data fails before the model loads
+    check_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
     out = runstore.check_out(args.out, kind="sweep", resume=True)
     if args.gpus_per_worker < 0:
         raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")

@@ -35,14 +35,13 @@ from workbench.selectors import SelectorSpec, parse_selectors, random_scores, se
 from workbench.selectors.units import matched_coin
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
-from workbench.tasks import Example, best_em_f1, contains_answer
+from workbench.tasks import Example
 from workbench.version import __version__
 
 
 def _record(answer: Answer, example: Example) -> AnswerRecord:
-    em, f1 = best_em_f1(answer.text, example.gold)
-    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1,
-                        contains_answer(answer.text, example.gold))
+    em, f1, contains = example.score(answer.text)  # "em" of an all-values gold: every value named
+    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1, contains)
 
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)

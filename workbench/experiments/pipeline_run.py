@@ -41,7 +41,7 @@ from workbench.pipeline.repair import REPAIR
 from workbench.runstore import (
     MANIFEST, check_out, finished, move_aside, read_manifest, resume_manifest, run_lock, write_manifest,
 )
-from workbench.tasks import best_em_f1, contains_answer, dataset_fingerprint, load_dataset
+from workbench.tasks import dataset_fingerprint, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
                    "protect-leaf", "coin-alloc", "bcr", "bcr-coin", "kvcomm-0.5", "kvcomm-0.7")
@@ -208,10 +208,10 @@ def write_tables(out: Path, methods: list[str], examples) -> None:
             if not path.is_file():
                 continue
             result = read_request(path)
-            em, f1 = best_em_f1(result.answer, example.gold)
+            em, f1, contains = example.score(result.answer)
             requests.append({"method": method, "index": index, "example_id": example.id, "answer": result.answer,
                              "gold": " | ".join(example.gold), "em": em, "f1": f1,
-                             "contains": contains_answer(result.answer, example.gold),
+                             "contains": contains,
                              "n_calls": len(result.calls), "n_reused": sum(c.reused for c in result.calls)})
             repair += [{"method": method, "index": index, **row} for row in result.repair]
             for c in result.calls:

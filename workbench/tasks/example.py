@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import WorkbenchError
+from workbench.tasks.metrics import SCORINGS, score_answer
 
 
 @dataclass(frozen=True)
@@ -15,8 +16,10 @@ class Example:
     """A receiver context's content: passages in order, the question, accepted answers.
 
     ``gold`` lists accepted answers, the first being canonical; it may be empty when the
-    answer is unknown. ``meta`` is JSON-safe (it is stored as its JSON round trip, so
-    tuples become lists and non-string keys become strings).
+    answer is unknown. ``meta["scoring"]`` says how gold scores an answer (`metrics.SCORINGS`):
+    "any" accepted answer (the default), or "all" listed values (every one must be named).
+    ``meta`` is JSON-safe (it is stored as its JSON round trip, so tuples become lists and
+    non-string keys become strings).
     """
 
     id: str
@@ -55,9 +58,21 @@ class Example:
             meta = json.loads(json.dumps(dict(self.meta)))
         except (TypeError, ValueError) as exc:
             raise WorkbenchError(f"{where}: meta is not JSON-serialisable ({exc})") from None
+        if meta.get("scoring", "any") not in SCORINGS:
+            raise WorkbenchError(f"{where}: meta['scoring'] must be one of {', '.join(SCORINGS)}, got "
+                                 f"{meta['scoring']!r}")
         object.__setattr__(self, "passages", passages)
         object.__setattr__(self, "gold", gold)
         object.__setattr__(self, "meta", meta)
+
+    @property
+    def scoring(self) -> str:
+        """How gold scores an answer: "any" accepted answer or "all" listed values."""
+        return self.meta.get("scoring", "any")
+
+    def score(self, answer: str) -> tuple[float, float, float]:
+        """(em, f1, contains) of `answer` against gold, as `scoring` reads it."""
+        return score_answer(answer, self.gold, self.scoring)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict; ``Example.from_dict`` reverses it."""

@@ -7,6 +7,8 @@ line, and id once known) and the field.
 from __future__ import annotations
 
 import json
+import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +18,24 @@ from workbench.tasks.example import Example
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer"}
 
 
-def load_hotpotqa(path: str | Path) -> list[Example]:
+HOTPOTQA_OPTIONS = ("passages", "data_seed")
+_PASSAGES = re.compile(r"all|gold(?:\+(\d+))?")
+
+
+def load_hotpotqa(path: str | Path, passages: str = "all", data_seed: int = 0) -> list[Example]:
     """HotpotQA (distractor setting): a JSON list of {_id, question, answer, context}.
 
     A passage is "title: sentence sentence ...". ``meta`` carries ``source``, ``titles``
     and, where the record has them, ``type``, ``level``, ``supporting_facts`` and
-    ``support_passages`` (indices of the passages that supporting_facts name).
+    ``support_passages`` (indices of the passages that supporting_facts name). A record whose
+    supporting_facts name a title its context lacks is refused.
+
+    ``passages``: "all" paragraphs (default), "gold" (those supporting_facts name) or "gold+K"
+    (the gold ones and K distractors drawn by `data_seed` and the record's id), kept in the
+    record's order; ``meta["passage_setting"]`` records a setting other than "all".
     """
-    return _load_multihop(path, "hotpotqa", extra_fields=("type", "level"))
+    keep = _passage_setting(passages, data_seed)
+    return _load_multihop(path, "hotpotqa", extra_fields=("type", "level"), keep=keep)
 
 
 def load_2wiki(path: str | Path) -> list[Example]:
@@ -68,8 +80,21 @@ def load_jsonl(path: str | Path) -> list[Example]:
     return _non_empty(examples, path)
 
 
+def _passage_setting(passages, data_seed):
+    """The distractors a `passages` setting keeps: None (all paragraphs) or K (gold + K drawn)."""
+    match = _PASSAGES.fullmatch(passages) if isinstance(passages, str) else None
+    if match is None:
+        raise WorkbenchError(f"passages must be 'all', 'gold' or 'gold+K' (K distractors, e.g. 'gold+2') for "
+                             f"hotpotqa data, got {passages!r}")
+    if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
+        raise WorkbenchError(f"data_seed must be an integer >= 0, got {data_seed!r}")
+    if passages == "all":
+        return None
+    return (passages, int(match.group(1) or 0), data_seed)
+
+
 def _load_multihop(path: str | Path, source: str, extra_fields: tuple[str, ...],
-                   aliases: bool = False) -> list[Example]:
+                   aliases: bool = False, keep: tuple[str, int, int] | None = None) -> list[Example]:
     path, text = _read(path)
     try:
         data = json.loads(text)
@@ -93,13 +118,36 @@ def _load_multihop(path: str | Path, source: str, extra_fields: tuple[str, ...],
                 meta[key] = record.data[key]
         facts = record.supporting_facts()
         if facts is not None:
+            missing = next((title for title, _ in facts if title not in titles), None)
+            if missing is not None:
+                raise WorkbenchError(f"{record.where}: supporting_facts name the title {missing!r}, which no "
+                                     f"paragraph of its context has")
             named = {title for title, _ in facts}
             meta["supporting_facts"] = facts
             meta["support_passages"] = [i for i, title in enumerate(titles) if title in named]
+        if keep is not None:
+            passages = _keep_passages(record, example_id, passages, meta, keep)
         example = record.build(id=example_id, passages=passages,
                                question=record.get("question", str), gold=gold, meta=meta)
         _add_unique(examples, seen, example, record)
     return _non_empty(examples, path)
+
+
+def _keep_passages(record, example_id: str, passages: list[str], meta: dict, keep) -> list[str]:
+    """The gold paragraphs and K distractors drawn by the seed, in the record's order; `meta` updated."""
+    setting, k, seed = keep
+    gold = meta.get("support_passages")
+    if gold is None:
+        raise WorkbenchError(f"{record.where}: passages {setting!r} needs supporting_facts, which the record lacks")
+    others = [i for i in range(len(passages)) if i not in gold]
+    if k > len(others):
+        raise WorkbenchError(f"{record.where}: passages {setting!r} asks for {k} distractors but the record has "
+                             f"{len(others)}")
+    drawn = random.Random(f"workbench-hotpotqa:{seed}:{example_id}").sample(others, k)
+    kept = sorted([*gold, *drawn])
+    meta.update(titles=[meta["titles"][i] for i in kept], support_passages=[kept.index(i) for i in gold],
+                passage_setting=setting, data_seed=seed)
+    return [passages[i] for i in kept]
 
 
 class _Record:

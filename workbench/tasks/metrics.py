@@ -1,4 +1,5 @@
-"""SQuAD-style answer metrics: normalisation, exact match, token F1."""
+"""SQuAD-style answer metrics: normalisation, exact match, token F1; and RULER's "all values
+present" for a gold that lists several values all of which must be named."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import string
 from collections import Counter
 from collections.abc import Iterable
 
+from workbench.errors import WorkbenchError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+# How an example's gold scores an answer: "any" accepted answer (the first canonical), or "all"
+# of the listed values (RULER's multi-value needles and variable tracking: string_match_all).
+SCORINGS = ("any", "all")
 
 
 def normalize_answer(text: str) -> str:
@@ -49,12 +55,24 @@ def is_flip(answer: str, dense_answer: str) -> bool:
     return normalize_answer(answer) != normalize_answer(dense_answer)
 
 
+def _named(pred: str, golds: Iterable[str]) -> list[bool]:
+    """Per gold: does it, normalized, occur in the normalized prediction as whole words."""
+    text = f" {normalize_answer(pred)} "
+    return [bool(normalize_answer(g)) and f" {normalize_answer(g)} " in text for g in golds]
+
+
 def contains_answer(pred: str, golds: Iterable[str]) -> float:
     """1.0 when some accepted answer, normalized, occurs in the normalized prediction as whole
     words (small models answer in sentences: "The city of Tressamor." contains "Tressamor";
     "in New York City." contains "New York"; "1950" does not contain "5")."""
-    text = f" {normalize_answer(pred)} "
-    return float(any(normalize_answer(g) and f" {normalize_answer(g)} " in text for g in golds))
+    return float(any(_named(pred, golds)))
+
+
+def all_present(pred: str, golds: Iterable[str]) -> float:
+    """1.0 when every listed value, normalized, occurs in the normalized prediction as whole words
+    (RULER's string_match_all, all or nothing); 0.0 when there are no values."""
+    named = _named(pred, golds)
+    return float(bool(named) and all(named))
 
 
 def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
@@ -63,3 +81,19 @@ def best_em_f1(pred: str, golds: Iterable[str]) -> tuple[float, float]:
     if not golds:
         return 0.0, 0.0
     return max(exact_match(pred, g) for g in golds), max(f1_score(pred, g) for g in golds)
+
+
+def score_answer(pred: str, golds: Iterable[str], scoring: str = "any") -> tuple[float, float, float]:
+    """(em, f1, contains) of an answer against an example's gold, as its `scoring` reads it.
+
+    "any": best exact match and F1 over accepted answers, contains some answer. "all": em is 1.0
+    when every value is named (in any order, with any words around them), f1 the token F1 against
+    the values joined by spaces, contains 1.0 when some value is named.
+    """
+    golds = list(golds)
+    if scoring == "all":
+        f1 = f1_score(pred, " ".join(golds)) if golds else 0.0
+        return all_present(pred, golds), f1, contains_answer(pred, golds)
+    if scoring != "any":
+        raise WorkbenchError(f"unknown scoring {scoring!r}; use one of {', '.join(SCORINGS)}")
+    return (*best_em_f1(pred, golds), contains_answer(pred, golds))
