@@ -108,10 +108,9 @@ class ModelGate:
         ahead = self.ahead_of(job)
         if not ahead:
             return "The model is free: this run starts now."
-        first, more = ahead[0], len(ahead) - 1
-        text = f"The model is busy with {first.describe()}"
-        if more:
-            text += f"; {more} more {'run is' if more == 1 else 'runs are'} ahead of this one"
+        text = f"The model is busy with {ahead[0].describe()}"
+        if len(ahead) > 1:
+            text += f"; then, before this run: {', '.join(j.title for j in ahead[1:])}"
         return text + ". This run starts as soon as the model is free (it waits; nothing is lost)."
 
 

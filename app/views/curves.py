@@ -44,6 +44,8 @@ st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain((manifest.get(
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
+if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
+    st.session_state["curves_selectors"], st.session_state["curves_selectors_of"] = labels, run.name
 ensure_choice("curves_selectors", labels, labels)
 shown = st.multiselect("Selectors in the figures (the references, reuse all and full recompute, are always lines)",
                        labels, key="curves_selectors") or labels

@@ -141,6 +141,7 @@ def run_live() -> None:
 
     st.session_state.pop(NOTICE, None)
     st.session_state[JOB] = jobs.start(jobs.Job(f"a Live diagnosis of example {example.id}"), state.model_gate(), work)
+    st.rerun()  # the page again, now with the run in flight (its progress, the Cancel button)
 
 
 def cancel() -> None:
