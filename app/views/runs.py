@@ -70,14 +70,15 @@ def manifest_shown(manifest: dict) -> dict:
 
 def state_note(run: runstore.RunFolder) -> None:
     """A run that is not complete: how far it got, and whether anything still writes it."""
-    done, target = run.n_done(), run.n_target()
-    progress = f"{done} of {target} examples done" if target is not None else ""
+    target = run.n_target()
+    progress = f"{run.n_done()} of {target} examples done" if target is not None else "unfinished"
     idle = ago(time.time() - run.last_written())
-    if run.status == runstore.STOPPED or run.status.startswith("stopped"):
-        st.warning(f"{plain(run.name)} is {plain(run.status)}: {progress or 'unfinished'}, last written {idle}. "
-                   f"Run the same command again to resume it ({plain(runstore.KINDS[run.kind].make) if run.kind in runstore.KINDS else 'kvwb'}).")
+    if run.status.startswith("stopped"):
+        make = runstore.KINDS[run.kind].make if run.kind in runstore.KINDS else "kvwb ..."
+        st.warning(f"{plain(run.name)} is {plain(run.status)}: {progress}, last written {idle}. Run its command "
+                   f"again with the same arguments to resume it (e.g. `{make}`).")
     elif run.status == "running":
-        st.info(f"{plain(run.name)} is running: {progress or 'in progress'}, last written {idle}.")
+        st.info(f"{plain(run.name)} is running: {progress}, last written {idle}.")
 
 
 def link(name: str, label: str) -> None:
