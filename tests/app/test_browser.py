@@ -119,8 +119,8 @@ function axisProblems(gd) {
 
 DRAWN_CHECK = """
 function titleOf(gd) { return (gd._fullLayout.title && gd._fullLayout.title.text) || '(untitled)'; }
-const box = e => e.getBoundingClientRect();
-const meets = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+function box(e) { return e.getBoundingClientRect(); }
+function meets(a, b) { return a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1; }
 function overlapProblems(gd) {
   // No annotation's drawn box may cover a data point (a marker) or a tick label.
   const out = [], notes = [...gd.querySelectorAll('g.annotation')].filter(a => (a.textContent || '').trim());

@@ -141,6 +141,7 @@ def test_methods_and_series_never_borrow_a_selectors_colour():
     assert len(set(methods.values())) == len(methods) and not set(methods.values()) & palette
     assert plots.method_color("my-method") == plots.method_color("my-method")  # hashed, stable
     assert not {plots.series_color(s) for s in colors.SERIES} & palette
+    assert not {plots.series_color(s) for s in colors.SERIES} & set(methods.values())  # nor a method's
 
 
 # ------------------------------------------------------------------ axes
@@ -316,7 +317,7 @@ def test_the_flip_matrix_labels_every_example_of_a_small_run_and_stays_bounded_f
 
     small = pd.DataFrame({"none": [1, 0, 1], "cadence": [0, 0, 1]}, index=["a", "b", "c"])
     fig = flip_matrix_figure(small)
-    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 300
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 360
     large = pd.DataFrame({"none": [1, 0] * 200}, index=[str(i) for i in range(400)])
     fig = flip_matrix_figure(large)
     assert fig.layout.yaxis.dtick is None and fig.layout.height == MAX_MATRIX_HEIGHT

@@ -32,18 +32,19 @@ _BUILTIN = tuple(label for label in default_selectors(expensive=True) if label n
 
 # reuse methods: (colour, marker); none of these is a selector colour
 METHODS = {
-    "chat-template": ("#595959", "square"), "token-matched": ("#000000", "square-open"),
+    "chat-template": ("#595959", "square"), "token-matched": ("#1a1a1a", "square-open"),
     "kvcomm": ("#08306b", "circle"), "kvcomm-0.5": ("#2b65a8", "circle"), "kvcomm-0.7": ("#5a9bd5", "circle"),
     "kvcomm-always": ("#9cc6e8", "circle"), "opengate": ("#00897b", "triangle-up"),
     "protect-root": ("#b8860b", "diamond"), "protect-leaf": ("#6a1b9a", "diamond"),
     "coin-alloc": ("#a1887f", "diamond-open"),
 }
-# series that are neither selectors nor methods (the fidelity probe's conditions and lines)
+# series that are neither selectors nor methods (the fidelity probe's conditions and lines, layer types)
 SERIES = {
     "noise": "#c62828", "genuine": "#3949ab", "kv": "#3949ab", "k": "#00838f", "v": "#9e9d24",
     "fact": "#ad1457", "wk_colspace": "#ef6c00", "bank_span": "#5e35b1", "sender": "#2e7d32",
-    "masked_sender": "#757575", "distractors_only": "#6d4c41", "floor_noise": "#f06292", "lift": "#000000",
+    "masked_sender": "#757575", "distractors_only": "#6d4c41", "floor_noise": "#f06292", "lift": "#263238",
     "floor": "#9e9e9e", "reference": "#424242", "unrepaired": "#9e9e9e",
+    "local layers": "#e64a19", "global layers": "#455a64",  # Gemma 3's sliding-window and global layers
 }
 
 

@@ -124,9 +124,9 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | 
     x, y = [escape(c) for c in matrix.columns], [escape(i) for i in ids]
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]],
                                xgap=2, ygap=2, hoverinfo="skip",
-                               colorbar={"title": {"text": "flips<br>(coin: share<br>of draws)"},
+                               colorbar={"title": {"text": "flips (a coin: share of its draws)", "side": "right"},
                                          "tickvals": [0, 0.5, 1], "ticktext": ["kept", "½", "flipped"],
-                                         "len": 0.5, "y": 1, "yanchor": "top"}))
+                                         "len": 1, "lenmode": "fraction", "thickness": 14}))
     cells = [(c, i, hover[r][k], ids[r], str(matrix.columns[k])) for r, i in enumerate(y) for k, c in enumerate(x)]
     fig.add_trace(go.Scatter(x=[c[0] for c in cells], y=[c[1] for c in cells], mode="markers", showlegend=False,
                              name="cells", marker={"size": 14, "opacity": 0, "symbol": "square"},
@@ -135,10 +135,10 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | 
     # every example labelled while the labels fit (18 px a row); a large study gets a taller
     # figure capped at MAX_MATRIX_HEIGHT, its rows thinner and its labels thinned by plotly
     labelled = len(matrix) <= LABELLED_ROWS
-    fig.update_yaxes(title="example", autorange="reversed", type="category", showgrid=False,
-                     **({"dtick": 1} if labelled else {}))
-    fig.update_xaxes(type="category", showgrid=False)
-    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(300, 18 * len(matrix) + 120)),
+    fig.update_yaxes(title="example", range=[len(ids) - 0.5, -0.5], type="category", showgrid=False,
+                     **({"dtick": 1} if labelled else {}))  # the first example on top
+    fig.update_xaxes(type="category", showgrid=False, range=[-0.5, len(x) - 0.5])
+    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(360, 18 * len(matrix) + 160)),
                       plot_bgcolor="#8a8a8a")  # the gaps between cells: a grid
     return fig
 

@@ -96,8 +96,11 @@ def reuse_vs_accuracy(methods: pd.DataFrame, title: str = "") -> go.Figure:
     # methods at the same (reuse, accuracy) sit side by side, so that none hides another
     place = methods.assign(at=list(zip(methods["reuse"].round(3), methods["acc"].round(3))))
     offsets = {}
-    for _, group in place.groupby("at", sort=False):
-        offsets.update(dodge(list(group["method"]), DODGE * (len(group) - 1)))
+    for (reuse, _), group in place.groupby("at", sort=False):
+        spread = dodge(list(group["method"]), DODGE * (len(group) - 1))
+        low, high = reuse + min(spread.values()), reuse + max(spread.values())
+        shift = -low if low < 0 else (1 - high if high > 1 else 0.0)  # never left of 0 or right of 1
+        offsets.update({m: o + shift for m, o in spread.items()})
     for row in methods.itertuples(index=False):
         fig.add_trace(go.Scatter(
             x=[row.reuse + offsets[row.method]], y=[row.acc], mode="markers", name=escape(row.method),
@@ -107,9 +110,8 @@ def reuse_vs_accuracy(methods: pd.DataFrame, title: str = "") -> go.Figure:
                           + ("" if math.isnan(getattr(row, "line_resid", math.nan)) else
                              f"<br>residual {row.line_resid:+.3f}") + "<extra></extra>",
             **method_style(row.method)))
-    xs = [r + offsets[m] for r, m in zip(methods["reuse"], methods["method"])]
     fig.update_xaxes(title="reuse rate (calls served without a dense prefill; methods at one point side by side)",
-                     range=[min(-0.05, min(xs) - 0.03), max(1.05, max(xs) + 0.03)])
+                     range=[-0.05, 1.05])
     fig.update_yaxes(title="accuracy", range=[-0.05, 1.1])
     rows = math.ceil(len(methods) / LEGEND_COLUMNS)  # the legend below the plot, every method in it
     fig.update_layout(title=title or "Reuse against accuracy (bars: Wilson 95%)", height=440 + 22 * rows,

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
 
-from workbench.plots.colors import selector_style
+from workbench.plots.colors import selector_style, series_color
 from workbench.plots.text import escape, token_text
 
 MAX_CHARS = 8  # a token cell shows at most this many characters (the last an ellipsis); hover shows all
@@ -184,7 +184,8 @@ def deviation_by_layer_type(table: pd.DataFrame, windows: list, title: str = "",
         layers = kinds[kind]
         if layers:
             fig.add_trace(go.Scatter(x=layers, y=mean[layers].to_numpy(), mode="markers", name=names[kind],
-                                     marker={"symbol": symbol, "size": 10 if kind == "global" else 8},
+                                     marker={"symbol": symbol, "size": 10 if kind == "global" else 8,
+                                             "color": series_color(f"{kind} layers")},
                                      hovertemplate="layer %{x}<br>%{y:.4g}<extra>" + kind + "</extra>"))
     fig.update_xaxes(title="layer", dtick=max(1, len(mean) // 12),
                      range=[float(min(mean.index)) - 0.5, float(max(mean.index)) + 0.5])

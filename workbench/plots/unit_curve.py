@@ -56,7 +56,7 @@ def unit_curve_figure(summary: pd.DataFrame) -> go.Figure:
                      ticktext=ticks, range=[low - PAD, high + PAD])
     top = max(float(s[["informed_error", "random_error"]].max(axis=1).max()), unrepaired)
     fig.update_yaxes(title="relative L2 error of the attention output", range=[0, top * 1.15 or 1.0])
-    fig.update_layout(title="Value of choosing by unit of choice (open markers, rows share under the unit: not budget-matched)",
+    fig.update_layout(title="Value of choosing by unit of choice (open markers: not budget-matched, their share of rows under the unit)",
                       template="plotly_white", legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"},
                       margin={"b": 120})
     return fig
