@@ -94,7 +94,7 @@ def _progress() -> None:
         return
     done = job.done()
     if job.state == "waiting":
-        st.info(state.model_gate().busy_text(job))
+        st.info(plain(state.model_gate().busy_text(job)))
         st.session_state["demo_seen_running"] = True
         return
     if job.running:
