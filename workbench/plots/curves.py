@@ -66,7 +66,7 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
             **selector_style(label)))
     fig.update_xaxes(title="budget b (share of reused rows recomputed; each selector's points side by side)",
                      tickvals=list(range(len(budgets))), ticktext=[f"{b:g}" for b in budgets],
-                     range=[-0.5, len(budgets) - 0.5], showgrid=False)
+                     range=[-0.5, len(budgets) - 0.5], showgrid=False, zeroline=False)
     for i in range(1, len(budgets)):  # a light line between budgets' slots
         fig.add_vline(x=i - 0.5, line={"color": "#d0d0d0", "width": 1}, layer="below")
     fig.update_yaxes(title=METRIC_TITLES.get(metric, metric),
