@@ -1,16 +1,17 @@
 """The demo run: a small sweep computed on a background thread from the Runs page, with its
-progress (one job per process; the model lock keeps it and Live apart)."""
+progress (one job per process, on the model gate with Live's jobs: see `jobs`)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
+import jobs
 import state
+from jobs import Job
 from widgets import plain
 from workbench import runstore
 from workbench.diagnosis import DiagnoseConfig
@@ -27,20 +28,16 @@ def demo_config() -> SweepConfig:
                                                max_new_tokens=12, attribution=False))
 
 
-@dataclass
-class DemoJob:
-    """The background sweep behind "Compute demo run"."""
+@dataclass(eq=False)
+class DemoJob(Job):
+    """The background sweep behind "Compute demo run" (a `jobs.Job` on the model gate)."""
 
     out: Path | None = None
     n: int = 0
-    thread: threading.Thread | None = None
-    error: str | None = None
-    started: float | None = None
-    finished: float | None = None
 
     @property
     def running(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()
+        return self.active
 
     def done(self) -> int:
         folder = runstore.inspect_folder(self.out) if self.out is not None and self.out.is_dir() else None
@@ -48,31 +45,26 @@ class DemoJob:
 
 
 @st.cache_resource
+def _slot() -> list[DemoJob]:
+    """The process's demo job, in a list so that a new one replaces the last."""
+    return [DemoJob("the demo run", state="none")]
+
+
 def demo_job() -> DemoJob:
-    return DemoJob()
+    """The latest demo job of this process (state "none" before the first)."""
+    return _slot()[0]
 
 
 def start_demo(root: Path, config: SweepConfig) -> DemoJob:
     """Start the demo sweep into `root/demo` on a background thread (no-op while one runs)."""
-    job = demo_job()
-    if job.running:
-        return job
+    if demo_job().active:
+        return demo_job()
     out = runstore.check_out(root / NAME, kind="sweep", resume=True)  # before the model loads
     model = state.get_model()  # loaded in the script thread, where st.cache_resource has its context
-    job.out, job.n, job.error, job.started, job.finished = out, config.n, None, time.time(), None
-
-    def work() -> None:
-        try:
-            with state.model_lock():
-                run_sweep(model, config, out, progress=False)
-        except Exception as err:  # noqa: BLE001 - shown on the Runs page
-            job.error = f"{type(err).__name__}: {err}"
-        finally:
-            job.finished = time.time()
-
-    job.thread = threading.Thread(target=work, name="kvwb-demo-run", daemon=True)
-    job.thread.start()
-    return job
+    job = DemoJob("the demo run", out=out, n=config.n)
+    job.detail = lambda: f"{job.done()} of {job.n} examples done"
+    _slot()[0] = job
+    return jobs.start(job, state.model_gate(), lambda _: run_sweep(model, config, out, progress=False))
 
 
 def demo_panel() -> None:
@@ -101,15 +93,19 @@ def _progress() -> None:
     if job.out is None:
         return
     done = job.done()
+    if job.state == "waiting":
+        st.info(plain(state.model_gate().busy_text(job)))
+        st.session_state["demo_seen_running"] = True
+        return
     if job.running:
         st.progress(min(1.0, done / max(1, job.n)),
-                    text=f"Demo run: {done} of {job.n} examples diagnosed ({time.time() - job.started:.0f} s)")
+                    text=f"Demo run: {done} of {job.n} examples diagnosed ({job.seconds:.0f} s)")
         st.session_state["demo_seen_running"] = True
         return
     if job.error:
         st.error(f"The demo run stopped: {plain(job.error)}")
     else:
         st.success(f"Demo run finished: {done} examples in {plain(job.out)} "
-                   f"({(job.finished or time.time()) - (job.started or 0):.0f} s). Pick it in the pages.")
+                   f"({job.seconds:.0f} s). Pick it in the pages.")
     if st.session_state.pop("demo_seen_running", False):
         st.rerun()  # refresh the whole page: the run list now holds the demo run

@@ -27,6 +27,11 @@ def _flip_word(flip: bool) -> str:
     return "FLIP" if flip else "same"
 
 
+def _draws_word(flips: int, draws: int) -> str:
+    """A drawn control's cell: how many of its draws flip."""
+    return f"FLIP in {flips} of {draws} draws" if flips else f"same in all {draws} draws"
+
+
 def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
     """Dense, spliced and each selector's repaired answer at a budget; flips as recorded, with the
     graded outcomes against dense beside them (a drawn control, the coin: the answer of its first
@@ -54,11 +59,22 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
                   for label, column in (("F1 to dense", "f1_to_dense"), ("first token = dense's", "first_token_agree"))}
         rows.append({"cache": f"repaired: {name}", "rows recomputed": int(first["n_recomputed"]),
                      "answer": first["answer"],
-                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else f"flips in {flips} of {draws} draws",
+                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else _draws_word(flips, draws),
                      **graded, "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
     table = pd.DataFrame(rows)
     table["rows recomputed"] = table["rows recomputed"].astype("Int64")
     return table
+
+
+def draws_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
+    """Each draw of the drawn controls (the coin) among `selectors` at a budget: its rows, answer,
+    flip and graded outcomes, one row per draw."""
+    cells = _at(d.outcomes, budget)
+    cells = cells[cells["selector"].isin(selectors)]
+    drawn = cells.groupby("selector")["selector"].transform("size") > 1
+    columns = [c for c in ("selector", "draw", "n_recomputed", "answer", "flip", "f1_to_dense", "first_token_agree",
+                           "em", "f1") if c in cells]
+    return cells[drawn][columns].rename(columns={"n_recomputed": "rows recomputed"}).reset_index(drop=True)
 
 
 def picks_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
@@ -97,7 +113,7 @@ def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
     else:
         budget = budgets[0]
         c1.markdown(f"Budget: **{budget:g}** (the only one in this diagnosis)")
-    ensure_choice(f"{key}_selectors", selectors, figures.chosen_selectors(d)[:4] or selectors[:4])
+    ensure_choice(f"{key}_selectors", selectors, figures.default_shown(figures.chosen_selectors(d)) or selectors[:4])
     chosen = c2.multiselect("Selectors", selectors, key=f"{key}_selectors")
     return budget, chosen
 
@@ -242,6 +258,11 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> Non
     answers = answers_table(d, chosen, budget)
     st.dataframe(answers, hide_index=True, width="stretch")
     csv_button(answers, f"answers-{d.example_id}-b{budget:g}", f"{key}_answers_csv")
+    draws = draws_table(d, chosen, budget)
+    if not draws.empty:
+        with st.expander(f"Each draw of {', '.join(dict.fromkeys(draws['selector']))} (the table above shows the "
+                         f"first draw's answer and the mean over draws)"):
+            st.dataframe(draws, hide_index=True, width="stretch")
     st.subheader("Tokens")
     _strip(d, key, budget, chosen)
     if chosen:

@@ -18,13 +18,13 @@ import importlib
 import importlib.util
 import os
 import sys
-import threading
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 import workbench as wb
+from jobs import ModelGate
 from workbench import runstore
 from workbench.diagnosis import Diagnosis
 from workbench.experiments.summary import summarize
@@ -119,9 +119,10 @@ def get_model() -> wb.LoadedModel:
 
 
 @st.cache_resource
-def model_lock() -> threading.Lock:
-    """Held while the model runs: forward hooks of one diagnosis must not see another's forwards."""
-    return threading.Lock()
+def model_gate() -> ModelGate:
+    """One job at a time on the model, in the order asked (forward hooks of one diagnosis must
+    not see another's forwards); shared by every session of the process."""
+    return ModelGate()
 
 
 # ----------------------------------------------------------------------------- run folders

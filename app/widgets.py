@@ -126,16 +126,19 @@ def streamlit_safe(fig):
     return pio.from_json(_PLACEHOLDER_COLOR.sub(lambda m: f'"#0100{m.group(1)}"', spec))
 
 
-def show_figure(fig, name: str, key: str) -> None:
+def show_figure(fig, name: str, key: str, select: bool = False):
     """The figure as `workbench.plots` drew it (no Streamlit theme), with its exports: standalone
-    HTML (plotly.js embedded, opens offline) and PNG where kaleido is installed."""
-    st.plotly_chart(streamlit_safe(fig), key=f"{key}_chart", width="stretch", theme=None)
+    HTML (plotly.js embedded, opens offline) and PNG where kaleido is installed. With `select`, a
+    click on a point reruns the page and the selection is returned (else None)."""
+    event = st.plotly_chart(streamlit_safe(fig), key=f"{key}_chart", width="stretch", theme=None,
+                            **({"on_select": "rerun", "selection_mode": "points"} if select else {}))
     row = st.container(horizontal=True, vertical_alignment="center")
     row.download_button("Figure as HTML", data=lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                         file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")
     if has_kaleido():
         row.download_button("Figure as PNG", data=lambda: fig.to_image(format="png", scale=2),
                             file_name=f"{name}.png", mime="image/png", key=f"{key}_png", on_click="ignore")
+    return event if select else None
 
 
 def csv_button(table: pd.DataFrame, name: str, key: str, label: str = "Table as CSV") -> None:

@@ -94,3 +94,12 @@ def smol() -> wb.LoadedModel:
 def gemma3() -> wb.LoadedModel:
     """The second embedded model, Gemma 3 270M (`make test` prepares it; converted once)."""
     return wb.load_model("gemma3-270m", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def app_world(tmp_path_factory):
+    """The app tests' run folders, once per session (tests/app/app_world.py; tests/app is on the path
+    when its tests run)."""
+    from app_world import build_world
+
+    return build_world(tmp_path_factory.mktemp("app"))

@@ -10,9 +10,11 @@ from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, w
 from workbench import plots
 from workbench.errors import WorkbenchError
 from workbench.experiments.summary import resolve_reference, tokens_to_target
+from workbench.selectors.registry import reference_selectors
 
 COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
-           "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered", "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
+           "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered",
+           "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
            "dense_b", "dense_c", "dense_p", "dense_p_holm"]
 
 st.title("Budget curves")
@@ -41,9 +43,15 @@ st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain((manifest.get(
             f"data set {plain((manifest.get('args') or {}).get('dataset', '?'))} · dense EM "
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
 
-show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)"),
+labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
+if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
+    st.session_state["curves_selectors"], st.session_state["curves_selectors_of"] = labels, run.name
+ensure_choice("curves_selectors", labels, labels)
+shown = st.multiselect("Selectors in the figures (the references, reuse all and full recompute, are always lines)",
+                       labels, key="curves_selectors") or labels
+show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
             f"accuracy-{run.name}", "curves_em")
-show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)"),
+show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)", selectors=shown),
             f"flips-{run.name}", "curves_flips")
 graded = [c for c in plots.METRIC_TITLES if c not in ("em", "flip_rate") and summary[c].notna().any()]
 if graded:
@@ -53,11 +61,11 @@ if graded:
                           help="How far the output moved, beside the binary flip: F1 to the dense answer, whether "
                                "the first token is dense's, the dense answer's mean log-probability per token, how "
                                "many leading tokens agree, the KL of the first token's distribution from dense's.")
-    show_figure(plots.budget_curve(summary, metric, f"{plots.METRIC_TITLES[metric]} against budget"),
+    show_figure(plots.budget_curve(summary, metric, f"{plots.METRIC_TITLES[metric]} against budget", selectors=shown),
                 f"{metric}-{run.name}", "curves_graded_fig")
 else:
     st.caption("This run was made before the graded outcomes were recorded: only flips and gold scores.")
-show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match"),
+show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match", selectors=shown),
             f"rows-{run.name}", "curves_rows")
 
 st.subheader("Summary")

@@ -1,17 +1,26 @@
 """Example explorer: one example of a run, its tokens coloured by a signal, which rows each
 selector picks at a budget, layer x token heatmaps, the answers and the deviation left.
-Deep links: /explorer?run=NAME&example=ID&budget=0.2."""
+The examples can be searched, filtered and sorted, and stepped through (P / N). The URL holds
+the view: /explorer?run=NAME&example=ID&budget=0.2&selectors=cadence-grad,cacheblend&signal=...&layer=5,
+kept current as the widgets change, and opening such a link restores it."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import state
-from diagnosis_panel import diagnosis_panel
+from diagnosis_panel import DEVIATION, diagnosis_panel
+from example_finder import find, previous_next
+from permalink import Permalink
 from widgets import choose_run, plain
 from workbench.errors import WorkbenchError
 
+LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
+                  "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer"},
+                 page="explorer")
+
 st.title("Example explorer")
+LINK.apply()
 
 run = choose_run(("sweep", "diagnosis"), key="explorer_run")
 try:
@@ -21,20 +30,27 @@ except WorkbenchError as err:
                f"`kvwb run ... --out RUN` again (it resumes), or wait for a run in progress.")
     st.stop()
 
-asked = st.query_params.get("example")
-if "explorer_example" not in st.session_state and asked in ids:
-    st.session_state["explorer_example"] = asked
-    try:
-        st.session_state.setdefault("explorer_budget", float(st.query_params.get("budget", "nan")))
-    except ValueError:
-        pass
-if st.session_state.get("explorer_example") not in ids:
-    st.session_state["explorer_example"] = ids[0]
-example_id = st.selectbox("Example", ids, key="explorer_example",  # options are plain text, never markdown
+shown = ids
+if run.kind == "sweep" and len(ids) > 1:
+    sweep = state.read_sweep(run.path)
+    found = find(sweep.examples[sweep.examples["example_id"].astype(str).isin(set(ids))], sweep.outcomes, "explorer")
+    shown = [i for i in found if i in folders]
+    if not shown:
+        st.info("No example matches the search and the filter: change them above.")
+        st.stop()
+if st.session_state.get("explorer_example") not in shown:
+    st.session_state["explorer_example"] = shown[0]
+example_id = st.selectbox("Example", shown, key="explorer_example",  # options are plain text, never markdown
                           format_func=lambda i: f"{i}: {questions[i]}" if i in questions else i)
+if len(shown) > 1:
+    previous_next("explorer_example", shown)
 try:
     diagnosis = state.read_diagnosis(folders[example_id])
 except (WorkbenchError, OSError) as err:
     st.error(f"Could not read this example of {plain(run.path)}: {plain(err)}")
     st.stop()
 diagnosis_panel(diagnosis, "explorer", run.manifest)
+
+url = LINK.write(skip=() if st.session_state.get("explorer_signal") == DEVIATION else ("layer",))
+st.caption("Link to this view (the URL above follows every change; the button at the right of the box copies it):")
+st.code(url, language=None)

@@ -7,10 +7,17 @@ from __future__ import annotations
 import streamlit as st
 
 import state
+from navigation import PAGES
 from widgets import choose_run, csv_button, ensure_choice, natural_key, plain, show_figure, warn
 from workbench import plots
 from workbench.errors import WorkbenchError
 from workbench.experiments.flips import flip_matrix, flip_rates, rescue_overlap, rescues
+
+
+def open_example(run: str, example: str, selector: str, budget: float) -> None:
+    """The explorer on that example, at this budget, with that selector shown first."""
+    st.switch_page(PAGES["explorer"].path, query_params={"run": run, "example": str(example), "budget": f"{budget:g}",
+                                                         "selectors": selector})
 
 
 def ids_text(ids) -> str:
@@ -21,7 +28,8 @@ st.title("Decision flips")
 
 run = choose_run(("sweep",), key="flips_run", stop_on_problems=True)
 try:
-    outcomes = state.read_sweep(run.path).outcomes
+    sweep = state.read_sweep(run.path)
+    outcomes = sweep.outcomes
 except WorkbenchError as err:
     warn(err)
     st.stop()
@@ -44,9 +52,21 @@ baseline = c3.selectbox("Rescued relative to", selectors, key="flips_baseline",
 
 matrix = flip_matrix(outcomes, budget, strict=strict)
 matrix = matrix.reindex(sorted(matrix.index, key=natural_key))  # 2 before 10
-show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
-                                             f"({'token-exact' if strict else 'normalized'})"),
-            f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix")
+questions = dict(zip(sweep.examples["example_id"].astype(str), sweep.examples["question"].astype(str)))
+draws = outcomes.groupby(["selector", "example_id", "budget"]).size().groupby("selector").max().to_dict()
+event = show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
+                                                     f"({'token-exact' if strict else 'normalized'}); click a cell "
+                                                     f"to open the example", questions=questions, draws=draws),
+                    f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix", select=True)
+clicked = [p.get("customdata") for p in (event.selection.points if event else []) if p.get("customdata")]
+if clicked:
+    open_example(run.name, *clicked[0][:2], budget)
+o1, o2 = st.columns([3, 1])
+ensure_choice("flips_open", list(matrix.index), matrix.index[0])
+chosen = o1.selectbox("Or pick an example to open", list(matrix.index), key="flips_open",
+                      format_func=lambda i: f"{i}: {questions.get(str(i), '')}")
+o2.page_link(PAGES["explorer"].path, label="Open in the explorer", icon=PAGES["explorer"].icon,
+             query_params={"run": run.name, "example": str(chosen), "budget": f"{budget:g}"})
 shown = matrix.round(3).reset_index()
 with st.expander("Flip matrix as a table (1 = flip; a coin: the share of its draws that flip)"):
     st.dataframe(shown, hide_index=True, width="stretch")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import re
 import time
-import traceback
 from dataclasses import replace
 
 import streamlit as st
 
-import demo
+import jobs
 import state
 import workbench as wb
 from diagnosis_panel import diagnosis_panel
@@ -130,20 +129,23 @@ def fits(model: wb.LoadedModel, example: wb.Example, max_new: int) -> bool:
 STAGE_SPAN = {"context": (0.0, 0.05), "signals": (0.05, 0.25), "repairs": (0.25, 1.0)}
 STAGE_TEXT = {"context": "splice and dense reference", "signals": "signals and selections",
               "repairs": "repairs with their answers"}
+JOB, NOTICE = "live_job", "live_notice"  # session keys: the run in flight, how the last one ended
 
 
-def progress_bar(bar, ctx):
-    """A `diagnose` progress callback that moves a Streamlit bar: stage, then cells done of cells."""
+def progress_report(job: jobs.Job, ctx):
+    """A `diagnose` progress callback that moves the job's progress: stage, then cells done of cells."""
     def report(stage: str, done: int, total: int) -> None:
         low, high = STAGE_SPAN.get(stage, (0.0, 1.0))
-        share = low + (high - low) * done / max(1, total)
         unit = "cells" if stage == "repairs" else "selectors" if stage == "signals" else "steps"
-        bar.progress(min(1.0, share), text=f"{STAGE_TEXT.get(stage, stage)}: {done} of {total} {unit} "
-                                            f"({ctx.layout.n_tokens} tokens, {ctx.n_reused} reused)")
+        job.progress(low + (high - low) * done / max(1, total),
+                     f"{STAGE_TEXT.get(stage, stage)}: {done} of {total} {unit} "
+                     f"({ctx.layout.n_tokens} tokens, {ctx.n_reused} reused)")
     return report
 
 
 def run_live() -> None:
+    """Check the fields, then start the diagnosis as a job on the model gate (its own thread: a
+    widget change while it runs reruns the page, never the diagnosis)."""
     example = build_example()
     config = read_config() if example is not None else None
     if config is None:
@@ -155,32 +157,53 @@ def run_live() -> None:
     except WorkbenchError as err:
         st.error(f"Could not load or use the model {plain(state.model_spec())}: {plain(err)}")
         return
-    lock = state.model_lock()
-    if not lock.acquire(blocking=False):
-        job = demo.demo_job()
-        st.warning(f"The model is busy with the demo run ({job.done()} of {job.n} examples done); Live runs as "
-                   f"soon as it finishes. Press **Run diagnosis** again then.")
+
+    def work(job: jobs.Job):
+        job.progress(0.0, "prefilling each passage in isolation, splicing, dense prefill")
+        ctx = wb.build_context(model, example, rerotation=config.rerotation)
+        diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_report(job, ctx))
+        job.progress(1.0, "done")
+        return replace(diagnosis, ctx=None)  # the caches are not needed by the views
+
+    st.session_state.pop(NOTICE, None)
+    st.session_state[JOB] = jobs.start(jobs.Job(f"a Live diagnosis of example {example.id}"), state.model_gate(), work)
+    st.rerun()  # the page again, now with the run in flight (its progress, the Cancel button)
+
+
+def cancel() -> None:
+    job = st.session_state.get(JOB)
+    if job is not None:
+        job.cancel_requested = True
+
+
+def collect() -> None:
+    """A job that ended: its diagnosis into the page, or a notice that says how it ended."""
+    job = st.session_state.get(JOB)
+    if job is None or job.active:
         return
-    started = time.perf_counter()
-    try:
-        with st.status("Diagnosing...", expanded=True) as status:
-            bar = st.progress(0.0, text="prefilling each passage in isolation, splicing, dense prefill")
-            ctx = wb.build_context(model, example, rerotation=config.rerotation)
-            diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_bar(bar, ctx))
-            bar.progress(1.0, text="done")
-            status.update(label=f"Diagnosed in {time.perf_counter() - started:.1f} s", state="complete",
-                          expanded=False)
-    except WorkbenchError as err:
-        st.warning(plain(err))
+    del st.session_state[JOB]
+    if job.state == "done":
+        st.session_state.update(live_diagnosis=job.result, live_seconds=job.seconds)
+    elif job.state == "cancelled":
+        st.session_state[NOTICE] = ("warning", "The diagnosis was cancelled (Cancel was pressed); nothing was "
+                                               "kept. Press **Run diagnosis** to start again.", None)
+    else:
+        st.session_state[NOTICE] = ("error", f"The diagnosis failed: {plain(job.error)}", job.trace)
+
+
+def _progress() -> None:
+    """The job in flight (polled): waiting for the model, or its stage; the whole page once it ends."""
+    job = st.session_state.get(JOB)
+    if job is None:
         return
-    except Exception as err:  # noqa: BLE001 - a message in the page, the details folded away
-        st.error(f"The diagnosis failed: {type(err).__name__}: {plain(err)}")
-        with st.expander("Details"):
-            st.code(traceback.format_exc())
-        return
-    finally:
-        lock.release()
-    st.session_state["live_diagnosis"] = replace(diagnosis, ctx=None)  # the caches are not needed by the views
+    if not job.active:
+        st.rerun()
+    if job.state == "waiting":
+        st.info(plain(state.model_gate().busy_text(job)))
+    else:
+        st.progress(job.share, text=f"{job.text or 'starting'} · {job.seconds:.0f} s")
+    st.caption("Changing the fields now does not stop this run: it finishes with the fields as they were when "
+               "you pressed Run, and its diagnosis replaces the one below.")
 
 
 def save_panel(diagnosis) -> None:
@@ -211,6 +234,8 @@ st.caption(f"Diagnose one example on {plain(state.model_spec())} now: each passa
            f"spliced, compared with the dense prefill, and repaired at each budget by each selector.")
 if "live_passages" not in st.session_state:
     load_into_fields(FIRST_EXAMPLE)
+collect()
+busy = st.session_state.get(JOB) is not None
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns([1, 2, 1, 1])
@@ -231,25 +256,42 @@ with st.container(border=True):
     g3.checkbox("Every answer must be named", key="live_all",
                 help="Exact match means all the listed values appear in the answer (RULER's multi-value and "
                      "variable-tracking tasks), not one of them.")
-    s1, s2, s3 = st.columns([3, 2, 1])
     if "live_selectors" not in st.session_state:
         st.session_state["live_selectors"] = state.quick_selectors()
-    s1.multiselect("Selectors (type NAME:UNIT for another unit of choice)", selector_options(), key="live_selectors",
-                   accept_new_options=True)
+    st.multiselect("Selectors (type NAME:UNIT for another unit of choice)", selector_options(), key="live_selectors",
+                   accept_new_options=True)  # a row of its own: every chip in view
+    s2, s3 = st.columns([3, 1])
     s2.text_input("Budgets (fractions of the reused rows, comma-separated)", value="0.1, 0.3", key="live_budgets")
     s3.number_input("Answer tokens", min_value=1, max_value=128, value=16, key="live_max_new")
     st.checkbox("Also run the attribution check (3 x 64 patched forwards: slower)", key="live_attribution")
-    run_clicked = st.button("Run diagnosis", type="primary", key="live_run")
+    b1, b2 = st.columns([1, 4])
+    run_clicked = b1.button("Run diagnosis", type="primary", key="live_run", disabled=busy)
+    if busy:
+        b2.button("Cancel the run", key="live_cancel", on_click=cancel)
 
 if run_clicked:
     run_live()
+if st.session_state.get(JOB) is not None:
+    st.fragment(run_every=0.5)(_progress)()
+notice = st.session_state.get(NOTICE)
+if notice is not None:
+    kind, text, trace = notice
+    getattr(st, kind)(text)
+    if trace:
+        with st.expander("Details"):
+            st.code(trace)
 diagnosis = st.session_state.get("live_diagnosis")
 if diagnosis is None:
-    st.info("Press **Run diagnosis**: a synthetic example is already filled in. On the embedded model on a CPU "
-            "it takes some seconds to a minute, depending on the selectors and the length.")
+    if st.session_state.get(JOB) is None:
+        st.info("Press **Run diagnosis**: a synthetic example is already filled in. On the embedded model on a CPU "
+                "it takes some seconds to a minute, depending on the selectors and the length.")
     st.stop()
 
 st.divider()
 st.header("Diagnosis")
+timing = st.empty()
+shown = time.perf_counter()
 diagnosis_panel(diagnosis, "liveview")
+timing.caption(f"Diagnosed in {st.session_state.get('live_seconds', 0.0):.1f} s on the model; drawn in "
+               f"{time.perf_counter() - shown:.1f} s (figures and tables).")
 save_panel(diagnosis)

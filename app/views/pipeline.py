@@ -44,7 +44,8 @@ c1, c2 = st.columns(2)
 ensure_choice("pipe_method", methods, "kvcomm" if "kvcomm" in methods else methods[0])
 method = c1.selectbox("Method", methods, key="pipe_method")
 done = sorted(data.requests[data.requests["method"] == method]["index"].unique().tolist())
-labels = {i: f"{i + 1}: {data.requests[(data.requests['index'] == i)]['example_id'].iloc[0]}" for i in done}
+labels = {i: f"request {i + 1} (example {data.requests[(data.requests['index'] == i)]['example_id'].iloc[0]})"
+          for i in done}
 ensure_choice("pipe_request", done, done[0])
 index = c2.selectbox("Request", done, key="pipe_request", format_func=lambda i: labels[i])
 calls = data.calls[(data.calls["method"] == method) & (data.calls["index"] == index)]

@@ -3,6 +3,8 @@ the other pages. Also the "Compute demo run" button (a small sweep in the backgr
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import streamlit as st
 
@@ -12,25 +14,71 @@ from navigation import PAGES
 from widgets import csv_button, pick_run, plain, show_problems, warn
 from workbench import runstore
 from workbench.errors import WorkbenchError
+from workbench.experiments.pipeline_summary import summarize_pipeline
 from workbench.experiments.summary import resolve_reference
 
 SUMMARY_COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "flip_rate", "gap_recovered",
                    "rows_per_example", "ref_b", "ref_c", "ref_p_holm"]
 
 
+def dataset_of(run: runstore.RunFolder) -> str:
+    """What a run was computed on, in words (a data set spec, the curve's prompts, one example)."""
+    args = (run.manifest or {}).get("args") or {}
+    if args.get("dataset"):
+        return str(args["dataset"])
+    if run.kind == "curve":
+        return f"synthetic prompts ({args.get('prompts', '?')} of about {args.get('tokens', '?')} tokens)"
+    if run.kind == "fidelity":
+        return "built-in one-fact questions"
+    if run.kind == "diagnosis":
+        return f"one example ({args.get('example_id') or run.name})"
+    return ""
+
+
+def ago(seconds: float) -> str:
+    return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago" if seconds < 7200 else \
+        f"{seconds / 3600:.0f} h ago"
+
+
 def runs_table(runs: list[runstore.RunFolder]) -> pd.DataFrame:
+    now = time.time()
     rows = []
     for r in runs:
         m = r.manifest or {}
+        target = r.n_target()
         rows.append({"run": r.name, "kind": r.kind or "?", "status": r.status,
-                     "model": (m.get("model") or {}).get("name", ""),
-                     "dataset": (m.get("args") or {}).get("dataset") or "",
-                     "examples done": r.n_done() if r.kind in ("sweep", "diagnosis") else None,
-                     "failures": len(m.get("failures") or []), "start": m.get("start") or "",
-                     "end": m.get("end") or "", "problems": "; ".join(r.problems)})
+                     "model": (m.get("model") or {}).get("name", ""), "dataset": dataset_of(r),
+                     "examples done": r.n_done() if target is not None else None, "of": target,
+                     "failures": len(m.get("failures") or []), "last written": ago(now - r.last_written()),
+                     "start": m.get("start") or "", "end": m.get("end") or "", "problems": "; ".join(r.problems)})
     table = pd.DataFrame(rows)
-    table["examples done"] = table["examples done"].astype("Int64")
+    for column in ("examples done", "of"):
+        table[column] = table[column].astype("Int64")
     return table
+
+
+def manifest_shown(manifest: dict) -> dict:
+    """The manifest as shown: seconds rounded (a float's last digits say nothing)."""
+    def tidy(value):
+        if isinstance(value, float):
+            return round(value, 3)
+        if isinstance(value, dict):
+            return {k: tidy(v) for k, v in value.items()}
+        return [tidy(v) for v in value] if isinstance(value, list) else value
+    return tidy(manifest)
+
+
+def state_note(run: runstore.RunFolder) -> None:
+    """A run that is not complete: how far it got, and whether anything still writes it."""
+    target = run.n_target()
+    progress = f"{run.n_done()} of {target} examples done" if target is not None else "unfinished"
+    idle = ago(time.time() - run.last_written())
+    if run.status.startswith("stopped"):
+        make = runstore.KINDS[run.kind].make if run.kind in runstore.KINDS else "kvwb ..."
+        st.warning(f"{plain(run.name)} is {plain(run.status)}: {progress}, last written {idle}. Run its command "
+                   f"again with the same arguments to resume it (e.g. `{make}`).")
+    elif run.status == "running":
+        st.info(f"{plain(run.name)} is running: {progress}, last written {idle}.")
 
 
 def link(name: str, label: str) -> None:
@@ -73,6 +121,38 @@ def sweep_summary(run: runstore.RunFolder) -> None:
     link("flips", "Decision flips")
 
 
+def fidelity_summary(run: runstore.RunFolder) -> None:
+    """A fidelity run in numbers: the floor and the reference, each condition's transfer range."""
+    try:
+        conditions = state.read_fidelity(run.path).tables["conditions"]
+    except (WorkbenchError, OSError, KeyError) as err:
+        warn(err)
+        return
+    st.subheader("Summary")
+    anchors = {r["condition"]: float(r["transfer"]) for _, r in conditions.iterrows()
+               if r["condition"] in ("floor", "reference")}
+    st.markdown(" · ".join(f"{name} transfer **{value:.3f}**" for name, value in anchors.items()) or "No floor "
+                "or reference condition.")
+    rest = conditions[~conditions["condition"].isin(["floor", "reference"])]
+    table = (rest.groupby(["condition", "variant"], dropna=False, sort=False)["transfer"]
+             .agg(points="size", lowest="min", highest="max").reset_index())
+    st.dataframe(table, hide_index=True, width="stretch")
+
+
+def pipeline_summary(run: runstore.RunFolder) -> None:
+    """A pipeline run in numbers: each method's reuse rate and accuracy (the Multi-agent page's table)."""
+    try:
+        data = state.read_pipeline(run.path)
+        methods = summarize_pipeline(data.requests, data.calls)["methods"]
+    except (WorkbenchError, OSError, KeyError) as err:
+        warn(err)
+        return
+    st.subheader("Summary")
+    st.markdown("A multi-agent reuse run (`kvwb pipeline`): every reuse method over the same requests.")
+    st.dataframe(methods, hide_index=True, width="stretch")
+    csv_button(methods, f"methods-{run.name}", "runs_methods_csv", "Methods as CSV")
+
+
 def what_is_there(run: runstore.RunFolder) -> None:
     """An incomplete sweep: the examples table when readable, the count of saved diagnoses."""
     st.subheader("What is there")
@@ -106,33 +186,32 @@ csv_button(table, "runs", "runs_csv")
 run = pick_run(runs, key="runs_pick", label="Run to open (the other pages start from it)")
 show_problems(run)
 
-left, right = st.columns([2, 1])
-with right:
-    st.subheader("Manifest")
+state_note(run)
+if run.kind == "sweep" and run.ok:
+    sweep_summary(run)
+elif run.kind == "sweep":
+    what_is_there(run)
+elif run.kind == "curve" and run.ok:
+    st.subheader("Summary")
+    try:
+        st.dataframe(state.read_curve(run.path).summary, hide_index=True, width="stretch")
+    except WorkbenchError as err:
+        warn(err)
+    link("unit", "Unit of choice page")
+elif run.kind == "fidelity":
+    fidelity_summary(run)
+    link("fidelity", "Fidelity page")
+elif run.kind == "pipeline":
+    pipeline_summary(run)
+    link("pipeline", "Multi-agent reuse page")
+elif run.kind == "diagnosis":
+    st.markdown("A single saved Diagnosis (`kvwb diagnose --out`, or saved from Live): open it in the "
+                "Example explorer.")
+    link("explorer", "Example explorer")
+with st.expander("Manifest"):
     if run.manifest is not None:
-        st.json(run.manifest, expanded=1)
+        st.json(manifest_shown(run.manifest), expanded=1)
     else:
         st.caption("no manifest.json")
-with left:
-    if run.kind == "sweep" and run.ok:
-        sweep_summary(run)
-    elif run.kind == "sweep":
-        what_is_there(run)
-    elif run.kind == "curve" and run.ok:
-        st.subheader("Summary")
-        try:
-            st.dataframe(state.read_curve(run.path).summary, hide_index=True, width="stretch")
-        except WorkbenchError as err:
-            warn(err)
-        link("unit", "Unit of choice page")
-    elif run.kind == "fidelity":
-        link("fidelity", "Fidelity page")
-    elif run.kind == "pipeline":
-        st.markdown("A multi-agent reuse run (`kvwb pipeline`): every reuse method over the same requests.")
-        link("pipeline", "Multi-agent reuse page")
-    elif run.kind == "diagnosis":
-        st.markdown("A single saved Diagnosis (`kvwb diagnose --out`, or saved from Live): open it in the "
-                    "Example explorer.")
-        link("explorer", "Example explorer")
-    files = sorted(p.name for p in run.path.iterdir())
-    st.caption(f"Files in {plain(run.path)}: {plain(', '.join(files)) or 'none'}")
+files = sorted(p.name for p in run.path.iterdir())
+st.caption(f"Files in {plain(run.path)}: {plain(', '.join(files)) or 'none'}")

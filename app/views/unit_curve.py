@@ -9,7 +9,6 @@ import state
 from widgets import choose_run, csv_button, plain, show_figure, warn
 from workbench import plots
 from workbench.errors import WorkbenchError
-from workbench.report import curve_summary_markdown
 
 st.title("Unit of choice")
 st.caption("Informed (draft attention) vs random choice of the dense rows restored into the splice, at one "
@@ -30,7 +29,6 @@ st.markdown(f"{plain(run.name)}: model {plain((curve.manifest.get('model') or {}
 show_figure(figure, f"unit-curve-{run.name}", "unit_figure")
 
 st.subheader("Summary per unit")
-st.markdown(curve_summary_markdown(curve.summary))  # numbers only, laid out like BCR's Table 8
 st.dataframe(curve.summary, hide_index=True, width="stretch")
 csv_button(curve.summary, f"unit-summary-{run.name}", "unit_summary_csv", "Summary as CSV")
 with st.expander("Every measurement (prompt x unit x method x seed)"):

@@ -1,6 +1,8 @@
 """Small runs of every kind on a tiny random Llama, for the app's tests: a sweep (3 examples),
-a unit-of-choice curve, a fidelity probe and one saved diagnosis, plus the model saved to a
-folder so the app loads it by path through $KVWB_MODEL."""
+a unit-of-choice curve, a fidelity probe, one saved diagnosis and two pipelines, plus the model
+saved to a folder so the app loads it by path through $KVWB_MODEL. `build_more_runs` adds what
+the browser review found wanting: a one-budget sweep, a ten-selector five-budget sweep, a
+pipeline with every method, a Gemma diagnosis, and a sweep whose writer was killed."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import torch
 from conftest import small_example, tiny_model
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.experiments.fidelity import run_fidelity
-from workbench.experiments.pipeline_run import PipelineConfig, run_pipeline
+from workbench.experiments.pipeline_run import DEFAULT_METHODS, PipelineConfig, run_pipeline
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.experiments.unit_curve import run_curve
 from workbench.models import model_identity
@@ -60,6 +62,47 @@ def build_runs(base: Path) -> dict:
     run_pipeline(model, PipelineConfig(agents=2, n=8, methods=("token-matched", "kvcomm-always"), max_new_tokens=2,
                                        repair_on="kvcomm-always"), runs / "pipe-rep", progress=False)
     return {"base": base, "model": folder, "runs": runs, "tiny_model": model}
+
+
+WIDE_SELECTORS = ("none", "full", "random", "cacheblend", "relay", "densedev", "cadence", "cadence-grad", "bcr",
+                  "bcr:grow", "qattn", "coin:bcr")  # ten that are not references
+WIDE_BUDGETS = (0.05, 0.1, 0.2, 0.3, 0.5)
+
+
+def build_more_runs(world: dict) -> dict:
+    """runs/{one-budget, wide (sweeps), pipe-all (every method), gemma (a diagnosis), killed (a sweep
+    whose manifest says running while its lock names a process that is gone)}."""
+    model, runs = world["tiny_model"], world["runs"]
+    data = f"jsonl:{SAMPLE}"
+    run_sweep(model, SweepConfig(dataset=data, n=3, diagnose=config(budgets=(0.2,))), runs / "one-budget", progress=False)
+    run_sweep(model, SweepConfig(dataset=data, n=3, diagnose=config(WIDE_SELECTORS, WIDE_BUDGETS)), runs / "wide",
+              progress=False)
+    run_pipeline(model, PipelineConfig(agents=3, n=4, methods=DEFAULT_METHODS, max_new_tokens=2), runs / "pipe-all",
+                 progress=False)
+    save_diagnosis(tiny_model("gemma3_text"), small_example(), runs / "gemma")
+    kill_writer(runs / "tiny", runs / "killed")
+    return world
+
+
+def kill_writer(source: Path, out: Path) -> int:
+    """A copy of the sweep `source` as a killed writer leaves it: manifest "running" with a target
+    of 5 examples, one example folder gone, and a lock naming a process that has exited."""
+    import json
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    shutil.copytree(source, out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest.update(status="running", end=None)
+    manifest["args"]["n"] = 5
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    shutil.rmtree(sorted((out / "diagnoses").iterdir())[-1])
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(gone.stdout)
+    (out / ".lock").write_text(f"process {pid} on {socket.gethostname()}")
+    return pid
 
 
 def old_unit_curve_figure():

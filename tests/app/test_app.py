@@ -1,145 +1,33 @@
 """The Streamlit app, page by page, with Streamlit's AppTest against small runs made here.
 
-One module-scoped set of run folders is built with a tiny random Llama (saved to a folder so
-the app loads it by path through $KVWB_MODEL; see small_runs.py): a sweep (3 examples, 6
-selectors, 2 budgets), a unit-of-choice curve, a fidelity probe and one saved diagnosis. Each
-test checks that the page raises nothing, that every figure's axes show its data, that its
-widgets exist, and that what it shows equals the run's tables.
+One session-wide set of run folders is built with a tiny random Llama (conftest.py, saved to a
+folder so the app loads it by path through $KVWB_MODEL; see small_runs.py): sweeps, a
+unit-of-choice curve, a fidelity probe, saved diagnoses and pipelines. Each test checks that the
+page raises nothing, that every figure's axes show its data and no text sits on its plotting
+area, that its widgets exist, and that what it shows equals the run's tables. Live, its jobs and
+the permalinks are tested in test_app_live_links.py.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from small_runs import BUDGETS, SELECTORS, build_runs, save_diagnosis
+from apptest import (  # noqa: F401 - world and _env are fixtures
+    _env, world,
+    HOME, LEAK, PLUGIN, TIMEOUT, array, at_budget, charts, finish_live, frame_with, ok, open_page, outlined,
+    positions_of, stored, texts, unescape,
+)
+from small_runs import BUDGETS, SELECTORS, save_diagnosis
 from workbench import plots
 from workbench.experiments.summary import per_example
-from workbench.runstore import load_sweep
 from workbench.tasks import Example
 
-ROOT = Path(__file__).resolve().parents[2]
-HOME = ROOT / "app" / "Home.py"
-PLUGIN = Path(__file__).with_name("toy_plugin.py")
-LEAK = "![x](http://127.0.0.1:9/leak.png)"
-TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """Folders: model/, runs/ (tiny, curve, fid, one, tiny-copy), bad/ (broken runs), noref/, empty/."""
-    world = build_runs(tmp_path_factory.mktemp("app"))
-    base, runs = world["base"], world["runs"]
-    bad = base / "bad"
-    (bad / "broken").mkdir(parents=True)
-    shutil.copy(runs / "tiny" / "manifest.json", bad / "broken" / "manifest.json")
-    shutil.copytree(runs / "tiny", bad / "old")
-    old = pd.read_parquet(bad / "old" / "outcomes.parquet").drop(columns=["flip_strict"])
-    old.to_parquet(bad / "old" / "outcomes.parquet", index=False)
-    shutil.copytree(runs / "tiny", runs / "tiny-copy")
-    noref = base / "noref" / "bounds"  # a sweep without cacheblend and random: no default reference
-    shutil.copytree(runs / "tiny", noref)
-    outcomes = pd.read_parquet(noref / "outcomes.parquet")
-    outcomes[~outcomes["selector"].isin(["cacheblend", "random"])].to_parquet(noref / "outcomes.parquet", index=False)
-    (base / "empty").mkdir()
-    leak = Example("leaky", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {LEAK} lives in Tressamor."),
-                   f"Where does the coach live? {LEAK}", (f"Tressamor {LEAK}",))
-    save_diagnosis(world["tiny_model"], leak, base / "leak" / "leaky")
-    filler = " ".join(f"Mira Tessk walked to market number {i} and bought bread." for i in range(14))
-    long = Example("long", ("Varek Olundi is coached by Mira Tessk. " + filler, "Mira Tessk lives in Tressamor. " + filler),
-                   "Where does the coach live?", ("Tressamor",))
-    save_diagnosis(world["tiny_model"], long, base / "long" / "long")
-    return {**world, "bad": bad, "noref": noref.parent, "empty": base / "empty", "leak": base / "leak",
-            "long": base / "long"}
-
-
-@pytest.fixture(autouse=True)
-def _env(world, monkeypatch):
-    monkeypatch.setenv("KVWB_RUNS", str(world["runs"]))
-    monkeypatch.setenv("KVWB_MODEL", str(world["model"]))
-    monkeypatch.delenv("KVWB_LIVE_MAX_TOKENS", raising=False)
-    monkeypatch.delenv("KVWB_PLUGINS", raising=False)
-
-
-def open_page(page: str, runs: Path | None = None) -> AppTest:
-    at = AppTest.from_file(str(HOME), default_timeout=TIMEOUT)
-    if runs is not None:
-        at.session_state["runs_dir"] = str(runs)
-    at.run()
-    at.switch_page(page)
-    at.run()
-    ok(at)
-    return at
-
-
-def ok(at: AppTest) -> None:
-    """No exception, and every figure's axes show all of its data (`plots.axis_problems`)."""
-    assert not at.exception, [(e.value, e.stack_trace) for e in at.exception]
-    for chart in charts(at):
-        assert not plots.axis_problems(chart), (chart.get("layout", {}).get("title"), plots.axis_problems(chart))
-
-
-def frame_with(at: AppTest, *columns: str) -> pd.DataFrame:
-    """The first dataframe shown whose columns include `columns`."""
-    for element in at.dataframe:
-        value = element.value
-        if all(c in value.columns for c in columns):
-            return value
-    raise AssertionError(f"no dataframe with columns {columns}; have {[list(d.value.columns) for d in at.dataframe]}")
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
-def array(value) -> list:
-    """A plotly array from a figure's JSON: a list, or plotly's typed-array encoding {dtype, bdata, shape}."""
-    if isinstance(value, dict) and "bdata" in value:
-        import base64
-
-        import numpy as np
-
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        if "shape" in value:
-            out = out.reshape([int(n) for n in str(value["shape"]).split(",")])
-        return out.tolist()
-    return list(value)
-
-
-def outlined(strip: dict) -> int:
-    """How many token cells the strip outlines as recomputed (a marker trace or one shape per cell)."""
-    markers = sum(len(array(t["x"])) for t in strip["data"] if t.get("name") == "recomputed")
-    return markers + sum(1 for s in strip["layout"].get("shapes", []) if s.get("name") == "recomputed")
-
-
-def unescape(markdown: str) -> str:
-    """Text written with the app's `plain` (markdown characters backslash-escaped) as read."""
-    return re.sub(r"\\(.)", r"\1", markdown)
-
-
-def texts(at: AppTest) -> str:
-    parts = [e.value for kind in ("warning", "info", "error", "success", "markdown", "caption")
-             for e in getattr(at, kind)]
-    return "\n".join(str(p) for p in parts)
-
-
-def stored(world, example_id: str, table: str) -> pd.DataFrame:
-    return pd.read_parquet(load_sweep(world["runs"] / "tiny").diagnosis_folder(example_id) / f"{table}.parquet")
-
-
-def positions_of(table: pd.DataFrame, selector: str) -> set[int]:
-    return set(table.loc[table[selector], "position"].astype(int))
-
-
-def at_budget(table: pd.DataFrame, budget: float) -> pd.DataFrame:
-    return table[(table["budget"] - budget).abs() < 1e-9]
+pytestmark = pytest.mark.usefixtures("_env")
 
 
 # ----------------------------------------------------------------------------- pages
@@ -161,7 +49,12 @@ def test_runs_page_lists_runs_and_shows_their_numbers(world):
     assert table.loc["tiny", "kind"] == "sweep" and table.loc["tiny", "status"] == "complete"
     assert table.loc["tiny", "examples done"] == 3 and table.loc["tiny", "start"]
     assert dict(table["kind"]) == {"tiny": "sweep", "tiny-copy": "sweep", "curve": "curve", "fid": "fidelity",
-                                   "one": "diagnosis", "pipe": "pipeline", "pipe-rep": "pipeline"}
+                                   "one": "diagnosis", "pipe": "pipeline", "pipe-rep": "pipeline",
+                                   "one-budget": "sweep", "wide": "sweep", "pipe-all": "pipeline", "gemma": "diagnosis",
+                                   "killed": "sweep"}
+    assert table.loc["tiny", "of"] == 3 and pd.isna(table.loc["curve", "of"])  # the target: its manifest's n
+    assert table.loc["curve", "dataset"].startswith("synthetic prompts") and table.loc["one", "dataset"] == "one example (t0)"
+    assert table.loc["pipe", "examples done"] == table.loc["pipe", "of"] == 6  # requests every method has done
     assert table.loc["one", "examples done"] == 1 and table.loc["tiny", "model"] == "tiny-llama"
     at.selectbox(key="runs_pick").set_value("tiny").run()
     ok(at)
@@ -231,7 +124,9 @@ def test_explorer_budget_changes_the_marked_tokens(world):
         assert shown["answer"] == cell.iloc[0]["answer"]
         assert shown["EM"] == pytest.approx(cell["em"].mean())
         flips = "FLIP" if cell.iloc[0]["flip"] else "same"
-        assert shown["flip vs dense"] == (flips if len(cell) == 1 else f"flips in {int(cell['flip'].sum())} of {len(cell)} draws")
+        k = int(cell["flip"].sum())
+        assert shown["flip vs dense"] == (flips if len(cell) == 1 else f"FLIP in {k} of {len(cell)} draws" if k
+                                          else f"same in all {len(cell)} draws")  # never "FLIP in 0 of 5"
     examples = pd.read_parquet(world["runs"] / "tiny" / "examples.parquet").set_index("example_id")
     assert answers.loc["spliced", "flip vs dense"] == ("FLIP" if examples.loc[example_id, "splice_flip"] else "same")
 
@@ -425,9 +320,10 @@ def test_live_diagnoses_explores_and_saves(world, tmp_path):
     at.multiselect(key="live_selectors").set_value(["none", "random", "densedev", "bcr"])
     at.number_input(key="live_max_new").set_value(3)
     at.button(key="live_run").click().run()
-    ok(at)
+    finish_live(at)
     assert not at.warning, [w.value for w in at.warning]
     assert len(at.get("plotly_chart")) >= 4
+    assert any("Diagnosed in" in c.value and "drawn in" in c.value for c in at.caption)  # the drawing counted too
     budget = at.select_slider(key="liveview_budget")
     assert budget.value == pytest.approx(0.2)
     low = frame_with(at, "position", "n_selectors")

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from small_runs import build_runs, old_unit_curve_figure, save_diagnosis
+from small_runs import old_unit_curve_figure, save_diagnosis
 from workbench.tasks import Example
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,20 +46,31 @@ SHOTS = os.environ.get("KVWB_SCREENSHOTS")
 
 pytestmark = pytest.mark.slow
 
-# (URL path, the page's title, least number of figures) on small runs of every kind.
+# (URL path, the page's title, least number of figures) on small runs of every kind, including a
+# one-budget sweep, a ten-selector five-budget sweep, a pipeline with every method, a Gemma
+# diagnosis and a run whose writer was killed.
 PAGES = [
     ("?run=tiny", "KV Repair Workbench", 0),
     ("explorer?run=tiny&example=q1&budget=0.5", "Example explorer", 5),
     ("budget-curves?run=tiny", "Budget curves", 3),
     ("flips?run=tiny", "Decision flips", 1),
+    ("budget-curves?run=one-budget", "Budget curves", 3),
+    ("budget-curves?run=wide", "Budget curves", 3),
+    ("flips?run=wide", "Decision flips", 1),
+    ("explorer?run=wide&example=q2&budget=0.2&selectors=cadence-grad,bcr,coin:bcr,cacheblend&signal=draft_attention",
+     "Example explorer", 5),
     ("?run=curve", "KV Repair Workbench", 0),
     ("unit-of-choice?run=curve", "Unit of choice", 1),
     ("?run=fid", "KV Repair Workbench", 0),
     ("fidelity?run=fid", "Fidelity vs consumability", 3),
     ("?run=one", "KV Repair Workbench", 0),
     ("explorer?run=one", "Example explorer", 4),  # no layer signals: none, full, random, densedev
+    ("explorer?run=gemma", "Example explorer", 4),
     ("?run=pipe", "KV Repair Workbench", 0),
     ("multi-agent?run=pipe", "Multi-agent reuse", 2),
+    ("multi-agent?run=pipe-all", "Multi-agent reuse", 3),
+    ("multi-agent?run=pipe-rep", "Multi-agent reuse", 3),
+    ("?run=killed", "KV Repair Workbench", 0),
 ]
 
 AXIS_CHECK = """
@@ -104,7 +117,54 @@ function axisProblems(gd) {
 }
 """
 
-PROBE = AXIS_CHECK + """
+DRAWN_CHECK = """
+function titleOf(gd) { return (gd._fullLayout.title && gd._fullLayout.title.text) || '(untitled)'; }
+function box(e) { return e.getBoundingClientRect(); }
+function meets(a, b) { return a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1; }
+function overlapProblems(gd) {
+  // No annotation's drawn box may cover a data point (a marker) or a tick label.
+  const out = [], notes = [...gd.querySelectorAll('g.annotation')].filter(a => (a.textContent || '').trim());
+  const points = [...gd.querySelectorAll('.scatterlayer path.point')].filter(p => p.style.opacity !== '0'
+    && getComputedStyle(p).opacity !== '0');
+  const ticks = [...gd.querySelectorAll('g.xtick text, g.ytick text, g.x2tick text, g.y2tick text')];
+  for (const a of notes) {
+    const b = box(a.querySelector('.annotation-text-g') || a), text = a.textContent.trim().slice(0, 60);
+    if (points.some(p => meets(b, box(p)))) out.push(titleOf(gd) + ': annotation "' + text + '" covers a data point');
+    if (ticks.some(t => meets(b, box(t)))) out.push(titleOf(gd) + ': annotation "' + text + '" covers a tick label');
+  }
+  return out;
+}
+function legendProblems(gd) {
+  // The legend lies within the figure, shows every entry and needs no scrolling.
+  const lg = gd.querySelector('g.legend'), out = [];
+  if (!lg) return out;
+  const fig = box(gd.querySelector('svg.main-svg')), bg = box(lg.querySelector('rect.bg') || lg);
+  if (bg.left < fig.left - 1 || bg.right > fig.right + 1 || bg.top < fig.top - 1 || bg.bottom > fig.bottom + 1)
+    out.push(titleOf(gd) + ': the legend runs out of the figure');
+  const bar = lg.querySelector('rect.scrollbar');
+  if (bar && box(bar).height > 0) out.push(titleOf(gd) + ': the legend scrolls (entries are cut off)');
+  for (const entry of lg.querySelectorAll('g.traces')) {
+    const e = box(entry);
+    if (e.height > 0 && (e.bottom > bg.bottom + 1 || e.right > bg.right + 1))
+      out.push(titleOf(gd) + ': legend entry "' + entry.textContent.trim() + '" is cut off');
+  }
+  return out;
+}
+function colours(gd) {
+  // [name, colour] of every legend entry: traces (their line, else their marker) and shapes.
+  const out = [];
+  for (const t of gd._fullData || []) {
+    if (!t.name || t.showlegend === false || t.visible === false) continue;
+    const line = (t.mode || '').includes('lines') && t.line ? t.line.color : null;
+    const marker = t.marker && typeof t.marker.color === 'string' ? t.marker.color : null;
+    if (line || marker) out.push([t.name, line || marker]);
+  }
+  for (const s of gd._fullLayout.shapes || []) if (s.showlegend && s.name) out.push([s.name, s.line.color]);
+  return out;
+}
+"""
+
+PROBE = AXIS_CHECK + DRAWN_CHECK + """
 JSON.stringify((() => {
   const plots = [...document.querySelectorAll('.js-plotly-plot')].filter(gd => gd._fullLayout);
   return {
@@ -114,6 +174,9 @@ JSON.stringify((() => {
     running: !!document.querySelector('[data-testid="stStatusWidget"]'),
     title: (document.querySelector('h1') || {}).innerText || '',
     problems: plots.flatMap(axisProblems),
+    drawn: plots.flatMap(gd => [...overlapProblems(gd), ...legendProblems(gd)]),
+    colours: plots.flatMap(colours),
+    url: location.href,
     text: document.body ? document.body.innerText : '',
   };
 })())
@@ -164,14 +227,19 @@ def leak_server():
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory, leak_server):
+def app(app_world, leak_server):
     """`streamlit run app/Home.py` from the repository root as `make app` runs it, but without
-    --server.address: the app's own config must bind it to localhost."""
-    world = build_runs(tmp_path_factory.mktemp("browser"))
+    --server.address: the app's own config must bind it to localhost. Its runs: the session's
+    (tests/app/app_world.py) and an example whose text points at the leak server."""
+    runs = app_world["base"] / "browser-runs"  # a copy: the leak example is this module's own
+    if not runs.exists():
+        shutil.copytree(app_world["runs"], runs, ignore=shutil.ignore_patterns(".lock"))
+        shutil.copy(app_world["runs"] / "killed" / ".lock", runs / "killed" / ".lock")
+    world = {**app_world, "runs": runs}
     image = f"![x]({leak_server}/leak.png)"
     leak = Example("leak", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {image} lives in Tressamor."),
                    f"Where does the coach live? {image}", (f"Tressamor {image}",))
-    save_diagnosis(world["tiny_model"], leak, world["runs"] / "leak")
+    save_diagnosis(world["tiny_model"], leak, runs / "leak")
     port = free_port()
     env = {**os.environ, "KVWB_RUNS": str(world["runs"]), "KVWB_MODEL": str(world["model"]), "OMP_NUM_THREADS": "1"}
     log_path = world["base"] / "streamlit.log"
@@ -288,6 +356,37 @@ def check(state: dict, what: str) -> None:
     assert not state["exceptions"], (what, state["exceptions"])
     assert "Page not found" not in state["text"], what
     assert not state["problems"], (what, state["problems"])
+    assert not state["drawn"], (what, state["drawn"])
+
+
+def series_name(name: str) -> str:
+    """A legend name without a trailing value ("reuse all (none) 0.333" -> "reuse all (none)")."""
+    head, _, last = html.unescape(name).rpartition(" ")
+    try:
+        float(last)
+    except ValueError:
+        return html.unescape(name)
+    return head
+
+
+def one_colour_each(seen: dict) -> None:
+    """Every selector, method and series has one colour on every page, its own from plots.colors."""
+    from workbench import plots
+    from workbench.pipeline import METHODS
+    from workbench.selectors.registry import default_selectors
+
+    found: dict[str, set] = {}
+    for state in seen.values():
+        for name, colour in state["colours"]:
+            found.setdefault(series_name(name), set()).add(colour.lower())
+    assert {n: c for n, c in found.items() if len(c) > 1} == {}, "a series changes colour between figures"
+    selectors = set(default_selectors(expensive=True)) | {"coin:bcr"}
+    for name, (colour,) in found.items():
+        if name in selectors:
+            assert colour == plots.selector_color(name).lower(), name
+        elif name in METHODS:
+            assert colour == plots.method_color(name).lower(), name
+    assert {"random", "bcr", "coin:bcr", "kvcomm-0.5", "chat-template"} <= set(found)
 
 
 # ----------------------------------------------------------------------------- tests
@@ -330,10 +429,46 @@ def test_every_page_renders_with_figures_that_show_their_data(app, tmp_path):
             await browser.screenshot(Path(SHOTS) / "live.png")
 
     browse(tmp_path / "profile", steps)
+    one_colour_each(seen)
+    assert "stopped (its process is gone)" in seen["?run=killed"]["text"]
     assert "Budget curves" in seen["budget-curves?run=tiny"]["text"]
     assert "Dorket" not in seen["explorer?run=tiny&example=q1&budget=0.5"]["text"]  # q1, not q2
     assert "In which city was the coach" in seen["explorer?run=one"]["text"]
     assert "Traceback" not in app["log"].read_text()
+
+
+CELL = """
+JSON.stringify((() => {
+  // the page position of the flip matrix's first cell (example row 0, selector column 0)
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g._fullLayout
+    && (g._fullData || []).some(t => t.name === 'cells'));
+  gd.scrollIntoView({block: 'center'});
+  const cells = gd._fullData.find(t => t.name === 'cells'), L = gd._fullLayout, r = gd.getBoundingClientRect();
+  return {x: r.left + L.xaxis._offset + L.xaxis.d2p(cells.x[0]), y: r.top + L.yaxis._offset + L.yaxis.d2p(cells.y[0]),
+          example: cells.customdata[0][0], selector: cells.customdata[0][1]};
+})())
+"""
+
+
+def test_a_flip_matrix_cell_opens_its_example_in_the_explorer(app, tmp_path):
+    seen = {}
+
+    async def steps(browser: Browser) -> None:
+        check(await browser.open(f"{app['url']}/flips?run=wide", 1, "Decision flips"), "flips")
+        await asyncio.sleep(1)
+        cell = json.loads(await browser.evaluate(CELL))
+        await asyncio.sleep(1)
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await browser.call("Input.dispatchMouseEvent", type=kind, x=cell["x"], y=cell["y"], button="left",
+                               clickCount=1)
+            await asyncio.sleep(0.2)
+        seen["cell"], seen["explorer"] = cell, await browser.settle(5, "Example explorer")
+        check(seen["explorer"], "explorer opened from a flip-matrix cell")
+
+    browse(tmp_path / "profile", steps)
+    url, cell = seen["explorer"]["url"], seen["cell"]
+    assert "/explorer?" in url and f"example={cell['example']}" in url and "run=wide" in url, url
+    assert f"selectors={cell['selector']}" in url.replace("%3A", ":"), url
 
 
 def test_markdown_in_data_is_shown_as_text_and_fetches_nothing(app, tmp_path):

@@ -270,7 +270,9 @@ def test_force_replaces_a_run_and_a_failed_run_leaves_nothing(tiny_llama, tmp_pa
 
 
 def test_figures_build_from_the_tables(run):
+    from workbench import plots
     from workbench.plots.fidelity import bank_heatmap, fidelity_figures, layer_sweep, pool_scaling, transfer_vs_cosine
+    from workbench.selectors.registry import default_selectors
 
     cond = load_fidelity(run).tables["conditions"]
     figs = fidelity_figures(cond)
@@ -280,7 +282,15 @@ def test_figures_build_from_the_tables(run):
     assert len(layer_sweep(cond).data) == 2
     heat = bank_heatmap(cond).data[0]
     assert heat.z.shape == (2, 2)
-    assert len(pool_scaling(cond).data) == 4
+    pool = pool_scaling(cond)
+    assert len(pool.data) == 4 and pool.data[-1].yaxis == "y2"  # the lift in its own panel, under the sender
+    for fig in figs.values():  # no text on the plotting area; floor and reference are legend lines
+        assert plots.figure_problems(fig) == [] and not fig.layout.annotations
+    floor = [s for s in figs["alpha"].layout.shapes if (s.name or "").startswith("floor (fact masked)")]
+    assert len(floor) == 1 and floor[0].showlegend and floor[0].layer == "below"
+    assert figs["cosine"].layout.xaxis.exponentformat == "power"  # 10⁻⁵, never "10µ"
+    palette = {plots.selector_color(s) for s in default_selectors(expensive=True)}
+    assert not {t.line.color for fig in figs.values() for t in fig.data if t.type == "scatter" and t.line.color} & palette
     assert isinstance(pd.DataFrame(cond), pd.DataFrame)
 
 

@@ -231,7 +231,11 @@ def test_the_pipeline_figures_show_their_data(model, tmp_path):
     assert sum(len(t.x) for t in graph.data) == 3 and len(graph.layout.annotations) == 3
     gate = plots.gate_entropy(run.calls[run.calls["method"] == "kvcomm-always"])
     for fig in (line, graph, gate):
-        assert plots.axis_problems(fig) == []
+        assert plots.figure_problems(fig) == []
+    assert graph.layout.showlegend and all(t.showlegend for t in graph.data)  # grey = dense prefill, in words
+    assert gate.layout.xaxis.dtick >= 1 and gate.layout.xaxis.tickformat == "d"  # a count: no tick at 0.5
+    colors = {t.name: t.marker.color for t in line.data if t.mode == "markers"}
+    assert colors == {m: plots.method_color(m) for m in ("chat-template", "token-matched", "kvcomm-always")}
 
 
 def test_repair_on_a_method_writes_its_table_and_summary(model, tmp_path):

@@ -77,19 +77,71 @@ def test_coinciding_curves_are_dodged_and_hover_shows_the_true_budget():
     fig = plots.budget_curve(budget_summary(["random", "cacheblend", "qattn"], em=0.5))
     xs = [tuple(np.round(t.x, 6)) for t in fig.data]
     assert len(set(xs)) == 3  # same values, different x
-    for trace in fig.data:
+    for trace in fig.data:  # each budget one slot (0, 1, 2), its selectors side by side within it
         true = [float(text.removeprefix("b = ")) for text in trace.text]
-        assert true == [0.1, 0.2, 0.3] and max(abs(np.array(trace.x) - true)) < 0.02
+        assert true == [0.1, 0.2, 0.3] and max(abs(np.array(trace.x) - [0, 1, 2])) <= colors_slot() / 2 + 1e-9
     assert len({t.marker.symbol for t in fig.data}) == 3
-    assert list(fig.layout.xaxis.tickvals) == [0.1, 0.2, 0.3]
+    assert list(fig.layout.xaxis.tickvals) == [0, 1, 2] and list(fig.layout.xaxis.ticktext) == ["0.1", "0.2", "0.3"]
     rows = plots.rows_vs_accuracy(budget_summary(["random", "cacheblend"], em=0.5))
     assert tuple(rows.data[0].x) != tuple(rows.data[1].x)
 
 
-def test_references_are_lines_in_their_own_colours():
+def colors_slot() -> float:
+    from workbench.plots.curves import SLOT
+
+    return SLOT
+
+
+def test_one_budget_sits_on_its_tick_and_many_stay_apart():
+    one = budget_summary(["random", "cacheblend", "qattn", "bcr"])
+    one = one[one["budget"] == 0.2]
+    fig = plots.budget_curve(one)
+    xs = sorted(x for t in fig.data for x in t.x)
+    assert list(fig.layout.xaxis.ticktext) == ["0.2"] and list(fig.layout.xaxis.tickvals) == [0]
+    assert list(fig.layout.xaxis.range) == [-0.5, 0.5] and np.mean(xs) == pytest.approx(0)  # centred on the tick
+    assert xs[-1] - xs[0] <= 0.6 + 1e-9  # not at the axis's edges
+    assert plots.figure_problems(fig) == []
+    ten = [s for s in default_selectors(expensive=True) if s not in ("none", "full")][:10]
+    wide = budget_summary(ten)
+    wide = pd.concat([wide, wide.assign(budget=wide["budget"] + 0.35)])  # five budgets, uneven gaps
+    fig = plots.budget_curve(wide)
+    per_slot = {}
+    for t in fig.data:
+        for x in t.x:
+            per_slot.setdefault(round(x), []).append(x)
+    gaps = [np.diff(sorted(v)).min() for v in per_slot.values()]
+    assert len(per_slot) == 6 and min(gaps) >= 0.6 / 9 - 1e-9  # every selector's bar apart, at every budget
+    shown = plots.budget_curve(wide, selectors=["random", "bcr"])
+    assert [t.name for t in shown.data] == ["random", "bcr"]
+
+
+def test_references_are_lines_in_their_own_colours_named_in_the_legend():
     fig = plots.budget_curve(budget_summary(["none", "full", "random"]))
-    assert [t.name for t in fig.data] == ["random"]
-    assert {s.line.color for s in fig.layout.shapes} == {plots.selector_color("none"), plots.selector_color("full")}
+    assert [t.name for t in fig.data] == ["random"] and not fig.layout.annotations  # no text on the data
+    lines = [s for s in fig.layout.shapes if s.showlegend]
+    assert {s.line.color for s in lines} == {plots.selector_color("none"), plots.selector_color("full")}
+    assert sorted(s.name.split(" (")[0] for s in lines) == ["full recompute", "reuse all"]
+    rows = plots.rows_vs_accuracy(budget_summary(["none", "full", "random", "cacheblend"]))
+    assert min(x for t in rows.data for x in t.x) >= 0  # never at a negative number of rows
+
+
+def test_a_coin_wears_its_selectors_colour_dotted_with_open_markers():
+    coin, bcr = plots.selector_style("coin:bcr"), plots.selector_style("bcr")
+    assert coin["line"]["color"] == bcr["line"]["color"] == plots.selector_color("coin:bcr")
+    assert coin["line"]["dash"] == "dot" and coin["marker"]["symbol"] == bcr["marker"]["symbol"] + "-open"
+    assert plots.method_color("bcr") == plots.selector_color("bcr")  # BCR's repair, a method and a selector
+    assert plots.method_style("bcr-coin")["line"]["dash"] == "dot"
+
+
+def test_methods_and_series_never_borrow_a_selectors_colour():
+    from workbench.experiments.pipeline_run import DEFAULT_METHODS
+
+    palette = {plots.selector_color(s) for s in default_selectors(expensive=True)}
+    methods = {m: plots.method_color(m) for m in DEFAULT_METHODS if not m.startswith("bcr")}
+    assert len(set(methods.values())) == len(methods) and not set(methods.values()) & palette
+    assert plots.method_color("my-method") == plots.method_color("my-method")  # hashed, stable
+    assert not {plots.series_color(s) for s in colors.SERIES} & palette
+    assert not {plots.series_color(s) for s in colors.SERIES} & set(methods.values())  # nor a method's
 
 
 # ------------------------------------------------------------------ axes
@@ -100,8 +152,20 @@ def test_unit_curve_axis_covers_its_data():
     assert plots.axis_problems(fig) == []
     low, high = fig.layout.xaxis.range
     assert low < math.log10(1) and high > math.log10(1024) and high < 4  # not 10^256
-    notes = [a for a in fig.layout.annotations if "not matched" in a.text]
-    assert sorted(round(10 ** a.x) for a in notes) == [64, 256]
+    assert not fig.layout.annotations and plots.annotation_problems(fig) == []  # nothing a line can strike through
+    ticks = dict(zip(fig.layout.xaxis.tickvals, fig.layout.xaxis.ticktext))
+    assert "25% rows" in ticks[64] and "40% rows" in ticks[256] and ticks[16] == "16"
+    assert fig.data[0].line.color == plots.selector_color("bcr") and fig.data[1].line.color == plots.selector_color("random")
+
+
+def test_annotation_problems_flag_text_on_the_plotting_area():
+    fig = go.Figure(go.Scatter(x=[0, 1], y=[0, 1]))
+    fig.add_hline(y=0.0, annotation_text="floor 0.000", annotation_position="bottom left")
+    fig.add_annotation(x=0.5, y=0.5, text="")  # an arrow without text
+    fig.add_annotation(x=1.02, y=0.5, xref="paper", yref="paper", text="in the margin")
+    problems = plots.annotation_problems(fig)
+    assert len(problems) == 1 and "floor 0.000" in problems[0]
+    assert plots.figure_problems(fig) == problems
 
 
 def test_axis_problems_flags_the_old_unit_curve():
@@ -147,7 +211,10 @@ def test_token_strip_legend_and_colour_bar_never_overlap():
     assert legend.xanchor == "left" and legend.x == 0  # at the left, under the title: away from the tool bar
     assert bar.lenmode == "fraction" and bar.yanchor == "middle"
     assert bar.y + bar.len / 2 <= 1 and bar.y - bar.len / 2 >= 0 and bar.x >= 1  # beside it, within its height
-    assert [s.name for s in fig.layout.shapes if s.showlegend] == ["recomputed"] and len(fig.layout.shapes) == 2
+    assert [s.name for s in fig.layout.shapes if s.showlegend] == ["recomputed"]
+    outlines = [s for s in fig.layout.shapes if s.name == "recomputed"]
+    halos = [s for s in fig.layout.shapes if s.name == "recomputed (halo)"]  # white under crimson: seen on dark cells
+    assert len(outlines) == len(halos) == 2 and halos[0].line.width > outlines[0].line.width
     assert plots.axis_problems(fig) == []
 
 
@@ -196,6 +263,7 @@ def test_a_model_with_local_and_global_layers_gets_a_layer_type_figure(diagnosis
     assert plots.axis_problems(fig) == []
     marked = {t.name: list(t.x) for t in fig.data if t.mode == "markers"}
     assert marked == {"local layers (window 16)": [0, 2], "global layers": [1]}
+    assert list(fig.layout.xaxis.range) == [-0.5, 2.5]  # the layers, not -1 to n
     dev = gemma.deviation
     rel = dev[(dev["kind"] == "v") & (dev["metric"] == "rel_l2")].groupby("layer")["value"].mean()
     assert list(fig.data[0].y) == pytest.approx(rel.tolist())
@@ -225,12 +293,31 @@ def test_a_diagnosis_renders_itself(diagnosis, monkeypatch):
     assert len(shown) == len(plots.diagnosis_figures(diagnosis))
 
 
+def test_the_flip_matrix_says_which_example_and_how_many_draws():
+    from workbench.plots.curves import flip_matrix_figure
+
+    matrix = pd.DataFrame({"bcr": [1.0, 0.0], "coin:bcr": [0.6, 0.0]}, index=["a", "b"])
+    fig = flip_matrix_figure(matrix, questions={"a": "Who coached <b>Mira</b>?"}, draws={"coin:bcr": 5})
+    cells = fig.data[1]
+    hover = dict(zip(map(tuple, cells.customdata), cells.text))
+    assert "flips in 3 of its 5 draws" in hover[("a", "coin:bcr")]
+    assert "kept dense's answer in all 5 draws" in hover[("b", "coin:bcr")]  # never "flips in 0 of 5"
+    assert "Who coached &lt;b&gt;Mira&lt;/b&gt;?" in hover[("a", "bcr")] and "flips against dense" in hover[("a", "bcr")]
+    assert fig.data[0].xgap >= 2 and fig.data[0].colorbar.title.text.startswith("flips")  # a grid and a key
+
+
+def test_heatmaps_mark_passage_boundaries_and_layer_types_keep_their_axis(diagnosis):
+    fig = plots.deviation_figure(diagnosis)
+    reused = diagnosis.tokens[diagnosis.tokens["reused"]]
+    assert len([s for s in fig.layout.shapes if s.type == "line"]) == reused["segment"].nunique() - 1
+
+
 def test_the_flip_matrix_labels_every_example_of_a_small_run_and_stays_bounded_for_a_large_one():
     from workbench.plots.curves import MAX_MATRIX_HEIGHT, flip_matrix_figure
 
     small = pd.DataFrame({"none": [1, 0, 1], "cadence": [0, 0, 1]}, index=["a", "b", "c"])
     fig = flip_matrix_figure(small)
-    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 300
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 360
     large = pd.DataFrame({"none": [1, 0] * 200}, index=[str(i) for i in range(400)])
     fig = flip_matrix_figure(large)
     assert fig.layout.yaxis.dtick is None and fig.layout.height == MAX_MATRIX_HEIGHT

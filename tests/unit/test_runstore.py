@@ -15,6 +15,7 @@ from conftest import tiny_model
 from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.runstore import (
+    finished, lock_holder, writer_state,
     check_out, folder_name, load_sweep, new_manifest, read_manifest, run_kind, run_lock, scan_runs, subfolders,
     write_manifest,
 )
@@ -205,10 +206,13 @@ def test_a_second_writer_is_refused_at_once_and_a_dead_ones_lock_is_taken_over(t
         with run_lock(tmp_path):
             pass
     assert time.perf_counter() - started < 2
-    holder.kill()  # dies holding the lock: the kernel releases it
+    assert writer_state(tmp_path) == "alive"
+    holder.kill()  # dies holding the lock: the kernel releases it, the file still names it
     holder.join()
+    assert lock_holder(tmp_path)[0] == holder.pid and writer_state(tmp_path) == "gone"
     with run_lock(tmp_path):
         pass
+    assert writer_state(tmp_path) == "none"  # a writer that ends clears its name
     # it died before writing anything: the folder holds only its lock, and a rerun may use it
     assert [p.name for p in tmp_path.iterdir()] == [".lock"]
     assert check_out(tmp_path, resume=True) == tmp_path
@@ -364,3 +368,26 @@ def test_weight_digests_are_computed_once_per_file_version(tmp_path, monkeypatch
     files[0].write_bytes(files[0].read_bytes()[:100])
     with pytest.raises(wb.WorkbenchError, match="model.safetensors is"):
         weights.weights_sha256(files, cache)
+
+
+def test_a_killed_sweep_reads_stopped_with_its_progress(tmp_path):
+    """A manifest left "running" by a killed writer: its status says so, with done of target."""
+    import socket
+    import subprocess
+    import sys
+
+    from workbench.runstore import STOPPED, inspect_folder, write_manifest
+
+    folder = tmp_path / "run"
+    (folder / "diagnoses" / "a").mkdir(parents=True)
+    (folder / "diagnoses" / "a" / "diagnosis.json").write_text("{}")
+    write_manifest(folder, new_manifest("sweep", None, {"dataset": "synthetic", "n": 4}))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (folder / ".lock").write_text(f"process {int(gone.stdout)} on {socket.gethostname()}")
+    run = inspect_folder(folder)
+    assert run.status == STOPPED and (run.n_done(), run.n_target()) == (1, 4)
+    (folder / ".lock").write_text(f"process {os.getpid()} on {socket.gethostname()}")
+    assert inspect_folder(folder).status == "running"  # this process is alive
+    (folder / ".lock").write_text("process 1 on another-host")
+    assert inspect_folder(folder).status == "running"  # another host's process: not checkable here
+    assert finished(new_manifest("curve", None, {}), seconds=98.59604503000003)["seconds"] == 98.6

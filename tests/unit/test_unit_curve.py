@@ -185,11 +185,15 @@ def test_bad_input_errors_before_work(kwargs, match, tmp_path):
 
 
 def test_figure_builds(run):
+    from workbench import plots
     from workbench.plots.unit_curve import unit_curve_figure
 
     fig = unit_curve_figure(load_curve(run).summary)
     assert fig.layout.xaxis.type == "log"
     assert [t.name for t in fig.data] == ["informed (draft attention)", "random (mean over seeds)"]
-    assert any("not matched" in (a.text or "") for a in fig.layout.annotations)
+    summary = load_curve(run).summary
+    unmatched = summary.loc[~summary["budget_matched"].astype(bool), "budget_share"]
+    assert sum("rows</i>" in t for t in fig.layout.xaxis.ticktext) == len(unmatched)  # under its unit's tick
+    assert not fig.layout.annotations and plots.figure_problems(fig) == []
     with pytest.raises(WorkbenchError):
         unit_curve_figure(pd.DataFrame({"unit": [1]}))

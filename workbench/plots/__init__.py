@@ -6,8 +6,8 @@ measurements and read no files: they take tables (or a Diagnosis) and return fig
     plots.budget_curve(summary, "em")       # across a sweep; one colour per selector everywhere
 """
 
-from workbench.plots.axes import axis_problems
-from workbench.plots.colors import selector_color, selector_style, selector_symbol
+from workbench.plots.axes import annotation_problems, axis_problems, figure_problems
+from workbench.plots.colors import method_color, method_style, selector_color, selector_style, selector_symbol, series_color
 from workbench.plots.curves import METRIC_TITLES, budget_curve, flip_matrix_figure, rows_vs_accuracy
 from workbench.plots.diagnosis import (
     deviation_figure,
@@ -31,7 +31,8 @@ from workbench.plots.tokens import (
 from workbench.plots.unit_curve import unit_curve_figure
 
 __all__ = [
-    "agent_graph", "axis_problems", "budget_curve", "deviation_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
+    "agent_graph", "annotation_problems", "axis_problems", "figure_problems", "method_color", "method_style",
+    "series_color", "budget_curve", "deviation_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
     "METRIC_TITLES", "flip_matrix_figure", "gate_entropy", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
     "residual_by_layer", "residual_figure", "reuse_vs_accuracy", "rows_vs_accuracy", "selector_color", "selector_style",
     "selector_symbol", "show_diagnosis", "strip_figure", "token_strip", "unit_curve_figure",

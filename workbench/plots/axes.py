@@ -1,4 +1,6 @@
-"""`axis_problems(fig)`: does every axis show its data? A check for tests of figures.
+"""`axis_problems(fig)`: does every axis show its data? `annotation_problems(fig)`: does any text
+sit on the plotting area, where it can land on data? `figure_problems` is both. Checks for tests
+of figures (the browser test measures the drawn boxes too).
 
 An axis with an explicit `range` shows exactly that range; a log axis without one shows what
 plotly's autorange makes of the traces and of the annotations and shapes on it, whose
@@ -111,3 +113,33 @@ def axis_problems(fig) -> list[str]:
     names = sorted(k for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis")))
     return [p for name in names if fig.layout[name].range is not None or fig.layout[name].type == "log"
             for p in _check(fig, name)]
+
+
+def _on_plot_area(ref: str, value) -> bool:
+    """Whether an annotation coordinate against `ref` ("x", "x2 domain", "paper") lies on a plot area."""
+    if ref.endswith("domain") or ref == "paper":
+        numbers = _numbers([value])
+        return bool(numbers) and 0.0 <= numbers[0] <= 1.0
+    return True  # data coordinates: always on the plotting area
+
+
+def annotation_problems(fig) -> list[str]:
+    """Text annotations placed on a plotting area (data coordinates, or inside an axis's domain):
+    there they land on data points, lines or tick labels as the data change. Labels belong in the
+    legend, the title, tick text or the margins (paper coordinates). Arrows without text pass."""
+    fig = fig if isinstance(fig, go.Figure) else go.Figure(fig, skip_invalid=True)
+    out = []
+    for a in fig.layout.annotations:
+        text = str(a.text or "").strip()
+        if not text:
+            continue
+        xref, yref = str(a.xref or "x"), str(a.yref or "y")
+        if _on_plot_area(xref, a.x) and _on_plot_area(yref, a.y):
+            out.append(f"annotation {text!r} sits on the plotting area ({xref} = {a.x}, {yref} = {a.y}): "
+                       f"put it in the legend, the title or the margin")
+    return out
+
+
+def figure_problems(fig) -> list[str]:
+    """`axis_problems` and `annotation_problems` together."""
+    return axis_problems(fig) + annotation_problems(fig)

@@ -1,12 +1,18 @@
-"""One colour and one marker per selector, the same in every figure (app, reports, notebooks).
+"""Every series' colour, in one place, the same in every figure (app, reports, notebooks).
 
-The built-in selectors (`registered_specs()` at import, in registration order) get fixed
-colours; the references are grey (`none`) and black (`full`). Any other label, e.g. a
-selector registered later or a spec in a unit other than its default (`random:chunk`), gets
-a colour and marker derived from a hash of the label: stable across runs and processes.
+Three families, each with stable colours that never borrow another family's:
 
-    color = selector_color("cadence-grad")          # the same hex colour everywhere
+- **selectors**: the built-in ones (`registered_specs()` at import, in registration order)
+  get fixed colours; the references are grey (`none`) and black (`full`); a matched control
+  (`coin:bcr`) takes its selector's colour, dotted, with open markers; any other label (a
+  plugin's selector, `random:chunk`) gets a colour and marker from a hash of the label.
+- **reuse methods** of `kvwb pipeline`: fixed colours (the KVComm family in blues by γ, the
+  dense references in greys); `bcr` is BCR's selector colour and `bcr-coin` its coin style.
+- **series** that are neither (the fidelity probe's conditions, the unit curve's informed and
+  random arms map to selectors): `series_color`.
+
     fig.add_trace(go.Scatter(..., **selector_style("cadence-grad")))
+    fig.add_trace(go.Scatter(..., **method_style("kvcomm-0.5")))
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from __future__ import annotations
 import colorsys
 import hashlib
 
-from workbench.selectors.registry import reference_selectors, registered_specs
+from workbench.errors import WorkbenchError
+from workbench.selectors.registry import get_selector, reference_selectors, registered_specs
 
 REFERENCE_COLORS = {"none": "#7f7f7f", "full": "#222222"}
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -23,18 +30,29 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "
            "star", "hexagon", "triangle-left", "triangle-right", "hourglass", "bowtie")
 _BUILTIN = tuple(label for label in registered_specs() if label not in reference_selectors())
 
+# reuse methods: (colour, marker); none of these is a selector colour
+METHODS = {
+    "chat-template": ("#595959", "square"), "token-matched": ("#1a1a1a", "square-open"),
+    "kvcomm": ("#08306b", "circle"), "kvcomm-0.5": ("#2b65a8", "circle"), "kvcomm-0.7": ("#5a9bd5", "circle"),
+    "kvcomm-always": ("#9cc6e8", "circle"), "opengate": ("#00897b", "triangle-up"),
+    "protect-root": ("#b8860b", "diamond"), "protect-leaf": ("#6a1b9a", "diamond"),
+    "coin-alloc": ("#a1887f", "diamond-open"),
+}
+# series that are neither selectors nor methods (the fidelity probe's conditions and lines, layer types)
+SERIES = {
+    "noise": "#c62828", "genuine": "#3949ab", "kv": "#3949ab", "k": "#00838f", "v": "#9e9d24",
+    "fact": "#ad1457", "wk_colspace": "#ef6c00", "bank_span": "#5e35b1", "sender": "#2e7d32",
+    "masked_sender": "#757575", "distractors_only": "#6d4c41", "floor_noise": "#f06292", "lift": "#263238",
+    "floor": "#9e9e9e", "reference": "#424242", "unrepaired": "#9e9e9e",
+    "local layers": "#e64a19", "global layers": "#455a64",  # Gemma 3's sliding-window and global layers
+}
+
 
 def _digest(label: str) -> int:
     return int.from_bytes(hashlib.sha256(label.encode("utf-8")).digest()[:8], "big")
 
 
-def selector_color(label: str) -> str:
-    """The hex colour of a selector label."""
-    label = str(label)
-    if label in REFERENCE_COLORS:
-        return REFERENCE_COLORS[label]
-    if label in _BUILTIN:
-        return PALETTE[_BUILTIN.index(label) % len(PALETTE)]
+def _hashed_color(label: str) -> str:
     digest = _digest(label)
     hue = (digest % 360) / 360.0
     lightness = 0.38 + ((digest >> 9) % 15) / 100.0  # 0.38 .. 0.52: readable on white
@@ -42,26 +60,68 @@ def selector_color(label: str) -> str:
     return f"#{round(red * 255):02x}{round(green * 255):02x}{round(blue * 255):02x}"
 
 
-def selector_symbol(label: str) -> str:
-    """The marker symbol of a selector label (so coinciding curves stay tellable apart)."""
+def matched_to(label: str) -> str | None:
+    """The selector a matched control copies (`coin:bcr` -> `bcr`), else None."""
+    name, _, rest = str(label).partition(":")
+    try:
+        return rest if rest and get_selector(name).matched else None
+    except WorkbenchError:
+        return None
+
+
+def selector_color(label: str) -> str:
+    """The hex colour of a selector label (a matched coin: its selector's)."""
     label = str(label)
+    base = matched_to(label)
+    if base is not None:
+        return selector_color(base)
+    if label in REFERENCE_COLORS:
+        return REFERENCE_COLORS[label]
+    if label in _BUILTIN:
+        return PALETTE[_BUILTIN.index(label) % len(PALETTE)]
+    return _hashed_color(label)
+
+
+def selector_symbol(label: str) -> str:
+    """The marker symbol of a selector label (so coinciding curves stay tellable apart); a matched
+    coin: its selector's symbol, open."""
+    label = str(label)
+    base = matched_to(label)
+    if base is not None:
+        return selector_symbol(base).removesuffix("-open") + "-open"
     if label in _BUILTIN:
         return SYMBOLS[_BUILTIN.index(label) % len(SYMBOLS)]
     return SYMBOLS[_digest(label) % len(SYMBOLS)]
 
 
 def selector_style(label: str) -> dict:
-    """Scatter keywords (line and marker) for a selector's trace; references are dashed."""
+    """Scatter keywords (line and marker) for a selector's trace; references dashed, a matched coin
+    dotted with open markers, in its selector's colour."""
     color = selector_color(label)
-    dash = {"dash": "dash"} if str(label) in reference_selectors() else {}
+    dash = ({"dash": "dash"} if str(label) in reference_selectors() else
+            {"dash": "dot"} if matched_to(label) is not None else {})
     return {"line": {"color": color, **dash}, "marker": {"color": color, "symbol": selector_symbol(label), "size": 8}}
 
 
-def dodge(labels, spread: float) -> dict[str, float]:
-    """An x offset per label, evenly spaced over `spread` and centred on 0, in the order given:
-    points of different selectors at the same x no longer hide each other."""
-    labels = list(dict.fromkeys(labels))
-    if len(labels) < 2:
-        return {label: 0.0 for label in labels}
-    step = spread / (len(labels) - 1)
-    return {label: (i - (len(labels) - 1) / 2) * step for i, label in enumerate(labels)}
+def method_style(name: str) -> dict:
+    """Scatter keywords for a reuse method's trace: its fixed colour and marker; `bcr` and its coin
+    as the selector BCR; any other method a hashed colour."""
+    name = str(name)
+    if name in METHODS:
+        color, symbol = METHODS[name]
+        return {"line": {"color": color}, "marker": {"color": color, "symbol": symbol, "size": 11}}
+    base = name.removesuffix("-coin")
+    if base in _BUILTIN:
+        style = selector_style(f"coin:{base}" if base != name else base)
+        return {**style, "marker": {**style["marker"], "size": 11}}
+    return {"line": {"color": _hashed_color(name)},
+            "marker": {"color": _hashed_color(name), "symbol": SYMBOLS[_digest(name) % len(SYMBOLS)], "size": 11}}
+
+
+def method_color(name: str) -> str:
+    return method_style(name)["marker"]["color"]
+
+
+def series_color(name: str) -> str:
+    """The colour of a series that is neither a selector nor a method (fidelity conditions)."""
+    return SERIES.get(str(name)) or _hashed_color(f"series:{name}")

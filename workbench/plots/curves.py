@@ -1,9 +1,10 @@
 """Figures across a data set: accuracy and flips against budget, rows against accuracy, flip
 matrix. Inputs are the tables of `workbench.experiments.summary` and `.flips`.
 
-Each selector keeps its colour and marker (`plots.colors`). Curves of different selectors
-often coincide (same budget, same accuracy), so each selector's points are moved sideways
-by a small fixed offset (`colors.dodge`); hover always shows the true values.
+Each selector keeps its colour and marker (`plots.colors`). Budgets sit evenly spaced, one slot
+each, and the selectors' points at a budget side by side within its slot (`marks.dodge`), so
+coinciding values and their intervals stay apart; hover always shows the true values. The
+references (reuse all, full recompute) are lines named in the legend.
 """
 
 from __future__ import annotations
@@ -12,22 +13,14 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.plots.colors import dodge, selector_color, selector_style
+from workbench.plots.colors import selector_color, selector_style
+from workbench.plots.marks import dodge, reference_line
 from workbench.plots.text import escape
 from workbench.selectors.registry import reference_selectors
 
-DODGE = 0.3  # share of the smallest gap between budgets that a budget's points spread over
+SLOT = 0.6  # share of a budget's slot that its selectors' points spread over
 DODGE_ROWS = 0.06  # share of the rows axis's data range the points at one budget spread over
-_REFERENCE_NAMES = {"none": ("reuse all", "bottom left"), "full": ("full recompute", "top right")}
-
-
-def _spread(values, share: float) -> float:
-    """`share` of the smallest gap between the distinct values (of their range when one)."""
-    distinct = np.unique(np.asarray(values, dtype=float))
-    if len(distinct) > 1:
-        return share * float(np.diff(distinct).min())
-    return share * (abs(float(distinct[0])) if len(distinct) and distinct[0] else 1.0)
-
+REFERENCE_NAMES = {"none": "reuse all (none)", "full": "full recompute (full)"}
 
 METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_dense": "F1 to the dense answer",
                  "first_token_agree": "first token = dense's", "dense_logprob_mean":
@@ -36,75 +29,117 @@ METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_
 _INTERVALS = {"em": ("em_low", "em_high"), "flip_rate": ("flip_low", "flip_high")}
 
 
-def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "") -> go.Figure:
+def _shown(summary: pd.DataFrame, selectors) -> pd.DataFrame:
+    """The rows of `selectors` (None: all), the references always kept."""
+    if selectors is None:
+        return summary
+    keep = set(selectors) | set(reference_selectors())
+    return summary[summary["selector"].isin(keep)]
+
+
+def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", selectors=None) -> go.Figure:
     """A summary column (`em`, `flip_rate` or a graded outcome such as `f1_to_dense`) against
-    budget, per selector, with its 95% interval where the summary has one (`METRIC_LOW/_HIGH`);
-    the references (reuse all, full recompute) drawn as dashed horizontal lines."""
+    budget, per selector (`selectors`: those shown, default all), with its 95% interval where the
+    summary has one (`METRIC_LOW/_HIGH`); the references drawn as dashed lines in the legend."""
     low, high = _INTERVALS.get(metric, (f"{metric}_low", f"{metric}_high"))
     bars = low in summary and high in summary
     references = reference_selectors()
+    budgets = sorted(float(b) for b in summary["budget"].unique())
+    slot = {b: i for i, b in enumerate(budgets)}  # [budget] -> its slot on the axis
+    summary = _shown(summary, selectors)
     labels = [s for s in dict.fromkeys(summary["selector"]) if s not in references]
-    offsets = dodge(labels, _spread(summary["budget"], DODGE))
+    offsets = dodge(labels, SLOT if len(labels) > 1 else 0.0)
     fig = go.Figure()
     for label, line in summary.groupby("selector", sort=False):
         line = line.sort_values("budget")
         if label in references:
-            fig.add_hline(y=float(line[metric].mean()), line={"dash": "dash", "color": selector_color(label)},
-                          annotation_text=escape(_REFERENCE_NAMES.get(label, (label,))[0]),
-                          annotation_position=_REFERENCE_NAMES.get(label, ("", "top left"))[1])
+            value = float(line[metric].mean())
+            reference_line(fig, value, f"{REFERENCE_NAMES.get(label, escape(label))} {value:.3g}",
+                           selector_color(label))
             continue
         fig.add_trace(go.Scatter(
-            x=line["budget"] + offsets[label], y=line[metric], mode="lines+markers", name=escape(label),
-            text=[f"b = {b:g}" for b in line["budget"]],
+            x=[slot[float(b)] + offsets[label] for b in line["budget"]], y=line[metric], mode="lines+markers",
+            name=escape(label), text=[f"b = {b:g}" for b in line["budget"]],
             hovertemplate="%{text}<br>%{y:.3f}<extra>" + escape(label) + "</extra>",
             error_y={"type": "data", "symmetric": False, "array": line[high] - line[metric],
-                     "arrayminus": line[metric] - line[low], "thickness": 1} if bars else None,
+                     "arrayminus": line[metric] - line[low], "thickness": 1.2, "width": 3} if bars else None,
             **selector_style(label)))
-    budgets = sorted(summary["budget"].unique())
-    fig.update_xaxes(title="budget b (share of reused rows recomputed; points of each selector slightly apart)",
-                     tickvals=budgets, ticktext=[f"{b:g}" for b in budgets])
+    fig.update_xaxes(title="budget b (share of reused rows recomputed; each selector's points side by side)",
+                     tickvals=list(range(len(budgets))), ticktext=[f"{b:g}" for b in budgets],
+                     range=[-0.5, len(budgets) - 0.5], showgrid=False, zeroline=False)
+    for i in range(1, len(budgets)):  # a light line between budgets' slots
+        fig.add_vline(x=i - 0.5, line={"color": "#d0d0d0", "width": 1}, layer="below")
     fig.update_yaxes(title=METRIC_TITLES.get(metric, metric),
                      rangemode="tozero" if summary[metric].min() >= 0 else "normal")
-    fig.update_layout(title=title, height=420)
+    fig.update_layout(title=title, height=440)
     return fig
 
 
-def rows_vs_accuracy(summary: pd.DataFrame, title: str = "") -> go.Figure:
-    """Rows recomputed per example against exact match, one line per selector (points dodged)."""
-    labels = list(dict.fromkeys(summary["selector"]))
+def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figure:
+    """Rows recomputed per example against exact match, one line per selector (points dodged,
+    never left of 0 rows; the references at their own rows)."""
+    summary = _shown(summary, selectors)
+    references = reference_selectors()
+    labels = [s for s in dict.fromkeys(summary["selector"]) if s not in references]
     rows = summary["rows_per_example"].astype(float)
     width = float(rows.max() - rows.min()) if len(rows) else 0.0
     offsets = dodge(labels, DODGE_ROWS * (width or 1.0))
     fig = go.Figure()
     for label, line in summary.groupby("selector", sort=False):
         line = line.sort_values("rows_per_example")
+        x = np.maximum(line["rows_per_example"].to_numpy(float) + offsets.get(label, 0.0), 0.0)
         fig.add_trace(go.Scatter(
-            x=line["rows_per_example"] + offsets[label], y=line["em"], mode="lines+markers", name=escape(label),
+            x=x, y=line["em"], mode="lines+markers", name=escape(REFERENCE_NAMES.get(label, label)),
             text=[f"b = {b:g}<br>{r:.1f} rows" for b, r in zip(line["budget"], line["rows_per_example"])],
             hovertemplate="%{text}<br>EM %{y:.3f}<extra>" + escape(label) + "</extra>",
             **selector_style(label)))
-    fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)")
+    fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)", rangemode="tozero")
     fig.update_yaxes(title="exact match")
     fig.update_layout(title=title, height=420)
     return fig
 
 
-def flip_matrix_figure(matrix: pd.DataFrame, title: str = "") -> go.Figure:
+def _cell_text(share: float, draws: int) -> str:
+    """What a flip-matrix cell shows: a selector's flip, or a coin's flips out of its draws."""
+    if share != share:  # NaN: no outcome
+        return "no outcome"
+    if draws <= 1:
+        return "flips against dense" if share > 0.5 else "kept dense's answer"
+    flips = int(round(share * draws))
+    return f"flips in {flips} of its {draws} draws" if flips else f"kept dense's answer in all {draws} draws"
+
+
+def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | None = None,
+                       draws: dict | None = None) -> go.Figure:
     """Examples x selectors: red where the repaired answer flips against dense; a drawn control's
-    cell is the share of its draws that flip (a shade between)."""
-    fig = go.Figure(go.Heatmap(z=matrix.to_numpy().astype(float), x=[escape(c) for c in matrix.columns],
-                               y=[escape(i) for i in matrix.index], zmin=0, zmax=1,
-                               colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]], xgap=1, ygap=1,
-                               colorbar={"title": {"text": "flips<br>(coin: share<br>of draws)"},
+    cell is the share of its draws that flip (a shade between; `draws`: draws per selector).
+    Hover names the example, its question (`questions` by id) and the cell's flips; an invisible
+    marker on each cell lets a click select it (the app opens that example)."""
+    z = matrix.to_numpy().astype(float)  # [example, selector]
+    questions, draws = questions or {}, draws or {}
+    ids = [str(i) for i in matrix.index]
+    hover = [[f"example {escape(i)}: {escape(questions.get(i, ''))}<br>{escape(c)}: "
+              f"{_cell_text(z[r, k], int(draws.get(c, 1)))}" for k, c in enumerate(matrix.columns)]
+             for r, i in enumerate(ids)]
+    x, y = [escape(c) for c in matrix.columns], [escape(i) for i in ids]
+    fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]],
+                               xgap=2, ygap=2, hoverinfo="skip",
+                               colorbar={"title": {"text": "flips (a coin: share of its draws)", "side": "right"},
                                          "tickvals": [0, 0.5, 1], "ticktext": ["kept", "½", "flipped"],
-                                         "len": 0.5, "y": 1, "yanchor": "top"},
-                               hovertemplate="example %{y}<br>%{x}<br>flips in %{z:.0%} of its draws"
-                                             "<extra></extra>"))
+                                         "len": 1, "lenmode": "fraction", "thickness": 14}))
+    cells = [(c, i, hover[r][k], ids[r], str(matrix.columns[k])) for r, i in enumerate(y) for k, c in enumerate(x)]
+    fig.add_trace(go.Scatter(x=[c[0] for c in cells], y=[c[1] for c in cells], mode="markers", showlegend=False,
+                             name="cells", marker={"size": 14, "opacity": 0, "symbol": "square"},
+                             customdata=[[c[3], c[4]] for c in cells], text=[c[2] for c in cells],
+                             hovertemplate="%{text}<extra>click: open in the explorer</extra>"))
     # every example labelled while the labels fit (18 px a row); a large study gets a taller
     # figure capped at MAX_MATRIX_HEIGHT, its rows thinner and its labels thinned by plotly
     labelled = len(matrix) <= LABELLED_ROWS
-    fig.update_yaxes(title="example", autorange="reversed", type="category", **({"dtick": 1} if labelled else {}))
-    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(300, 18 * len(matrix) + 120)))
+    fig.update_yaxes(title="example", range=[len(ids) - 0.5, -0.5], type="category", showgrid=False,
+                     **({"dtick": 1} if labelled else {}))  # the first example on top
+    fig.update_xaxes(type="category", showgrid=False, range=[-0.5, len(x) - 0.5])
+    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(360, 18 * len(matrix) + 160)),
+                      plot_bgcolor="#8a8a8a")  # the gaps between cells: a grid
     return fig
 
 

@@ -54,6 +54,24 @@ def chosen_selectors(d: Diagnosis, selectors=None) -> list[str]:
     return [s for s in labels if s not in reference_selectors()]
 
 
+# shown first when a view has room for a few selectors: one of each family the literature compares
+PREFERRED = ("cadence-grad", "cadence", "bcr:grow", "bcr", "bcr:single", "cacheblend", "random")
+
+
+def default_shown(labels, n: int = 4) -> list[str]:
+    """Up to `n` of `labels` to show first: one CADENCE, one BCR, CacheBlend and random where the
+    run has them, then the others; in the run's order."""
+    labels = list(labels)
+    picked, families = [], set()
+    for want in PREFERRED:
+        family = want.split(":")[0].split("-")[0]
+        if want in labels and family not in families:
+            picked.append(want)
+            families.add(family)
+    chosen = set((picked + [label for label in labels if label not in picked])[:n])
+    return [label for label in labels if label in chosen]
+
+
 def _budget(d: Diagnosis, budget: float | None) -> float:
     if budget is not None:
         return float(budget)
@@ -78,9 +96,11 @@ def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "devia
         rows = dev[(dev["layer"] == layer) & (dev["kind"] == kind) & (dev["metric"] == metric)]
         values, log = rows.set_index("position")["value"], bool(log)
         what = f"{escape(metric)} deviation of {escape(kind.upper())} at layer {layer}"
+        short = f"{escape(metric)} of {escape(kind.upper())}, layer {layer}"
     else:
         log = is_log(signal, "token") if log is None else log
         values, what = d.signal(signal), escape(label(signal, "token"))
+        short = what
     picks = None
     if outline is not None:
         budget = _budget(d, budget)
@@ -89,7 +109,19 @@ def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "devia
     if segments is not None:
         what += f" · {escape(', '.join(segments))}"
     return token_strip(table(d, "tokens"), values, title=what, picks=picks, log=log, reused_only=reused_only,
-                       value_label="value", segments=segments)
+                       value_label=_wrapped(short), segments=segments)
+
+
+def _wrapped(text: str, width: int = 18) -> str:
+    """A colour-bar title broken into short lines (it stands beside a narrow bar)."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + len(word) + 1 > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join([*lines, line])
 
 
 def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None) -> go.Figure:

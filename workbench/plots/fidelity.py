@@ -1,6 +1,8 @@
 """Figures of a fidelity run (`kvwb fidelity`): transfer against cosine, the layer-corruption
 sweep, the bank grid and sender-pool scaling. Inputs are the run's `conditions` table (one
 row per condition, with Wilson intervals); floor and reference lines come from its own rows.
+Colours come from `plots.colors.series_color` (never a selector's); the floor and the reference
+are lines under the data, named in the legend.
 
     run = workbench.runstore.load_fidelity("runs/fid")
     transfer_vs_cosine(run.tables["conditions"]).show()
@@ -10,23 +12,24 @@ from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-_COLORS = {"noise": "#d62728", "genuine": "#1f77b4", "wk_colspace": "#ff7f0e", "bank_span": "#9467bd",
-           "sender": "#2ca02c", "masked_sender": "#7f7f7f", "distractors_only": "#8c564b",
-           "floor_noise": "#e377c2", "kv": "#1f77b4", "k": "#17becf", "v": "#bcbd22", "fact": "#9467bd"}
+from workbench.plots.colors import series_color
+from workbench.plots.marks import reference_line
+
 GENUINE_LABELS = {"kv": "genuine mix, keys and values", "k": "genuine mix, keys only",
                   "v": "genuine mix, values only", "fact": "genuine mix, the fact's rows only"}
+SUBSPACE_LABELS = {"wk_colspace": "the column space of W_K, W_V", "bank_span": "the span of the bank's keys"}
+TRANSFER_RANGE = [-0.05, 1.05]  # room for points at 0 and 1 above the floor and reference lines
 
 
-def _anchors(fig: go.Figure, conditions: pd.DataFrame) -> None:
-    """Floor and native-reference transfer as dashed horizontal lines."""
-    for name, label, color, where in (("floor", "floor (fact masked)", "grey", "bottom left"),
-                                      ("reference", "native reference", "black", "top left")):
-        row = conditions[conditions["condition"] == name]
-        if len(row):
-            fig.add_hline(y=float(row["transfer"].iloc[0]), line={"dash": "dash", "color": color, "width": 1},
-                          annotation_text=f"{label} {float(row['transfer'].iloc[0]):.3f}",
-                          annotation_position=where)
+def _anchors(fig: go.Figure, conditions: pd.DataFrame, row=None, col=None) -> None:
+    """Floor and native-reference transfer as dashed lines under the data, named in the legend."""
+    for name, label in (("floor", "floor (fact masked)"), ("reference", "native reference")):
+        found = conditions[conditions["condition"] == name]
+        if len(found):
+            value = float(found["transfer"].iloc[0])
+            reference_line(fig, value, f"{label} {value:.3f}", series_color(name), row=row, col=col)
 
 
 def _errors(part: pd.DataFrame) -> dict:
@@ -42,7 +45,7 @@ def transfer_vs_cosine(conditions: pd.DataFrame, x: str = "key_cos", title: str 
     fig = go.Figure()
     series = [("noise", "noise", "isotropic noise on the native cache"),
               (("genuine", "kv"), "genuine", "genuine: masked -> native (weight alpha)")]
-    series += [(("subspace_noise", v), v, f"calibrated noise in {v}") for v in
+    series += [(("subspace_noise", v), v, f"calibrated noise in {SUBSPACE_LABELS.get(v, v)}") for v in
                conditions.loc[conditions["condition"] == "subspace_noise", "variant"].unique()]
     for key, color_key, name in series:
         part = (conditions[(conditions["condition"] == key[0]) & (conditions["variant"] == key[1])]
@@ -53,11 +56,11 @@ def transfer_vs_cosine(conditions: pd.DataFrame, x: str = "key_cos", title: str 
         hover = [f"target {t:.5g}" if pd.notna(t) else f"alpha {a:.3g}" for t, a in zip(part["target_cos"], part["alpha"])]
         fig.add_trace(go.Scatter(
             x=1 - part[x], y=part["transfer"], mode="lines+markers", name=name, error_y=_errors(part),
-            line={"color": _COLORS.get(color_key)}, text=hover,
+            line={"color": series_color(color_key)}, marker={"color": series_color(color_key)}, text=hover,
             customdata=part[x], hovertemplate="cos %{customdata:.5f}<br>transfer %{y:.3f}<br>%{text}<extra></extra>"))
     _anchors(fig, conditions)
-    fig.update_xaxes(type="log", title=f"1 - {x.replace('_', ' ')} (against the native cache)")
-    fig.update_yaxes(title="transfer (share answered correctly)", range=[-0.02, 1.02])
+    fig.update_xaxes(type="log", title=f"1 - {x.replace('_', ' ')} (against the native cache)", exponentformat="power")
+    fig.update_yaxes(title="transfer (share answered correctly)", range=TRANSFER_RANGE)
     fig.update_layout(title=title or "Cosine similarity vs consumability", height=440)
     return fig
 
@@ -74,13 +77,13 @@ def layer_sweep(conditions: pd.DataFrame, title: str = "") -> go.Figure:
         line = part[part["variant"] == variant].sort_values("layers")
         if len(line):
             fig.add_trace(go.Scatter(x=line["layers"], y=line["transfer"], mode="lines+markers", name=label,
-                                     error_y=_errors(line), line={"color": _COLORS[variant]},
+                                     error_y=_errors(line), line={"color": series_color(variant)},
                                      customdata=line["key_cos"],
                                      hovertemplate="l = %{x}<br>transfer %{y:.3f}<br>key cos %{customdata:.4f}<extra></extra>"))
     _anchors(fig, conditions)
     target = part["target_cos"].dropna()
     fig.update_xaxes(title="leading layers replaced (l)")
-    fig.update_yaxes(title="transfer", range=[-0.02, 1.02])
+    fig.update_yaxes(title="transfer", range=TRANSFER_RANGE)
     fig.update_layout(title=title or ("Layer corruption" + (f" at key cosine {target.iloc[0]:.4g}" if len(target) else "")),
                       height=420)
     return fig
@@ -95,13 +98,13 @@ def transfer_vs_alpha(conditions: pd.DataFrame, title: str = "") -> go.Figure:
         line = part[part["variant"] == variant].sort_values("alpha")
         if len(line):
             fig.add_trace(go.Scatter(x=line["alpha"], y=line["transfer"], mode="lines+markers", name=label,
-                                     error_y=_errors(line), line={"color": _COLORS[variant]},
+                                     error_y=_errors(line), line={"color": series_color(variant)},
                                      customdata=line["key_cos_fact"],
                                      hovertemplate="alpha %{x:.3g}<br>transfer %{y:.3f}<br>key cos on the fact's "
                                                    "rows %{customdata:.4f}<extra></extra>"))
     _anchors(fig, conditions)
-    fig.update_xaxes(title="weight alpha from the masked (0) toward the native cache (1)", range=[-0.02, 1.02])
-    fig.update_yaxes(title="transfer", range=[-0.02, 1.02])
+    fig.update_xaxes(title="weight alpha from the masked (0) toward the native cache (1)", range=[-0.05, 1.05])
+    fig.update_yaxes(title="transfer", range=TRANSFER_RANGE)
     fig.update_layout(title=title or "The genuine mix: where transfer turns", height=420)
     return fig
 
@@ -129,25 +132,33 @@ def bank_heatmap(conditions: pd.DataFrame, title: str = "", variant: str = "floo
 def pool_scaling(conditions: pd.DataFrame, title: str = "") -> go.Figure:
     """Augmentation: the reader keeps its (floor) cache and attends over N appended sender caches,
     one holding the fact; controls swap that sender for its masked cache or another distractor.
-    The dotted line is the control-subtracted lift (sender minus the strongest control)."""
+    The lower panel is the control-subtracted lift (sender minus the strongest control): on the
+    transfer panel it would lie on the sender's line wherever the controls are at 0."""
     part = conditions[conditions["condition"] == "augment"]
-    fig = go.Figure()
+    wide = part.pivot_table(index="pool", columns="variant", values="transfer")
+    has_lift = "sender" in wide and len(wide.columns) > 1
+    fig = make_subplots(rows=2 if has_lift else 1, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        row_heights=[0.68, 0.32] if has_lift else None)
     labels = {"sender": "one sender holds the fact", "masked_sender": "control: that sender masked",
               "distractors_only": "control: distractors only"}
     for variant, label in labels.items():
         line = part[part["variant"] == variant].sort_values("pool")
         if len(line):
             fig.add_trace(go.Scatter(x=line["pool"], y=line["transfer"], mode="lines+markers", name=label,
-                                     error_y=_errors(line), line={"color": _COLORS[variant]}))
-    wide = part.pivot_table(index="pool", columns="variant", values="transfer")
-    if "sender" in wide and len(wide.columns) > 1:
+                                     error_y=_errors(line), line={"color": series_color(variant)}), row=1, col=1)
+    _anchors(fig, conditions, row=1, col=1)
+    if has_lift:
         lift = wide["sender"] - wide.drop(columns="sender").max(axis=1)
         fig.add_trace(go.Scatter(x=lift.index, y=lift.values, mode="lines+markers", name="lift over strongest control",
-                                 line={"dash": "dot", "color": "black"}))
-    _anchors(fig, conditions)
-    fig.update_xaxes(title="senders N", type="log", tickvals=sorted(part["pool"].unique()))
-    fig.update_yaxes(title="transfer")
-    fig.update_layout(title=title or "Augmentation: scaling the sender pool", height=420)
+                                 line={"dash": "dot", "color": series_color("lift")}), row=2, col=1)
+        fig.add_hline(y=0, line={"color": "#bdbdbd", "width": 1}, layer="below", row=2, col=1)
+        low, high = min(0.0, float(lift.min())), max(0.0, float(lift.max()))
+        fig.update_yaxes(title="lift", range=[low - 0.1, high + 0.1], row=2, col=1)
+    pools = sorted(part["pool"].unique())
+    fig.update_xaxes(type="log", tickvals=pools, ticktext=[f"{p:g}" for p in pools])
+    fig.update_xaxes(title="senders N", row=2 if has_lift else 1, col=1)
+    fig.update_yaxes(title="transfer", range=TRANSFER_RANGE, row=1, col=1)
+    fig.update_layout(title=title or "Augmentation: scaling the sender pool", height=480 if has_lift else 420)
     return fig
 
 

@@ -10,9 +10,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
+from workbench.plots.colors import method_style
+from workbench.plots.marks import dodge
 from workbench.plots.text import escape
 
 REUSED, DENSE = "#2ca02c", "#7f7f7f"
+DODGE = 0.02  # reuse-rate distance between methods that sit at one point
+LEGEND_COLUMNS = 5  # legend entries per line under the reuse-accuracy figure (150 px each)
 
 
 def agent_graph(calls: pd.DataFrame, edges: list, title: str = "") -> go.Figure:
@@ -40,14 +44,16 @@ def agent_graph(calls: pd.DataFrame, edges: list, title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[place[int(a)][0] for a in part["agent"]], y=[place[int(a)][1] for a in part["agent"]],
             mode="markers+text", name=name, text=[escape(r) for r in part["role"]], textposition="top center",
-            marker={"size": 28, "color": color, "line": {"width": 1, "color": "#333333"}},
+            marker={"size": 28, "color": color, "line": {"width": 1, "color": "#333333"}}, showlegend=True,
             customdata=[escape(o) for o in part["output"]],
             hovertemplate="%{text}<br>said: %{customdata}<extra>" + name + "</extra>"))
     depth = int(rows["depth"].max())
     fig.update_xaxes(title="depth in the pipeline", range=[-0.5, depth + 0.5], dtick=1, zeroline=False)
     spread = max(place[a][1] for a in place) - min(place[a][1] for a in place)
     fig.update_yaxes(visible=False, range=[-1.2 - spread / 2, 1.2 + spread / 2])
-    fig.update_layout(title=title, height=320, template="plotly_white", legend={"orientation": "h", "y": -0.3})
+    fig.update_layout(title=title, height=340, template="plotly_white", showlegend=True,
+                      legend={"orientation": "h", "x": 0, "y": -0.25, "yanchor": "top", "title": {"text": "call:"}},
+                      margin={"b": 80})
     return fig
 
 
@@ -67,7 +73,8 @@ def gate_entropy(calls: pd.DataFrame, title: str = "") -> go.Figure:
                                  customdata=list(zip(part["index"] + 1, part["role"])),
                                  hovertemplate="request %{customdata[0]}, %{customdata[1]}<br>H = %{y:.3f}"
                                                "<extra>" + name + "</extra>"))
-    fig.update_xaxes(title="gated call, in run order")
+    fig.update_xaxes(title="gated call, in run order", tickmode="linear", tick0=0,
+                     dtick=max(1, math.ceil(len(gated) / 20)), tickformat="d")
     fig.update_yaxes(title="gate entropy H(s), bits", rangemode="tozero")
     fig.update_layout(title=title or "The entropy gate per call", height=360, template="plotly_white")
     return fig
@@ -86,16 +93,29 @@ def reuse_vs_accuracy(methods: pd.DataFrame, title: str = "") -> go.Figure:
         fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[lo["line_pred"] + slope * (x - lo["reuse"]) for x in (0.0, 1.0)],
                                  mode="lines", name="allocation line (Eq. 3)", hoverinfo="skip",
                                  line={"color": "#999999", "dash": "dot"}))
+    # methods at the same (reuse, accuracy) sit side by side, so that none hides another
+    place = methods.assign(at=list(zip(methods["reuse"].round(3), methods["acc"].round(3))))
+    offsets = {}
+    for (reuse, _), group in place.groupby("at", sort=False):
+        spread = dodge(list(group["method"]), DODGE * (len(group) - 1))
+        low, high = reuse + min(spread.values()), reuse + max(spread.values())
+        shift = -low if low < 0 else (1 - high if high > 1 else 0.0)  # never left of 0 or right of 1
+        offsets.update({m: o + shift for m, o in spread.items()})
     for row in methods.itertuples(index=False):
         fig.add_trace(go.Scatter(
-            x=[row.reuse], y=[row.acc], mode="markers", name=escape(row.method), marker={"size": 11},
+            x=[row.reuse + offsets[row.method]], y=[row.acc], mode="markers", name=escape(row.method),
             error_y={"type": "data", "symmetric": False, "array": [row.acc_high - row.acc],
-                     "arrayminus": [row.acc - row.acc_low]},
-            hovertemplate=f"{escape(row.method)}<br>reuse %{{x:.3f}}<br>accuracy %{{y:.3f}}"
+                     "arrayminus": [row.acc - row.acc_low], "thickness": 1.2, "width": 3},
+            hovertemplate=f"{escape(row.method)}<br>reuse {row.reuse:.3f}<br>accuracy %{{y:.3f}}"
                           + ("" if math.isnan(getattr(row, "line_resid", math.nan)) else
-                             f"<br>residual {row.line_resid:+.3f}") + "<extra></extra>"))
-    fig.update_xaxes(title="reuse rate (calls served without a dense prefill)", range=[-0.05, 1.05])
+                             f"<br>residual {row.line_resid:+.3f}") + "<extra></extra>",
+            **method_style(row.method)))
+    fig.update_xaxes(title="reuse rate (calls served without a dense prefill; methods at one point side by side)",
+                     range=[-0.05, 1.05])
     fig.update_yaxes(title="accuracy", range=[-0.05, 1.1])
-    fig.update_layout(title=title or "Reuse against accuracy (bars: Wilson 95%)", height=440,
-                      template="plotly_white", legend={"title": {"text": "method"}})
+    rows = math.ceil(len(methods) / LEGEND_COLUMNS)  # the legend below the plot, every method in it
+    fig.update_layout(title=title or "Reuse against accuracy (bars: Wilson 95%)", height=440 + 22 * rows,
+                      template="plotly_white", margin={"b": 90 + 22 * rows},
+                      legend={"title": {"text": "method"}, "orientation": "h", "x": 0, "y": -0.2, "yanchor": "top",
+                              "entrywidth": 150})
     return fig

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
 
-from workbench.plots.colors import selector_style
+from workbench.plots.colors import selector_style, series_color
 from workbench.plots.text import escape, token_text
 
 MAX_CHARS = 8  # a token cell shows at most this many characters (the last an ellipsis); hover shows all
@@ -77,10 +77,11 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
                                colorscale="Viridis", showscale=values is not None, colorbar=colorbar,
                                xgap=1, ygap=2))
     chosen = frame[frame["position"].isin(set(picks or ()))]
-    for i, cell in enumerate(chosen.itertuples()):  # an outline around each recomputed cell
-        fig.add_shape(type="rect", x0=cell.x - 0.5, x1=cell.x + 0.5, y0=cell.y - 0.5, y1=cell.y + 0.5,
-                      line={"color": "crimson", "width": 2}, name="recomputed", legendgroup="recomputed",
-                      showlegend=i == 0)
+    for i, cell in enumerate(chosen.itertuples()):  # a two-tone outline: seen on dark and on light cells
+        box = {"type": "rect", "x0": cell.x - 0.5, "x1": cell.x + 0.5, "y0": cell.y - 0.5, "y1": cell.y + 0.5,
+               "legendgroup": "recomputed"}
+        fig.add_shape(**box, line={"color": "white", "width": 5}, name="recomputed (halo)", showlegend=False)
+        fig.add_shape(**box, line={"color": "crimson", "width": 2}, name="recomputed", showlegend=i == 0)
     starts = frame.groupby("segment", sort=False)["y"].min()
     fig.update_yaxes(autorange="reversed", tickvals=list(starts), ticktext=[escape(s) for s in starts.index],
                      showgrid=False, zeroline=False)
@@ -90,6 +91,12 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
                       plot_bgcolor="white", showlegend=not chosen.empty,
                       legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"})
     return fig
+
+
+def segment_starts(segments: pd.Series) -> list[int]:
+    """Indices (0-based, in order) where a new segment begins, the first left out."""
+    values = segments.reset_index(drop=True)
+    return values.index[values != values.shift()].tolist()[1:]
 
 
 def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str = "") -> go.Figure:
@@ -108,8 +115,7 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
                              x=list(range(len(positions))), customdata=[hover] * (len(labels) + 1),
                              hovertemplate="%{y}<br>%{customdata}<br>%{z:.2f}<extra></extra>",
                              colorscale=[[0, "#f4f4f4"], [1, "#b2182b"]], showscale=False, ygap=2))
-    bounds = reused.index[reused["segment"] != reused["segment"].shift()].tolist()[1:]
-    for b in bounds:
+    for b in segment_starts(reused["segment"]):
         fig.add_vline(x=b - 0.5, line={"color": "#333", "width": 1})
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
@@ -133,7 +139,9 @@ def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", lo
                                colorscale="Magma",
                                colorbar={"title": {"text": value_label + (" (log10)" if log else ""),
                                                    "side": "right"}}))
-    fig.update_xaxes(title="reused token (context order)")
+    for b in segment_starts(tokens.set_index("position").reindex(wide.columns)["segment"]):
+        fig.add_vline(x=b - 0.5, line={"color": "#4dd0e1", "width": 1.5})
+    fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
     if layer_names:
         layers = list(wide.index)
         fig.update_yaxes(title="layer", tickvals=layers, ticktext=[layer_names.get(l, str(l)) for l in layers])
@@ -176,9 +184,11 @@ def deviation_by_layer_type(table: pd.DataFrame, windows: list, title: str = "",
         layers = kinds[kind]
         if layers:
             fig.add_trace(go.Scatter(x=layers, y=mean[layers].to_numpy(), mode="markers", name=names[kind],
-                                     marker={"symbol": symbol, "size": 10 if kind == "global" else 8},
+                                     marker={"symbol": symbol, "size": 10 if kind == "global" else 8,
+                                             "color": series_color(f"{kind} layers")},
                                      hovertemplate="layer %{x}<br>%{y:.4g}<extra>" + kind + "</extra>"))
-    fig.update_xaxes(title="layer", dtick=max(1, len(mean) // 12))
+    fig.update_xaxes(title="layer", dtick=max(1, len(mean) // 12),
+                     range=[float(min(mean.index)) - 0.5, float(max(mean.index)) + 0.5])
     fig.update_yaxes(title=f"mean {value_label} over reused tokens")
     fig.update_layout(title=title, height=360, legend={"orientation": "h", "y": -0.25})
     return fig

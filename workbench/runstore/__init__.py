@@ -8,13 +8,13 @@ out-path checks, one writer at a time, loaders, discovery). Nothing else writes 
 """
 
 from workbench.runstore.kinds import (
-    DIAGNOSES, KINDS, RunFolder, RunKind, get_kind, inspect_folder, owned, run_kind, scan_runs,
+    DIAGNOSES, KINDS, STOPPED, RunFolder, RunKind, get_kind, inspect_folder, owned, run_kind, scan_runs,
 )
 from workbench.runstore.loaders import (
     CurveRun, FidelityRun, PipelineRun, SweepRun, load_curve, load_fidelity, load_pipeline, load_sweep,
     upgrade_table,
 )
-from workbench.runstore.lock import run_lock
+from workbench.runstore.lock import lock_holder, run_lock, writer_state
 from workbench.runstore.manifest import (
     MANIFEST, finished, git_revision, identity_differences, is_workbench_manifest, new_manifest, now,
     package_versions, read_manifest, resume_manifest, write_manifest,
@@ -24,11 +24,11 @@ from workbench.runstore.paths import folder_name, move_aside, subfolders
 from workbench.runstore.writers import SweepStore, example_row, write_diagnosis_run, write_run
 
 __all__ = [
-    "DIAGNOSES", "KINDS", "MANIFEST", "CurveRun", "FidelityRun", "PipelineRun", "RunFolder", "RunKind", "SweepRun",
+    "DIAGNOSES", "KINDS", "MANIFEST", "STOPPED", "CurveRun", "FidelityRun", "PipelineRun", "RunFolder", "RunKind", "SweepRun",
     "SweepStore",
     "check_out", "enclosing_run", "example_row", "finished", "folder_name", "get_kind", "git_revision",
-    "identity_differences", "inspect_folder", "is_workbench_manifest", "load_curve", "load_fidelity",
+    "identity_differences", "inspect_folder", "is_workbench_manifest", "lock_holder", "load_curve", "load_fidelity",
     "load_pipeline", "load_sweep", "move_aside", "new_manifest", "now", "owned", "package_versions",
     "read_manifest", "resume_manifest", "run_kind", "run_lock", "scan_runs", "subfolders", "upgrade_table",
-    "write_diagnosis_run", "write_manifest", "write_run",
+    "write_diagnosis_run", "write_manifest", "write_run", "writer_state",
 ]

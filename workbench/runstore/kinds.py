@@ -21,10 +21,12 @@ from pathlib import Path
 
 from workbench.diagnosis.record import FILE as DIAGNOSIS_FILE, SCHEMA_VERSION as DIAGNOSIS_SCHEMA
 from workbench.errors import WorkbenchError
+from workbench.runstore.lock import writer_state
 from workbench.runstore.manifest import MANIFEST, is_workbench_manifest, read_manifest
 from workbench.runstore.paths import subfolders
 
 DIAGNOSES = "diagnoses"  # a sweep's per-example folders
+STOPPED = "stopped (its process is gone)"  # a "running" manifest whose lock names a dead process
 
 
 @dataclass(frozen=True)
@@ -135,17 +137,45 @@ class RunFolder:
 
     @property
     def status(self) -> str:
-        return str((self.manifest or {}).get("status") or "?")
+        """The manifest's status; a "running" one whose writer is gone says so (a killed run)."""
+        status = str((self.manifest or {}).get("status") or "?")
+        if status != "running":
+            return status
+        writer = writer_state(self.path)
+        if writer == "gone":
+            return STOPPED
+        return "stopped (no process holds its lock)" if writer == "none" else status
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def n_done(self) -> int:
-        """Examples finished (sweeps; 1 for a diagnosis)."""
+        """Examples finished (sweeps; 1 for a diagnosis; a pipeline's requests every method has done)."""
         if self.kind == "diagnosis":
             return 1
+        if self.kind == "pipeline":
+            methods = (self.manifest or {}).get("args", {}).get("methods") or []
+            done = [sum(1 for _ in (self.path / "requests" / m).glob("*.json")) for m in methods]
+            return min(done, default=0)
         return sum(1 for p in subfolders(self.path / DIAGNOSES) if (p / "diagnosis.json").is_file())
+
+    def n_target(self) -> int | None:
+        """How many examples the run was asked for (sweeps, pipelines; 1 for a diagnosis), else None."""
+        if self.kind == "diagnosis":
+            return 1
+        n = ((self.manifest or {}).get("args") or {}).get("n") if self.kind in ("sweep", "pipeline") else None
+        return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+    def last_written(self) -> float:
+        """When the run last wrote (epoch seconds): the newest of its folder, manifest and example folders."""
+        times = []
+        for p in (self.path, self.path / MANIFEST, self.path / DIAGNOSES, self.path / "requests"):
+            try:
+                times.append(p.stat().st_mtime)
+            except OSError:
+                continue
+        return max(times, default=0.0)
 
 
 def inspect_folder(path: Path) -> RunFolder | None:

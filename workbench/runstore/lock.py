@@ -2,13 +2,15 @@
 
 The lock is `fcntl.flock` on `RUN/.lock`, which the kernel releases when its process dies,
 so a killed run never leaves a stale lock; the file records the holder's process id and
-host for the message a second writer gets.
+host for the message a second writer gets, and for `writer_state`: whether the process a
+"running" manifest's lock names still exists (a killed run leaves its name behind).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from pathlib import Path
 from workbench.errors import WorkbenchError
 
 LOCK = ".lock"
+_HOLDER = re.compile(r"process (\d+) on (.+)")
 
 
 @contextmanager
@@ -41,3 +44,32 @@ def run_lock(folder: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def lock_holder(folder: Path) -> tuple[int, str] | None:
+    """(process id, host) that `folder`'s lock names, or None when it names none (no writer
+    since, or the last one finished and cleared it)."""
+    try:
+        text = (Path(folder) / LOCK).read_text(errors="replace").strip()
+    except OSError:
+        return None
+    found = _HOLDER.fullmatch(text)
+    return (int(found.group(1)), found.group(2)) if found else None
+
+
+def writer_state(folder: Path) -> str:
+    """Of the writer a run folder's lock names: "alive", "gone" (a process of this host that no
+    longer exists), "elsewhere" (another host: not checkable here) or "none" (no name)."""
+    holder = lock_holder(folder)
+    if holder is None:
+        return "none"
+    pid, host = holder
+    if host != socket.gethostname():
+        return "elsewhere"
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return "gone"
+    except PermissionError:  # it exists, under another user
+        return "alive"
+    return "alive"

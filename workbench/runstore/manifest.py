@@ -76,6 +76,7 @@ def new_manifest(kind: str, model: dict | None, args: dict, **details) -> dict:
 
 def finished(manifest: dict, status: str = "complete", seconds: float | None = None, **details) -> dict:
     """The manifest with its end stamped (and details added)."""
+    seconds = round(seconds, 2) if isinstance(seconds, float) else seconds  # 98.6, not 98.59604503000003
     return {**manifest, "status": status, "end": now(), "seconds": seconds,
             "details": {**manifest.get("details", {}), **details}}
 

@@ -1,0 +1,119 @@
+"""What the AppTest tests share: opening a page, checking it, reading its tables and figures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from workbench import plots
+from workbench.runstore import load_sweep
+
+ROOT = Path(__file__).resolve().parents[2]
+HOME = ROOT / "app" / "Home.py"
+PLUGIN = Path(__file__).with_name("toy_plugin.py")
+LEAK = "![x](http://127.0.0.1:9/leak.png)"
+TIMEOUT = 120
+
+
+@pytest.fixture
+def world(app_world) -> dict:
+    """The session's run folders (tests/conftest.py builds them once)."""
+    return app_world
+
+
+@pytest.fixture
+def _env(world, monkeypatch):
+    monkeypatch.setenv("KVWB_RUNS", str(world["runs"]))
+    monkeypatch.setenv("KVWB_MODEL", str(world["model"]))
+    monkeypatch.delenv("KVWB_LIVE_MAX_TOKENS", raising=False)
+    monkeypatch.delenv("KVWB_PLUGINS", raising=False)
+
+
+def open_page(page: str, runs: Path | None = None) -> AppTest:
+    at = AppTest.from_file(str(HOME), default_timeout=TIMEOUT)
+    if runs is not None:
+        at.session_state["runs_dir"] = str(runs)
+    at.run()
+    at.switch_page(page)
+    at.run()
+    ok(at)
+    return at
+
+
+def ok(at: AppTest) -> None:
+    """No exception; every figure's axes show all of its data and no text sits on a plotting area
+    (`plots.figure_problems`)."""
+    assert not at.exception, [(e.value, e.stack_trace) for e in at.exception]
+    for chart in charts(at):
+        assert not plots.figure_problems(chart), (chart.get("layout", {}).get("title"), plots.figure_problems(chart))
+
+
+def frame_with(at: AppTest, *columns: str) -> pd.DataFrame:
+    """The first dataframe shown whose columns include `columns`."""
+    for element in at.dataframe:
+        value = element.value
+        if all(c in value.columns for c in columns):
+            return value
+    raise AssertionError(f"no dataframe with columns {columns}; have {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def array(value) -> list:
+    """A plotly array from a figure's JSON: a list, or plotly's typed-array encoding {dtype, bdata, shape}."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        import numpy as np
+
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        if "shape" in value:
+            out = out.reshape([int(n) for n in str(value["shape"]).split(",")])
+        return out.tolist()
+    return list(value)
+
+
+def outlined(strip: dict) -> int:
+    """How many token cells the strip outlines as recomputed (a marker trace or one shape per cell)."""
+    markers = sum(len(array(t["x"])) for t in strip["data"] if t.get("name") == "recomputed")
+    return markers + sum(1 for s in strip["layout"].get("shapes", []) if s.get("name") == "recomputed")
+
+
+def unescape(markdown: str) -> str:
+    """Text written with the app's `plain` (markdown characters backslash-escaped) as read."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("warning", "info", "error", "success", "markdown", "caption")
+             for e in getattr(at, kind)]
+    return "\n".join(str(p) for p in parts)
+
+
+def stored(world, example_id: str, table: str) -> pd.DataFrame:
+    return pd.read_parquet(load_sweep(world["runs"] / "tiny").diagnosis_folder(example_id) / f"{table}.parquet")
+
+
+def positions_of(table: pd.DataFrame, selector: str) -> set[int]:
+    return set(table.loc[table[selector], "position"].astype(int))
+
+
+def at_budget(table: pd.DataFrame, budget: float) -> pd.DataFrame:
+    return table[(table["budget"] - budget).abs() < 1e-9]
+
+
+def finish_live(at: AppTest, timeout: float = 300) -> None:
+    """Wait for the Live page's job (its own thread) to end, then draw the page again."""
+    job = at.session_state["live_job"] if "live_job" in at.session_state else None
+    if job is not None:
+        job.thread.join(timeout)
+        assert not job.active, f"the Live job is still {job.state}"
+    at.run()
+    ok(at)
