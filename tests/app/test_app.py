@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import (  # noqa: F401 - world and _env are fixtures
     _env, world,
-    HOME, LEAK, PLUGIN, TIMEOUT, array, at_budget, charts, finish_live, frame_with, ok, open_page, outlined,
+    HOME, LEAK, PLUGIN, ROOT, TIMEOUT, array, at_budget, charts, finish_live, frame_with, ok, open_page, outlined,
     positions_of, stored, texts, unescape,
 )
 from small_runs import BUDGETS, SELECTORS, save_diagnosis

@@ -10,11 +10,13 @@ import sys
 import threading
 from contextlib import contextmanager
 
-from workbench.cli import answer, bench, curve, diagnose, fidelity, pipeline, prepare, report, run, summary
+from workbench.cli import (
+    answer, answerability, bench, curve, diagnose, fidelity, pipeline, prepare, report, run, summary,
+)
 from workbench.cli.common import one_line, printable
 from workbench.errors import WorkbenchError
 
-COMMANDS = (prepare, answer, diagnose, run, summary, curve, fidelity, pipeline, report, bench)
+COMMANDS = (prepare, answer, answerability, diagnose, run, summary, curve, fidelity, pipeline, report, bench)
 
 
 class Parser(argparse.ArgumentParser):

@@ -23,8 +23,9 @@ def add_arguments(p) -> None:
                         "variable_tracking), musique:PATH, hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
     p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
     p.add_argument("--selectors", type=names, default=None,
-                   help="comma-separated selector specs NAME[:UNIT]; default: every registered selector but the "
-                        "expensive references (oracle-patch patches every reused token)")
+                   help="comma-separated selector specs NAME[:UNIT] (coin:NAME: the coin matched to NAME); default: "
+                        "the seeds' selectors (selectors.DEFAULT_SPECS; epic, prophetkv, relaxkv and the expensive "
+                        "oracle-patch only when named)")
     p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
                    help=f"fractions of reused rows (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0,

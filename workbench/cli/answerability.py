@@ -1,0 +1,43 @@
+"""`kvwb answerability`: dense and splice accuracy on the first n examples of a data set."""
+
+from __future__ import annotations
+
+from workbench.cli.common import (
+    add_dataset_options, add_model_options, dataset_options, load_model, positive_int, printable, say,
+)
+
+NAME = "answerability"
+
+
+def add_arguments(p) -> None:
+    add_model_options(p)
+    p.add_argument("--dataset", default="synthetic",
+                   help="data set spec: synthetic[:SEED], ruler:TASK, musique:PATH, hotpotqa:PATH, 2wiki:PATH or "
+                        "jsonl:PATH")
+    p.add_argument("--n", type=positive_int, default=30, help="examples to answer (default 30)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--csv", default=None, help="also write the per-example table to this CSV file")
+    add_dataset_options(p)
+
+
+def command(args) -> int:
+    """Where a model answers: dense and splice exact match of the first n examples, the gap and the
+    McNemar split, before a selector study is set on that data (no signals, no repairs)."""
+    from workbench.atomic import write_text
+    from workbench.experiments.answerability import answerability, answerability_summary
+    from workbench.tasks import check_dataset
+
+    options = dataset_options(args)
+    check_dataset(args.dataset, n=args.n, **options)  # bad data fails before the model loads
+    model = load_model(args)
+    table = answerability(model, args.dataset, args.n, args.max_new_tokens, **options)
+    s = answerability_summary(table)
+    low, high = s["dense_low_high"]
+    say(f"{printable(args.dataset)} {printable(str(options or ''))}: n = {s['n']}, median {s['median_tokens']:.0f} "
+        f"tokens; dense EM {s['dense_em']:.3f} [{low:.3f}, {high:.3f}], splice EM {s['spliced_em']:.3f}, gap "
+        f"{s['gap']:+.3f} (b / c = {s['b']} / {s['c']}, exact p = {s['p']:.3g}); the splice changes the output on "
+        f"{s['flips']:.0%}")
+    if args.csv:
+        write_text(args.csv, table.to_csv(index=False))
+        say(f"wrote {printable(args.csv)}")
+    return 0
