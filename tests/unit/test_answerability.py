@@ -1,0 +1,44 @@
+"""`kvwb answerability`: dense and splice answers of the first n examples, scored, with the split."""
+
+import pandas as pd
+import pytest
+
+import workbench as wb
+from conftest import tiny_model
+from workbench.experiments.answerability import answerability, answerability_summary
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_model("llama")
+
+
+def test_each_example_is_answered_from_the_dense_cache_and_the_splice(model):
+    table = answerability(model, "synthetic", 3, max_new_tokens=4, progress=False)
+    assert list(table["example_id"]) == [e.id for e in wb.load_dataset("synthetic", n=3)]
+    for row in table.itertuples():
+        example = wb.load_example(f"synthetic#{row.example_id}")
+        ctx = wb.build_context(model, example)
+        assert row.dense_answer == ctx.answer(ctx.dense, max_new_tokens=4)
+        assert row.spliced_answer == ctx.answer(ctx.spliced, max_new_tokens=4)
+        assert row.dense_em == example.score(row.dense_answer)[0] and row.n_tokens == ctx.layout.n_tokens
+
+
+def test_the_summary_counts_by_hand():
+    table = pd.DataFrame({"dense_em": [1.0, 1, 1, 0], "spliced_em": [1.0, 0, 0, 1], "n_tokens": [10, 12, 14, 16],
+                          "splice_flip": [False, True, True, True]})
+    s = answerability_summary(table)
+    assert (s["n"], s["b"], s["c"]) == (4, 2, 1) and s["gap"] == pytest.approx(0.25)
+    assert s["dense_em"] == 0.75 and s["flips"] == 0.75 and s["median_tokens"] == 13
+
+
+def test_the_command_prints_the_split_and_writes_the_table(model, tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
+
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    out = tmp_path / "a.csv"
+    assert main(["answerability", "--n", "2", "--max-new-tokens", "3", "--csv", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "n = 2" in printed and "dense EM" in printed and "b / c =" in printed
+    assert len(pd.read_csv(out)) == 2
+    assert main(["answerability", "--dataset", "ruler:nope", "--n", "2"]) == 2  # refused before the model loads
