@@ -11,7 +11,7 @@ from navigation import PAGES
 from widgets import choose_run, csv_button, ensure_choice, natural_key, plain, show_figure, warn
 from workbench import plots
 from workbench.errors import WorkbenchError
-from workbench.experiments.flips import flip_matrix, flip_rates, rescue_overlap, rescues
+from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
 
 
 def open_example(run: str, example: str, selector: str, budget: float) -> None:
@@ -88,3 +88,12 @@ st.subheader("Flip rate per selector and budget")
 rates = flip_rates(outcomes, strict=strict)
 st.dataframe(rates, hide_index=True, width="stretch")
 csv_button(rates, f"flip-rates-{run.name}", "flips_rates_csv", "Flip rates as CSV")
+
+st.subheader("Graded outcomes beside the flip")
+st.caption("A flip says only that the output changed against dense. Beside it, per selector and budget: "
+           "F1 of the output to the dense answer, whether the first answer token is dense's and the KL of its "
+           "distribution from dense's, how many leading tokens agree, and the dense answer's mean log-probability "
+           "per token under the repair (runs made before these were recorded show them empty).")
+graded = graded_rates(outcomes)
+st.dataframe(graded, hide_index=True, width="stretch")
+csv_button(graded, f"graded-{run.name}", "flips_graded_csv", "Graded outcomes as CSV")

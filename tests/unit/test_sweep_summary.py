@@ -325,3 +325,13 @@ def test_a_coin_is_tested_by_the_sign_flip_test_even_when_its_draws_agree():
     assert c.test.startswith("sign-flip") and c.b_count is None and len(c.draws) == 3
     coin = summarize(agreeing, reference="cacheblend").set_index("selector").loc["random"]
     assert pd.isna(coin["ref_b"]) and coin["test"].startswith("sign-flip")
+
+
+def test_graded_rates_sit_beside_the_flip_rate_and_average_a_coins_draws():
+    run = drawn_run()
+    outcomes = run.outcomes.assign(f1_to_dense=(~run.outcomes["flip"]).astype(float))
+    table = flips.graded_rates(outcomes).set_index("selector")
+    assert table.loc["random", "flip_rate"] == pytest.approx(6 / 12)
+    assert table.loc["random", "f1_to_dense"] == pytest.approx(1 - 6 / 12)  # draws averaged, then examples
+    assert table.loc["cadence", "f1_to_dense"] == pytest.approx(0.75)
+    assert table["first_kl"].isna().all()  # not recorded in this run: empty, not zero

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from workbench.diagnosis.graded import GRADED_COLUMNS
 from workbench.experiments.summary import per_example, rate_interval
 
 
@@ -58,3 +59,12 @@ def rescue_overlap(outcomes: pd.DataFrame, budget: float, baseline: str = "none"
     table = rescues(outcomes, budget, baseline).set_index("selector")["rescued_examples"]
     sets = {label: set(ids) for label, ids in table.items()}
     return pd.DataFrame({a: {b: len(sets[a] & sets[b]) for b in sets} for a in sets})
+
+
+def graded_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """Per selector and budget, the flip rate beside the graded outcomes against dense (means over
+    examples of each example's mean over draws): how far the output moved, not only whether."""
+    columns = ["flip", *GRADED_COLUMNS]
+    cells = per_example(outcomes)
+    table = cells.groupby(["selector", "budget"], sort=False)[columns].mean().reset_index()
+    return table.rename(columns={"flip": "flip_rate"})
