@@ -101,7 +101,7 @@ def test_one_budget_sits_on_its_tick_and_many_stay_apart():
     assert list(fig.layout.xaxis.range) == [-0.5, 0.5] and np.mean(xs) == pytest.approx(0)  # centred on the tick
     assert xs[-1] - xs[0] <= 0.6 + 1e-9  # not at the axis's edges
     assert plots.figure_problems(fig) == []
-    ten = [s for s in default_selectors(expensive=True) if s not in ("none", "full")][:10]
+    ten = [s for s in registered_specs() if s not in ("none", "full")][:10]
     wide = budget_summary(ten)
     wide = pd.concat([wide, wide.assign(budget=wide["budget"] + 0.35)])  # five budgets, uneven gaps
     fig = plots.budget_curve(wide)
@@ -136,7 +136,7 @@ def test_a_coin_wears_its_selectors_colour_dotted_with_open_markers():
 def test_methods_and_series_never_borrow_a_selectors_colour():
     from workbench.experiments.pipeline_run import DEFAULT_METHODS
 
-    palette = {plots.selector_color(s) for s in default_selectors(expensive=True)}
+    palette = {plots.selector_color(s) for s in registered_specs()}
     methods = {m: plots.method_color(m) for m in DEFAULT_METHODS if not m.startswith("bcr")}
     assert len(set(methods.values())) == len(methods) and not set(methods.values()) & palette
     assert plots.method_color("my-method") == plots.method_color("my-method")  # hashed, stable
