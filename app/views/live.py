@@ -21,7 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.layout import PromptFormat, build_layout
 from workbench.models import model_identity
 from workbench.selectors import get_selector, parse_selectors, selector_names
-from workbench.tasks import DATASET_KINDS, parse_dataset_spec
+from workbench.tasks import dataset_kinds, parse_dataset_spec
 
 FIRST_EXAMPLE = "synthetic#5"  # a synthetic example whose splice flips the embedded model's answer
 ARG_HELP = ("synthetic: a seed (empty: 0); ruler: a task (niah_single, niah_multikey, niah_multivalue, "
@@ -239,7 +239,7 @@ busy = st.session_state.get(JOB) is not None
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns([1, 2, 1, 1])
-    c1.selectbox("Data set", DATASET_KINDS, key="live_kind")
+    c1.selectbox("Data set", dataset_kinds(), key="live_kind")
     c2.text_input("Seed, task or file", key="live_arg", help=ARG_HELP)
     c3.text_input("Example id", value=FIRST_EXAMPLE.split("#")[1], key="live_example_id")
     c4.button("Load into the fields", key="live_load", on_click=load_chosen)

@@ -432,8 +432,8 @@ def toy_plugin(monkeypatch):
     from workbench.selectors import registry as selectors
     from workbench.signals import registry as signals
 
-    monkeypatch.setattr(selectors, "_REGISTRY", dict(selectors._REGISTRY))
-    monkeypatch.setattr(signals, "_REGISTRY", dict(signals._REGISTRY))
+    monkeypatch.setattr(selectors, "_REGISTRY", selectors._REGISTRY.copy())
+    monkeypatch.setattr(signals, "_REGISTRY", signals._REGISTRY.copy())
     monkeypatch.setenv("KVWB_PLUGINS", f"json, {PLUGIN}")
     yield
     for name in [n for n in sys.modules if n.startswith("kvwb_plugin_toy_plugin")]:

@@ -34,9 +34,10 @@ def test_one_version_number():
     assert workbench.__version__ == project["version"]
 
 
-def test_the_architecture_docs_examples_run(tiny_llama):
+def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
     """The selector and signal of docs/ARCHITECTURE.md register and reach a Diagnosis; its reuse
-    method registers and serves a pipeline."""
+    method registers and serves a pipeline; its data set registers and loads."""
+    import json
     import re
 
     from tests.conftest import small_example
@@ -44,9 +45,10 @@ def test_the_architecture_docs_examples_run(tiny_llama):
     from workbench.pipeline import METHODS, PipelineSpec, get_method, run_request
     from workbench.selectors import registry as selectors
     from workbench.signals import registry as signals
+    from workbench.tasks import load_dataset, spec as datasets
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     try:
         for block in blocks:
             exec(compile(block, "ARCHITECTURE.md", "exec"), {})
@@ -58,7 +60,12 @@ def test_the_architecture_docs_examples_run(tiny_llama):
         method = get_method("kvcomm-leaf-only")
         result = run_request(tiny_llama, spec, small_example(), method.name, method.make_state(), max_new_tokens=2)
         assert [c.reused for c in result.calls] == [False, False]  # a fresh pool holds no anchor yet
+        records = [{"id": "t1", "passages": ["A is B.", "B is C.", "C is D."], "question": "A?", "answers": ["D"]}]
+        (tmp_path / "trivia.json").write_text(json.dumps(records))
+        [example] = load_dataset(f"triviaqa:{tmp_path / 'trivia.json'}", max_passages=2)
+        assert (example.id, list(example.passages), list(example.gold)) == ("t1", ["A is B.", "B is C."], ["D"])
     finally:
         selectors._REGISTRY.pop("late-value-dev", None)
         signals._REGISTRY.pop(("token", "late_grad_v"), None)
         METHODS.pop("kvcomm-leaf-only", None)
+        datasets._DATASETS.pop("triviaqa", None)

@@ -187,7 +187,7 @@ def test_bad_selector_specs_fail_before_any_work(model, monkeypatch):
 def test_a_registered_selector_is_usable_by_name(ctx, monkeypatch):
     from workbench.selectors import registry
 
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))  # leave the real one untouched
+    monkeypatch.setattr(registry, "_REGISTRY", registry._REGISTRY.copy())  # leave the real one untouched
 
     @register_selector("test-last-rows", default_unit="single")
     def last_rows(signals):

@@ -10,7 +10,8 @@ import pytest
 
 from workbench.errors import WorkbenchError
 from workbench.tasks import (
-    DATASET_KINDS,
+    dataset_kinds,
+    register_dataset,
     Example,
     best_em_f1,
     contains_answer,
@@ -260,7 +261,31 @@ def test_parse_spec_errors(text, message):
 
 
 def test_dataset_kinds():
-    assert DATASET_KINDS == ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique", "ruler")
+    assert dataset_kinds() == ("synthetic", "hotpotqa", "2wiki", "jsonl", "musique", "ruler")
+
+
+def test_a_registered_kind_is_parsed_loaded_and_listed_in_the_cli_help(monkeypatch, tmp_path):
+    from workbench.cli import build_parser
+    from workbench.tasks import spec
+
+    monkeypatch.setattr(spec, "_DATASETS", spec._DATASETS.copy())  # leave the real registry untouched
+    made = lambda i, parsed, tokenizer=None, max_positions=None, width=2: Example(
+        str(i), [f"passage {i}.{j}" for j in range(width)], f"question {parsed.arg}?", ["a"])
+    register_dataset("toy", lambda parsed, n, **kw: [made(i, parsed, **kw) for i in range(n)], arg="NAME",
+                     generated=True, parse_arg=lambda arg, text: arg or "plain", load_one=made, options=("width",))
+    assert "toy" in dataset_kinds()
+    assert [e.id for e in load_dataset("toy:x", n=3, width=1)] == ["0", "1", "2"]
+    assert list(load_example("toy:x#4", width=3).passages) == ["passage 4.0", "passage 4.1", "passage 4.2"]
+    with pytest.raises(WorkbenchError, match=r"option\(s\) \['types'\] do not apply to 'toy' data; its options: width"):
+        load_dataset("toy:x", n=1, types=("a",))
+    with pytest.raises(WorkbenchError, match="unknown toy example id 'q'"):
+        load_example("toy:x#q")
+    run_help = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
+    assert "toy:NAME" in " ".join(run_help.split())
+    with pytest.raises(WorkbenchError, match="a generated kind needs load_one"):
+        register_dataset("toy2", lambda parsed, n, **kw: [], generated=True)
+    with pytest.raises(WorkbenchError, match="lower-case words"):
+        register_dataset("Bad Kind", lambda parsed, n, **kw: [])
 
 
 def test_load_dataset_files_and_n():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_dataset_options, add_model_options, dataset_options, load_model, positive_int, printable, say,
+    add_dataset_argument, add_dataset_options, add_model_options, dataset_options, load_model, positive_int, printable, say,
 )
 
 NAME = "answerability"
@@ -11,9 +11,7 @@ NAME = "answerability"
 
 def add_arguments(p) -> None:
     add_model_options(p)
-    p.add_argument("--dataset", default="synthetic",
-                   help="data set spec: synthetic[:SEED], ruler:TASK, musique:PATH, hotpotqa:PATH, 2wiki:PATH or "
-                        "jsonl:PATH")
+    add_dataset_argument(p)
     p.add_argument("--n", type=positive_int, default=30, help="examples to answer (default 30)")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
     p.add_argument("--csv", default=None, help="also write the per-example table to this CSV file")

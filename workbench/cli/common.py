@@ -189,6 +189,13 @@ DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instru
                    "needle_depth", "data_seed")
 
 
+def add_dataset_argument(p: argparse.ArgumentParser, default: str = "synthetic") -> None:
+    """--dataset, its help listing every registered kind's spec form (`tasks.register_dataset`)."""
+    from workbench.tasks import dataset_specs_help
+
+    p.add_argument("--dataset", default=default, help=f"data set spec: {dataset_specs_help()} (default {default})")
+
+
 def passages_setting(text: str) -> int | str:
     """An argparse type for --passages: a count (ruler) as an integer, a setting (hotpotqa) as written."""
     return int(text) if text.strip().isdigit() else text.strip()

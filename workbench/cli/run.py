@@ -6,7 +6,7 @@ import sys
 from dataclasses import replace
 
 from workbench.cli.common import (
-    add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
+    add_dataset_argument, add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
     number, positive_int, printable, say, show, warn,
 )
 from workbench.cli.summary import render, summarize_run
@@ -18,9 +18,7 @@ NAME = "run"
 
 def add_arguments(p) -> None:
     add_model_options(p)
-    p.add_argument("--dataset", default="synthetic",
-                   help="data set spec: synthetic[:SEED], ruler:TASK (niah_single, niah_multikey, niah_multivalue, "
-                        "variable_tracking), musique:PATH, hotpotqa:PATH, 2wiki:PATH or jsonl:PATH")
+    add_dataset_argument(p)
     p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT] (coin:NAME: the coin matched to NAME); default: "

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from workbench.decode import draft_confidence
-from workbench.errors import WorkbenchError
+from workbench.registry import Registry
 from workbench.kv import KVCache, prefill
 from workbench.layout import Layout
 from workbench.models import LoadedModel
@@ -81,22 +81,18 @@ class Method:
         return self.make_state is not MethodState
 
 
-METHODS: dict[str, Method] = {}
+METHODS: Registry[Method] = Registry("reuse method", replace=False)
 
 
 def register_method(name: str, description: str, make_state: Callable[[], MethodState] = MethodState):
     def add(fn):
-        if name in METHODS:
-            raise WorkbenchError(f"reuse method {name!r} is already registered")
-        METHODS[name] = Method(name, fn, description, make_state)
+        METHODS.add(name, Method(name, fn, description, make_state))
         return fn
     return add
 
 
 def get_method(name: str) -> Method:
-    if name not in METHODS:
-        raise WorkbenchError(f"unknown reuse method {name!r}; registered: {', '.join(METHODS)}")
-    return METHODS[name]
+    return METHODS.get_or_raise(name)
 
 
 def kvcomm_state(gamma: float) -> Callable[[], MethodState]:

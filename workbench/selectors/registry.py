@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import WorkbenchError
+from workbench.registry import Registry
 from workbench.selectors.units import UNITS
 from workbench.signals.registry import Cost, record_names
 from workbench.signals.signal_set import SignalSet
@@ -66,7 +67,7 @@ class SelectorInfo:
         return Cost(**{**total.to_dict(), "needs_dense": self.needs_dense})
 
 
-_REGISTRY: dict[str, SelectorInfo] = {}
+_REGISTRY: Registry[SelectorInfo] = Registry("selector")
 
 
 def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: str = "single",
@@ -89,21 +90,19 @@ def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: st
 
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
-        _REGISTRY[name] = SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
+        _REGISTRY.add(name, SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
                                        source, needs_dense, expensive, tuple(default_units) or (default_unit,),
-                                       drawn, matched, spend, restrict)
+                                       drawn, matched, spend, restrict))
         return fn
     return decorate
 
 
 def selector_names() -> list[str]:
-    return list(_REGISTRY)
+    return list(_REGISTRY.names())
 
 
 def get_selector(name: str) -> SelectorInfo:
-    if name not in _REGISTRY:
-        raise WorkbenchError(f"unknown selector {name!r}; valid: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    return _REGISTRY.get_or_raise(name)
 
 
 def reference_selectors() -> tuple[str, ...]:

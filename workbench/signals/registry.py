@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from workbench.errors import WorkbenchError
+from workbench.registry import Registry
 
 KINDS = ("record", "token", "layer")
 
@@ -65,7 +66,7 @@ class SignalInfo:
     description: str = ""
 
 
-_REGISTRY: dict[tuple[str, str], SignalInfo] = {}
+_REGISTRY: Registry[SignalInfo] = Registry("signal")  # keyed (per, name)
 
 
 def register_signal(name: str, *, per: str, label: str = "", reads: tuple[str, ...] = (), cost=None,
@@ -87,7 +88,7 @@ def register_signal(name: str, *, per: str, label: str = "", reads: tuple[str, .
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         needs = needs_dense or any(_REGISTRY["record", r].needs_dense for r in reads)
-        _REGISTRY[per, name] = SignalInfo(name, per, fn, label or name, tuple(reads), cost, log, needs, doc)
+        _REGISTRY.add((per, name), SignalInfo(name, per, fn, label or name, tuple(reads), cost, log, needs, doc))
         return fn
     return decorate
 

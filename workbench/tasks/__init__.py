@@ -5,18 +5,22 @@ from workbench.tasks.metrics import (
     all_present, best_em_f1, contains_answer, exact_match, f1_score, is_flip, normalize_answer, score_answer,
 )
 from workbench.tasks.spec import (
-    DATASET_KINDS, check_dataset, dataset_fingerprint, load_dataset, load_example, parse_dataset_spec,
+    DatasetKind, check_dataset, dataset_fingerprint, dataset_kind, dataset_kinds, dataset_specs_help,
+    load_dataset, load_example, parse_dataset_spec, register_dataset,
 )
 from workbench.tasks.synthetic import synthetic_examples
 
 __all__ = [
-    "DATASET_KINDS",
+    "DatasetKind",
     "Example",
     "all_present",
     "best_em_f1",
     "check_dataset",
     "contains_answer",
     "dataset_fingerprint",
+    "dataset_kind",
+    "dataset_kinds",
+    "dataset_specs_help",
     "exact_match",
     "f1_score",
     "is_flip",
@@ -24,6 +28,7 @@ __all__ = [
     "load_example",
     "normalize_answer",
     "parse_dataset_spec",
+    "register_dataset",
     "score_answer",
     "synthetic_examples",
 ]

@@ -115,6 +115,9 @@ _BUILDERS: dict[str, Callable[[random.Random], _Draft]] = {
 
 def check_task(task: str, spec: str) -> str:
     """`task` when it is a RULER task; else a one-line error naming the spec."""
+    if not task:
+        raise WorkbenchError(f"data set spec {spec!r} needs a task, as in 'ruler:niah_single'; tasks: "
+                             f"{', '.join(TASKS)}")
     if task not in TASKS:
         raise WorkbenchError(f"unknown RULER task {task!r} in spec {spec!r}; valid tasks: {', '.join(TASKS)} "
                              f"(as in 'ruler:niah_single')")
