@@ -22,6 +22,7 @@ from workbench.selectors.units import CHUNK_SCOPES
 from workbench.signals import SignalOptions
 
 DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
+_SIGNALS, _UNITS = SignalOptions(), UnitOptions()  # the defaults live there, once
 MAX_COIN_DRAWS = 100  # a draw costs a full set of repairs: more only slows a run (see DiagnoseConfig.checked)
 
 
@@ -51,15 +52,15 @@ class DiagnoseConfig:
     selectors: tuple[str, ...] = field(default_factory=lambda: default_selectors(expensive=True))
     budgets: tuple[float, ...] = DEFAULT_BUDGETS
     seed: int = 0  # the coin and the attribution sample
-    check_layer: int = 1  # CacheBlend's check layer
-    draft_k: int = 2  # BCR's draft length
-    patch_max_tokens: int = 64  # tokens the attribution check patches
+    check_layer: int = _SIGNALS.check_layer  # CacheBlend's check layer
+    draft_k: int = _SIGNALS.draft_k  # BCR's draft length
+    patch_max_tokens: int = _SIGNALS.patch_max_tokens  # tokens the attribution check patches
     pool: str = "changed"  # the candidate rows a budget is a fraction of: "changed" or "all" (see Layout)
     coin_draws: int = 5  # draws of a seeded control (the coin): BCR's five-seed coin mean
-    chunk_size: int = 64  # B of the chunk unit
-    chunk_scope: str = "span"  # chunks over the whole candidate span (BCR) or "passage" (within each)
-    tau: float = 0.25  # threshold of the grow unit
-    grow_max_span: int | None = 64  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
+    chunk_size: int = _UNITS.chunk_size  # B of the chunk unit
+    chunk_scope: str = _UNITS.chunk_scope  # chunks over the whole candidate span (BCR) or "passage" (within each)
+    tau: float = _UNITS.tau  # threshold of the grow unit
+    grow_max_span: int | None = _UNITS.grow_max_span  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
     max_new_tokens: int = 24  # greedy answer limit
     attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
     rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"

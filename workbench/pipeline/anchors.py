@@ -68,10 +68,13 @@ class GateDecision:
     threshold: float  # γ · log2 n (nan when n < 2)
 
 
+KVCOMM_GAMMA = 0.3  # KVComm's entropy threshold γ (its default; BCR Table 2's KVComm row)
+
+
 class AnchorPool:
     """Anchors per slot (`"task"`, `"agent3"`, ...), keyed by the message text that filled it."""
 
-    def __init__(self, gamma: float = 0.3, max_anchors: int = MAX_ANCHORS, window: int = EVICTION_WINDOW):
+    def __init__(self, gamma: float = KVCOMM_GAMMA, max_anchors: int = MAX_ANCHORS, window: int = EVICTION_WINDOW):
         self.gamma, self.max_anchors, self.window = float(gamma), max_anchors, window
         self.slots: dict[str, dict[str, Anchor]] = {}
         self.decisions: dict[str, dict[str, GateDecision]] = {}  # slot -> message -> the kept decision

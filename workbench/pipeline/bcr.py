@@ -15,12 +15,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from workbench.context import Context
+from workbench.pipeline.anchors import KVCOMM_GAMMA
 from workbench.pipeline.methods import CallContext, CallResult, kvcomm_result, kvcomm_state, register_method
 from workbench.repair import budget_rows, repair
-from workbench.selectors.units import random_scores, select_rows
+from workbench.selectors.units import UnitOptions, random_scores, select_rows
 from workbench.signals.attention import draft_attention
+from workbench.signals.signal_set import SignalOptions
 
-RHO, CHUNK, DRAFT_K = 0.2, 64, 2
+RHO = 0.2  # BCR's recompute ratio in its multi-agent runs
+CHUNK, DRAFT_K = UnitOptions.chunk_size, SignalOptions.draft_k  # the diagnosis defaults (BCR's B and k)
 
 
 def _repaired(call: CallContext, served: CallResult, drawn: bool) -> CallResult:

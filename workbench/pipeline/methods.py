@@ -22,7 +22,7 @@ from workbench.registry import Registry
 from workbench.kv import KVCache, prefill
 from workbench.layout import Layout
 from workbench.models import LoadedModel
-from workbench.pipeline.anchors import AnchorPool, GateDecision
+from workbench.pipeline.anchors import KVCOMM_GAMMA, AnchorPool, GateDecision
 from workbench.pipeline.calls import Slot, dense_call, kvcomm_call, template_ids
 from workbench.pipeline.spec import PipelineSpec
 from workbench.tasks import Example
@@ -95,7 +95,7 @@ def get_method(name: str) -> Method:
     return METHODS.get_or_raise(name)
 
 
-def kvcomm_state(gamma: float) -> Callable[[], MethodState]:
+def kvcomm_state(gamma: float = KVCOMM_GAMMA) -> Callable[[], MethodState]:
     """A fresh pool with entropy threshold γ (γ = 0 never reuses; γ = 1 always trusts ≥ 2 anchors);
     the variant is the default ("code") until the run sets `state.kvcomm`."""
     return lambda: MethodState(AnchorPool(gamma=gamma))
@@ -119,27 +119,27 @@ def kvcomm_result(call: CallContext, force_dense: bool = False) -> CallResult:
     return CallResult(served.cache, served.reused, served.decisions, served.suffix_ids)
 
 
-register_method("kvcomm", "KVComm: anchors + entropy gate, γ = 0.3", kvcomm_state(0.3))(kvcomm_result)
+register_method("kvcomm", f"KVComm: anchors + entropy gate, γ = {KVCOMM_GAMMA:g}", kvcomm_state())(kvcomm_result)
 register_method("kvcomm-always", "KVComm's prediction whenever 2 anchors exist (γ = 1)", kvcomm_state(1.0))(kvcomm_result)
-for _gamma in (0.5, 0.7):  # the rest of BCR's gate sweep γ ∈ {0.3, 0.5, 0.7, 1.0}
+for _gamma in (0.5, 0.7):  # the rest of BCR's gate sweep γ ∈ {0.3 (kvcomm), 0.5, 0.7, 1.0 (kvcomm-always)}
     register_method(f"kvcomm-{_gamma:g}", f"KVComm: anchors + entropy gate, γ = {_gamma:g}",
                     kvcomm_state(_gamma))(kvcomm_result)
 
 
-@register_method("protect-root", "KVComm γ = 0.3, but entry agents always prefill densely (P3)", kvcomm_state(0.3))
+@register_method("protect-root", f"KVComm γ = {KVCOMM_GAMMA:g}, but entry agents always prefill densely (P3)", kvcomm_state())
 def protect_root(call: CallContext) -> CallResult:
     return kvcomm_result(call, force_dense=call.spec.depth(call.agent) == 0)
 
 
-@register_method("protect-leaf", "KVComm γ = 0.3, but the deepest agent always prefills densely (P4)",
-                 kvcomm_state(0.3))
+@register_method("protect-leaf", f"KVComm γ = {KVCOMM_GAMMA:g}, but the deepest agent always prefills densely (P4)",
+                 kvcomm_state())
 def protect_leaf(call: CallContext) -> CallResult:
     deepest = max(call.spec.depth(a) for a in range(call.spec.n_agents))
     return kvcomm_result(call, force_dense=call.spec.depth(call.agent) == deepest)
 
 
-@register_method("coin-alloc", "KVComm γ = 0.3, and a seeded coin forces a dense call with probability "
-                 "1 / n_agents, the share the structural policies force (P5)", kvcomm_state(0.3))
+@register_method("coin-alloc", f"KVComm γ = {KVCOMM_GAMMA:g}, and a seeded coin forces a dense call with probability "
+                 "1 / n_agents, the share the structural policies force (P5)", kvcomm_state())
 def coin_alloc(call: CallContext) -> CallResult:
     rng = np.random.default_rng(call.seed)
     return kvcomm_result(call, force_dense=bool(rng.random() < 1.0 / call.spec.n_agents))

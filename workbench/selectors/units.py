@@ -217,7 +217,7 @@ def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans, max_span: int | N
 
 
 def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
-                chunk_size: int = 64, tau: float = 0.25, segments: torch.Tensor | None = None,
+                chunk_size: int = UnitOptions.chunk_size, tau: float = UnitOptions.tau, segments: torch.Tensor | None = None,
                 chunk_counting: str = "algorithm1", share: float | None = None,
                 max_span: int | None = None) -> Selection:
     """Choose which of the n scored rows to recompute with a budget of `n_rows` rows.
