@@ -13,13 +13,15 @@ at most a hidden `.NAME-*` temporary that listings skip (`is_temporary`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 
@@ -58,6 +60,28 @@ def write_bytes(path: Path, data: bytes) -> None:
 def write_text(path: Path, text: str) -> None:
     """Write UTF-8 text atomically."""
     write_bytes(path, text.encode("utf-8"))
+
+
+def json_safe(value):
+    """A JSON-safe copy: numpy/pandas scalars to Python, NaN/inf/NA to None, tuples and arrays to
+    lists, mapping keys to str, anything else (a path) to its str. The one cleaner every strict
+    JSON document (the report, a pipeline request) goes through."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray, pd.Series, pd.Index)):
+        return [json_safe(v) for v in value]
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return str(value)
 
 
 def dumps(data) -> str:
@@ -109,11 +133,12 @@ def atomic_folder(out: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def write_folder(out: Path, json_files: dict[str, object], tables: dict[str, pd.DataFrame]) -> Path:
-    """Write JSON documents and parquet tables (`NAME.parquet`) as one folder, atomically."""
+def write_folder(out: Path, files: dict[str, object], tables: dict[str, pd.DataFrame]) -> Path:
+    """Write files (a str as UTF-8 text, anything else as a JSON document) and parquet tables
+    (`NAME.parquet`) as one folder, atomically: the one folder writer."""
     with atomic_folder(out) as tmp:
-        for name, data in json_files.items():
-            (tmp / name).write_text(dumps(data))
+        for name, data in files.items():
+            (tmp / name).write_text(data if isinstance(data, str) else dumps(data), encoding="utf-8")
         for name, table in tables.items():
             table.to_parquet(tmp / f"{name}.parquet", index=False)
     return Path(out)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from workbench.atomic import json_safe
 from workbench.decode import greedy_answer
 from workbench.models import LoadedModel
 from workbench.diagnosis import DiagnoseConfig
@@ -55,7 +56,7 @@ class RequestResult:
     def to_dict(self) -> dict:
         """JSON-safe (nan as None)."""
         return {"example_id": self.example_id, "method": self.method, "answer": self.answer,
-                "calls": [{k: _json_safe(v) for k, v in asdict(c).items()} for c in self.calls],
+                "calls": [{k: json_safe(v) for k, v in asdict(c).items()} for c in self.calls],
                 "repair": list(self.repair)}
 
     @classmethod
@@ -68,16 +69,6 @@ class RequestResult:
             fields.setdefault("n_repaired", 0)  # requests written before BCR was a method
             calls.append(CallRecord(**fields))
         return cls(data["example_id"], data["method"], data["answer"], tuple(calls), tuple(data.get("repair", ())))
-
-
-def _json_safe(value):
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, (tuple, list)):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalars
-        return _json_safe(value.item())
-    return value
 
 
 def _float(value) -> float:
@@ -129,7 +120,7 @@ def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method
         if repair is not None and agent == spec.final and result.reused:
             rows = repair_call(model, layout, result.span(layout), call_example,
                                replace(repair, max_new_tokens=max_new_tokens))
-            repaired = [{k: _json_safe(v) for k, v in row.items()} for row in rows.to_dict("records")]
+            repaired = [{k: json_safe(v) for k, v in row.items()} for row in rows.to_dict("records")]
         outputs[agent] = answer.text or "(nothing)"
         calls.append(CallRecord(agent, spec.agents[agent].role, spec.depth(agent), layout.n_tokens, result.reused,
                                 tuple(d.entropy for d in result.decisions),

@@ -7,13 +7,11 @@ and missing values become null, tuples become lists.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Mapping
 from dataclasses import asdict
 
-import numpy as np
 import pandas as pd
 
+from workbench.atomic import json_safe
 from workbench.diagnosis import Diagnosis
 from workbench.signals.registry import is_log, label
 
@@ -23,26 +21,6 @@ REPAIR_COLUMNS = ("selector", "unit", "budget", "draw", "n_reused", "n_recompute
                   "em", "f1", "contains", "dense_logprob", "dense_logprob_mean", "first_token_agree", "first_kl",
                   "agree_prefix", "f1_to_dense", "seconds")
 TOKEN_COLUMNS = ("position", "token", "segment", "passage", "reused")
-
-
-def clean(value):
-    """A JSON-safe copy: numpy/pandas scalars to Python, NaN/inf/NA to None, tuples to lists."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, np.bool_):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray, pd.Series, pd.Index)):
-        return [clean(v) for v in value]
-    if value is pd.NA or value is pd.NaT:
-        return None
-    return str(value)
 
 
 def dumps(doc: dict) -> str:
@@ -62,20 +40,20 @@ def records(frame: pd.DataFrame, columns=None) -> list[dict]:
         return []
     if columns is not None:
         frame = frame[[c for c in columns if c in frame.columns]]
-    return [clean(row) for row in frame.to_dict(orient="records")]
+    return [json_safe(row) for row in frame.to_dict(orient="records")]
 
 
 def matrix(rows: pd.DataFrame) -> dict:
     """layer, position, value rows -> {layers, positions, values[layer][position]}."""
     wide = rows.pivot_table(index="layer", columns="position", values="value", aggfunc="mean")
-    return {"layers": clean(list(wide.index)), "positions": clean(list(wide.columns)),
-            "values": clean(wide.to_numpy().tolist())}
+    return {"layers": json_safe(list(wide.index)), "positions": json_safe(list(wide.columns)),
+            "values": json_safe(wide.to_numpy().tolist())}
 
 
 def _answers(diagnosis: Diagnosis) -> dict:
     dense, spliced = diagnosis.answers.dense, diagnosis.answers.spliced
     flip, flip_strict = spliced.flips(dense)
-    return {"dense": clean(asdict(dense)), "spliced": clean({**asdict(spliced), "flip": flip, "flip_strict": flip_strict}),
+    return {"dense": json_safe(asdict(dense)), "spliced": json_safe({**asdict(spliced), "flip": flip, "flip_strict": flip_strict}),
             "repairs": records(table(diagnosis, "outcomes"), REPAIR_COLUMNS)}
 
 
@@ -99,7 +77,7 @@ def _run(diagnosis: Diagnosis, manifest: dict | None) -> dict:
     if manifest:
         run = {"kind": manifest.get("kind"), "dataset": args.get("dataset"), "n": args.get("n"),
                "status": manifest.get("status"), "start": manifest.get("start"), "end": manifest.get("end")}
-    return clean({
+    return json_safe({
         "model": model, "workbench_version": diagnosis.workbench_version,
         "versions": versions or {"kv-repair-workbench": diagnosis.workbench_version},
         "versions_source": "run manifest" if versions else "diagnosis",
@@ -114,7 +92,7 @@ def _token_signals(diagnosis: Diagnosis) -> dict:
     for name, rows in (signals.groupby("signal", sort=False) if not signals.empty else ()):
         rows = rows.sort_values("position")
         out[str(name)] = {"label": label(str(name), "token"), "log": is_log(str(name), "token"),
-                          "positions": clean(rows["position"].tolist()), "values": clean(rows["value"].tolist())}
+                          "positions": json_safe(rows["position"].tolist()), "values": json_safe(rows["value"].tolist())}
     return out
 
 
@@ -130,7 +108,7 @@ def _residual(diagnosis: Diagnosis) -> list[dict]:
     for (selector, unit, budget, kind), rows in (res.groupby(["selector", "unit", "budget", "kind"], sort=False)
                                                  if not res.empty else ()):
         rows = rows.sort_values("layer")
-        out.append(clean({"selector": selector, "unit": unit, "budget": budget, "kind": kind,
+        out.append(json_safe({"selector": selector, "unit": unit, "budget": budget, "kind": kind,
                           "layers": rows["layer"].tolist(), "values": rows["value"].tolist()}))
     return out
 
@@ -142,7 +120,7 @@ def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: dict | None = None) ->
     dev = table(diagnosis, "deviation")
     context = diagnosis.context
     attribution = diagnosis.attribution
-    return clean({
+    return json_safe({
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
         "example": diagnosis.example.to_dict(),

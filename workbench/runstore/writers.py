@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.atomic import atomic_folder, dumps, write_parquet
+from workbench.atomic import write_folder, write_parquet
 from workbench.diagnosis import Diagnosis
 from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.manifest import (
@@ -31,13 +31,7 @@ from workbench.runstore.paths import folder_name, move_aside, subfolders
 def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
     """A whole run folder at once: the manifest, parquet tables and other files (a str is written as
     text, anything else as a JSON document), atomically (the caller checked `out` with `out.check_out`)."""
-    with atomic_folder(out) as tmp:
-        for name, data in (files or {}).items():
-            (tmp / name).write_text(data if isinstance(data, str) else dumps(data), encoding="utf-8")
-        for name, table in tables.items():
-            table.to_parquet(tmp / f"{name}.parquet", index=False)
-        (tmp / MANIFEST).write_text(dumps(manifest))
-    return Path(out)
+    return write_folder(out, {**(files or {}), MANIFEST: manifest}, tables)
 
 
 def write_diagnosis_run(out: Path, diagnosis: Diagnosis, model_identity: dict) -> Path:
