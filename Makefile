@@ -8,7 +8,7 @@ TORCH_SPEC ?= torch==2.13.0
 PORT   ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: install model gemma app test bench gpu-wheels clean
+.PHONY: install model gemma browser app test bench gpu-wheels clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +31,21 @@ model: install
 gemma: install
 	$(BIN)/kvwb prepare gemma3-270m
 
+# Debian's Chromium for the browser tests (tests/app/test_browser.py), installed when absent and
+# this user may (root); otherwise the browser tests skip and say why.
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+		echo "chromium could not be installed: the browser tests will skip"; \
+	fi
+
 app: model
 	$(BIN)/streamlit run app/Home.py --server.headless true --server.address localhost \
 		--server.port $(PORT) --browser.gatherUsageStats false
 
-test: model gemma
+test: model gemma browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: model
