@@ -18,7 +18,7 @@ from workbench.experiments.pipeline_summary import summarize_pipeline
 from workbench.experiments.summary import resolve_reference
 
 SUMMARY_COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "flip_rate", "gap_recovered",
-                   "rows_per_example", "ref_b", "ref_c", "ref_p_holm"]
+                   "gap_recovered_low", "gap_recovered_high", "rows_per_example", "ref_b", "ref_c", "ref_p_holm"]
 
 
 def dataset_of(run: runstore.RunFolder) -> str:

@@ -21,6 +21,7 @@ from workbench.stats import (
     paired_bootstrap_ci,
     paired_t,
     share_of_gap_recovered,
+    gap_closed_ci,
     wilson_interval,
 )
 
@@ -337,3 +338,30 @@ def test_sign_flip_on_binary_outcomes_is_mcnemar_and_samples_beyond_enumeration(
     assert stats.sign_flip_test([1.0, 2.0], [1.0, 2.0]).p_value == 1.0  # no non-zero difference
     with pytest.raises(WorkbenchError):
         stats.sign_flip_test([1.0, np.nan], [0.0, 0.0])
+
+
+def test_gap_closed_ci_reads_the_share_of_means_and_brackets_it():
+    rng = np.random.default_rng(3)
+    n = 200
+    dense = (rng.random(n) < 0.8).astype(float)  # [example]
+    splice = dense * (rng.random(n) < 0.5)  # the splice loses about half of dense's right answers
+    method = np.where(rng.random(n) < 0.5, dense, splice)  # restores about half of what it lost
+    share, low, high = gap_closed_ci(method, splice, dense)
+    assert share == pytest.approx(share_of_gap_recovered(method.mean(), splice.mean(), dense.mean()))
+    assert low < share < high and 0.25 < share < 0.75
+    # the same bracket by hand: a percentile bootstrap over examples (the three outcomes resampled together)
+    idx = np.random.default_rng(1).integers(0, n, size=(4000, n))
+    by_hand = (method[idx].mean(1) - splice[idx].mean(1)) / (dense[idx].mean(1) - splice[idx].mean(1))
+    assert low == pytest.approx(np.quantile(by_hand, 0.025), abs=0.05)
+    assert high == pytest.approx(np.quantile(by_hand, 0.975), abs=0.05)
+    few = gap_closed_ci(method[:40], splice[:40], dense[:40])
+    assert few[2] - few[1] > high - low  # fewer examples, a wider interval
+
+
+def test_gap_closed_ci_at_the_bounds_and_without_a_gap():
+    dense, splice = np.array([1, 1, 1, 0, 1, 0.0]), np.array([0, 1, 0, 0, 0, 0.0])
+    assert gap_closed_ci(dense, splice, dense) == (1.0, 1.0, 1.0)  # dense's outcomes close all of it
+    assert gap_closed_ci(splice, splice, dense) == (0.0, 0.0, 0.0)
+    assert all(math.isnan(x) for x in gap_closed_ci(dense, dense, dense))  # no gap: no share
+    with pytest.raises(WorkbenchError, match="at least 2"):
+        gap_closed_ci([1.0], [0.0], [1.0])

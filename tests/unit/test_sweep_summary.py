@@ -146,6 +146,10 @@ def test_summary_numbers_by_hand():
     # gap recovered: (1.0 - 0.25) / (0.75 - 0.25) = 1.5; cacheblend (0.5 - 0.25) / 0.5 = 0.5
     assert cad["gap_recovered"] == pytest.approx(1.5)
     assert table.loc["cacheblend", "gap_recovered"] == pytest.approx(0.5)
+    # its paired bootstrap interval, from the same three columns per example
+    assert tuple(table.loc["cacheblend", ["gap_recovered_low", "gap_recovered_high"]]) == pytest.approx(
+        wb.stats.gap_closed_ci([1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 1, 0])[1:])
+    assert table.loc["none", ["gap_recovered", "gap_recovered_low", "gap_recovered_high"]].tolist() == [0, 0, 0]
     # Holm over the two tested comparisons against cacheblend at this budget (none: b=0,c=1 p=1; cadence p=0.5)
     assert cad["ref_p_holm"] == pytest.approx(1.0)
     low, high = table.loc["none", ["em_low", "em_high"]]

@@ -111,6 +111,7 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
                 "flip_draw_sd": _draw_spread(run.outcomes, label, budget, "flip"),
                 "flip_strict_rate": cell["flip_strict"].mean(),
                 "gap_recovered": stats.share_of_gap_recovered(em, splice_acc, dense_acc),
+                **_gap_interval(cell),
                 "rows_per_example": cell["n_recomputed"].mean(),
                 "share_recomputed": (cell["n_recomputed"] / cell.get("n_pool", cell["n_reused"])).mean(),
                 "dense_logprob": cell["dense_logprob"].mean(),
@@ -132,6 +133,15 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
     if reference is None:
         table["ref_p_holm"] = np.nan
     return table
+
+
+def _gap_interval(cell: pd.DataFrame) -> dict:
+    """The paired bootstrap interval of the share of the EM gap closed (NaN without a gap)."""
+    if len(cell) < 2:
+        return {"gap_recovered_low": np.nan, "gap_recovered_high": np.nan}
+    _, low, high = stats.gap_closed_ci(cell["em"].to_numpy(float), cell["spliced_em"].to_numpy(float),
+                                       cell["dense_em"].to_numpy(float))
+    return {"gap_recovered_low": low, "gap_recovered_high": high}
 
 
 def _interval(prefix: str, values: pd.Series) -> dict:

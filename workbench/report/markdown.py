@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from workbench.experiments.summary import attribution_table
@@ -43,6 +44,9 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
         vs_ref=[_split(b, c, p) if reference else "–" for b, c, p in
                 zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
         vs_dense=[_split(b, c, p) for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
+        gap_recovered=[_with_interval(g, lo, hi) for g, lo, hi in
+                       zip(table.gap_recovered, table.get("gap_recovered_low", table.gap_recovered * np.nan),
+                           table.get("gap_recovered_high", table.gap_recovered * np.nan))],
     )
     columns = ["budget", "selector", "flips", "f1_to_dense", "first_token_agree", "em", "f1", "contains",
                "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]
@@ -52,6 +56,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
               "normalisation; it needs no gold); beside it, graded: f1_to_dense (token F1 to the dense answer) and "
               "first_token_agree (the first answer token is dense's). "
               "em, f1 and contains score against gold (contains: an accepted answer appears in the answer). "
+              "gap_recovered: the share of the dense-vs-splice EM gap closed, with a paired bootstrap interval over "
+              "examples ('–' where dense and the splice score alike). "
               "McNemar b/c on exact match: b = the selector right where the other is wrong; p Holm-corrected "
               "within each budget over the whole family. "
               + (f"vs_ref compares against {reference}. " if reference else
@@ -69,6 +75,14 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                        f"V only {atp['rho_v'].median():.2f}; keys tracked worse than values in {worse} of "
                        f"{len(atp)}.")]
     return "\n".join(lines)
+
+
+def _with_interval(value: float, low: float, high: float) -> str:
+    if not math.isfinite(value):
+        return "–"
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return f"{value:.2f}"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def curve_summary_markdown(summary: pd.DataFrame) -> str:
