@@ -41,7 +41,7 @@ from workbench.pipeline.repair import REPAIR
 from workbench.runstore import (
     MANIFEST, check_out, finished, move_aside, read_manifest, resume_manifest, run_lock, write_manifest,
 )
-from workbench.tasks import dataset_fingerprint, load_dataset
+from workbench.tasks import data_identity, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
                    "protect-leaf", "coin-alloc", "bcr", "bcr-coin", "kvcomm-0.5", "kvcomm-0.7")
@@ -88,9 +88,8 @@ class PipelineConfig:
     def identity(self) -> dict:
         """What a resumed run must share. n and the methods may change from one session to the
         next; the manifest keeps the largest n and every method run (`_open`)."""
-        identity = {"agents": self.agents, "topology": self.topology, "dataset": self.dataset, "seed": self.seed,
-                    "max_new_tokens": self.max_new_tokens, "dataset_options": dict(self.dataset_options),
-                    "data_sha256": dataset_fingerprint(self.dataset), "spec": self.spec().to_dict(),
+        identity = {"agents": self.agents, "topology": self.topology, **data_identity(self.dataset, self.dataset_options),
+                    "seed": self.seed, "max_new_tokens": self.max_new_tokens, "spec": self.spec().to_dict(),
                     "kvcomm": self.kvcomm}
         if self.repair_on is not None:
             identity.update(repair_on=self.repair_on, repair=REPAIR.to_dict())

@@ -21,7 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import SweepStore, check_out, run_lock
 from workbench.selectors import default_selectors
-from workbench.tasks import dataset_fingerprint, load_dataset
+from workbench.tasks import data_identity, load_dataset
 
 SWEEP_DIAGNOSE = DiagnoseConfig(selectors=default_selectors(), attribution=False)
 
@@ -49,8 +49,7 @@ class SweepConfig:
 
     def identity(self) -> dict:
         """Everything about the data and the computation a resumed run must share."""
-        return {"dataset": self.dataset, "n": self.n, "dataset_options": dict(self.dataset_options),
-                "data_sha256": dataset_fingerprint(self.dataset), "diagnose": self.diagnose.to_dict()}
+        return {**data_identity(self.dataset, self.dataset_options), "n": self.n, "diagnose": self.diagnose.to_dict()}
 
 
 def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress: bool = True) -> SweepStore:

@@ -5,7 +5,7 @@ from workbench.tasks.metrics import (
     all_present, best_em_f1, contains_answer, exact_match, f1_score, is_flip, normalize_answer, score_answer,
 )
 from workbench.tasks.spec import (
-    DatasetKind, check_dataset, dataset_fingerprint, dataset_kind, dataset_kinds, dataset_specs_help,
+    DatasetKind, check_dataset, data_identity, dataset_fingerprint, dataset_kind, dataset_kinds, dataset_specs_help,
     load_dataset, load_example, parse_dataset_spec, register_dataset,
 )
 from workbench.tasks.synthetic import synthetic_examples
@@ -17,6 +17,7 @@ __all__ = [
     "best_em_f1",
     "check_dataset",
     "contains_answer",
+    "data_identity",
     "dataset_fingerprint",
     "dataset_kind",
     "dataset_kinds",

@@ -224,6 +224,12 @@ def _check_options(parsed: DatasetSpec, options: dict[str, Any], max_positions: 
                              f"word is at least one token); ask for fewer words")
 
 
+def data_identity(spec: str | DatasetSpec, options: dict[str, Any] | None = None) -> dict:
+    """The data part of every resumable run's identity: the spec, its options and the file's
+    content digest (None for generated data)."""
+    return {"dataset": str(spec), "dataset_options": dict(options or {}), "data_sha256": dataset_fingerprint(spec)}
+
+
 def dataset_fingerprint(spec: str | DatasetSpec) -> str | None:
     """The SHA-256 of a file data set's content (None for generated data): a run's identity
     includes it, so an edited file is never paired with answers computed for the old one."""
