@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
+from compare_panel import runs_against
 from diagnosis_panel import DEVIATION, diagnosis_panel
 from example_finder import find, previous_next
 from permalink import Permalink
@@ -16,7 +17,8 @@ from widgets import choose_run, plain
 from workbench.errors import WorkbenchError
 
 LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
-                  "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer"},
+                  "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer",
+                  "token": "explorer_token"},
                  page="explorer")
 
 st.title("Example explorer")
@@ -49,7 +51,9 @@ try:
 except (WorkbenchError, OSError) as err:
     st.error(f"Could not read this example of {plain(run.path)}: {plain(err)}")
     st.stop()
-diagnosis_panel(diagnosis, "explorer", run.manifest)
+shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
+if shown_view is not None:
+    runs_against(diagnosis, "explorer", run.name, *shown_view)
 
 url = LINK.write(skip=() if st.session_state.get("explorer_signal") == DEVIATION else ("layer",))
 st.caption("Link to this view (the URL above follows every change; the button at the right of the box copies it):")
