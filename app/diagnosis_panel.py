@@ -11,6 +11,8 @@ from compare_panel import selectors_against
 from token_choice import take_click, token_card, token_picker
 from widgets import csv_button, ensure_choice, plain, show_figure
 from workbench.diagnosis import Diagnosis
+from workbench.errors import WorkbenchError
+from workbench.plots.answer import answer_tokens_figure
 from workbench.plots import diagnosis as figures
 from workbench.report import render_report
 from workbench.selectors import reference_selectors
@@ -190,6 +192,20 @@ def _details(d: Diagnosis, key: str, manifest: dict | None) -> None:
                         mime="application/json", key=f"{key}_report_json", on_click="ignore")
 
 
+def _answer_tokens(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    """Dense's answer token by token: the probability of each of its tokens under each cell."""
+    with st.expander("The dense answer token by token: its probability under each cell", expanded=True):
+        try:
+            fig = answer_tokens_figure(d, budget, chosen)
+        except WorkbenchError as err:
+            st.info(plain(err))
+            return
+        st.caption("Each column is a token of the dense answer, teacher-forced: the probability each cache gives it "
+                   "after the answer so far. A repair that keeps the decision keeps these near dense's row; the "
+                   "first pale cell is where a cell starts to lose the answer.")
+        show_figure(fig, f"answer-tokens-{d.example_id}-b{budget:g}", f"{key}_answer_tokens")
+
+
 def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> tuple[float, list[str]] | None:
     """Every per-example view of `d`; widget keys start with `key`. Returns the budget and the
     selectors shown (None when the diagnosis holds no selections)."""
@@ -207,6 +223,7 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> tup
         with st.expander(f"Each draw of {', '.join(dict.fromkeys(draws['selector']))} (the table above shows the "
                          f"first draw's answer and the mean over draws)"):
             st.dataframe(draws, hide_index=True, width="stretch")
+    _answer_tokens(d, key, budget, chosen)
     st.subheader("Tokens")
     token = _strip(d, key, budget, chosen)
     if chosen:

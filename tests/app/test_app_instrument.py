@@ -93,3 +93,10 @@ def test_one_example_in_two_runs_side_by_side(world):
     assert "**one**" in said and "**gemma**" in said
     answers = [d.value for d in at.dataframe if "cache" in d.value.columns and "answer" in d.value.columns]
     assert len(answers) >= 3  # the panel's own, then one per run
+
+
+def test_the_dense_answer_token_by_token_under_each_cell(world):
+    at = explorer(run="wide", example="q1", budget="0.2", selectors="cadence-grad,cacheblend")
+    fig = next(c for c in charts(at) if "probability of each token of the dense answer" in str(c["layout"]["title"]))
+    assert fig["data"][0]["y"] == ["dense", "spliced", "cadence-grad", "cacheblend"]
+    assert len(fig["layout"]["xaxis"]["ticktext"]) >= 1

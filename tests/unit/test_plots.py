@@ -394,3 +394,34 @@ def test_a_against_b_splits_the_rows_into_only_a_both_and_only_b(diagnosis):
     assert scale[0.25] == colors.selector_color("cadence-grad") and scale[1.0] == colors.selector_color("random")
     assert [s.name for s in fig.layout.shapes if s.name == "chosen token"] == ["chosen token"]
     assert plots.axis_problems(fig) == []
+
+
+# ------------------------------------------------------------------ the answer token by token
+
+
+def test_the_answer_tokens_figure_shows_dense_answer_probabilities_under_each_cell(diagnosis):
+    from dataclasses import replace
+
+    from workbench.plots.answer import answer_tokens_figure
+
+    rows = diagnosis.answer_tokens
+    outcomes = at_budget(diagnosis.outcomes, 0.3)
+    for _, cell in outcomes.iterrows():  # per cell, the tokens' log p add up to the recorded dense_logprob
+        mine = rows[(rows["cell"] == cell["selector"]) & ((rows["budget"] - 0.3).abs() < 1e-9)]
+        mine = mine[mine["draw"] == cell["draw"]] if pd.notna(cell["draw"]) else mine
+        assert mine["logprob"].sum() == pytest.approx(cell["dense_logprob"], abs=1e-4)
+    n = len(diagnosis.answers.dense.token_ids) + int(diagnosis.answers.dense.stopped)
+    assert (rows.groupby("cell")["index"].nunique() == n).all()
+    fig = answer_tokens_figure(diagnosis, 0.3, ["cadence-grad", "random"])
+    assert list(fig.data[0].y) == ["dense", "spliced", "cadence-grad", "random"]
+    dense = rows[rows["cell"] == "dense"].sort_values("index")
+    assert np.asarray(fig.data[0].z)[0] == pytest.approx(np.exp(dense["logprob"].to_numpy()))
+    assert len(fig.layout.xaxis.ticktext) == n and fig.data[0].zmin == 0 and fig.data[0].zmax == 1
+    assert plots.axis_problems(fig) == []
+    old = replace(diagnosis, tables={k: v for k, v in diagnosis.tables.items() if k != "answer_tokens"})
+    with pytest.raises(WorkbenchError, match="made before"):
+        answer_tokens_figure(old, 0.3, ["random"])
+
+
+def at_budget(table: pd.DataFrame, budget: float) -> pd.DataFrame:
+    return table[(table["budget"] - budget).abs() < 1e-9]
