@@ -12,7 +12,9 @@ import state
 from compare_panel import runs_against
 from diagnosis_panel import DEVIATION, diagnosis_panel
 from example_finder import find, previous_next
+from live_fields import open_in_live
 from permalink import Permalink
+from status import report_error
 from widgets import choose_run, plain
 from workbench.errors import WorkbenchError
 
@@ -49,8 +51,12 @@ if len(shown) > 1:
 try:
     diagnosis = state.read_diagnosis(folders[example_id])
 except (WorkbenchError, OSError) as err:
+    report_error(f"Could not read example {example_id} of {run.path}: {err}", once=f"read-{run.path}-{example_id}")
     st.error(f"Could not read this example of {plain(run.path)}: {plain(err)}")
     st.stop()
+if st.button("Open in Live (edit the passages and run again)", key="explorer_to_live",
+             help="The Live page with this example's passages, question, selectors and budgets in its fields."):
+    open_in_live(diagnosis)
 shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
 if shown_view is not None:
     runs_against(diagnosis, "explorer", run.name, *shown_view)

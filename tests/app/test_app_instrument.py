@@ -100,3 +100,46 @@ def test_the_dense_answer_token_by_token_under_each_cell(world):
     fig = next(c for c in charts(at) if "probability of each token of the dense answer" in str(c["layout"]["title"]))
     assert fig["data"][0]["y"] == ["dense", "spliced", "cadence-grad", "cacheblend"]
     assert len(fig["layout"]["xaxis"]["ticktext"]) >= 1
+
+
+def test_open_in_live_fills_the_fields_with_the_example(world):
+    from workbench.diagnosis import Diagnosis
+    from workbench.runstore import load_sweep
+
+    d = Diagnosis.load(load_sweep(world["runs"] / "tiny").diagnosis_folder("q2"))
+    at = explorer(run="tiny", example="q2")
+    at.button(key="explorer_to_live").click().run()
+    ok(at)
+    assert at.text_area(key="live_passages").value == "\n\n".join(d.example.passages)
+    assert at.text_input(key="live_question").value == d.example.question
+    assert at.multiselect(key="live_selectors").value == list(d.config.selectors)
+    assert at.text_input(key="live_budgets").value == ", ".join(f"{b:g}" for b in d.config.budgets)
+    assert "example q2 from the explorer is in the fields" in unescape(texts(at))
+
+
+def sidebar_text(at: AppTest) -> str:
+    return unescape(" ".join(str(e.value) for kind in ("caption", "error", "markdown") for e in getattr(at.sidebar, kind)))
+
+
+def test_the_status_area_shows_pending_work_and_keeps_errors_until_dismissed(tmp_path):
+    import sys
+
+    at = open_page("views/live.py", runs=tmp_path)
+    jobs, state = sys.modules["jobs"], sys.modules["state"]
+    gate, holder = state.model_gate(), jobs.Job("the test's hold on the model")
+    gate.acquire(holder)
+    try:
+        at.run()
+        assert "running: the test's hold on the model" in sidebar_text(at)
+    finally:
+        gate.release(holder)
+    at.run()
+    assert "Status" not in sidebar_text(at)  # nothing pending, no error: no status area
+    at.text_input(key="model_spec").set_value(str(tmp_path / "no-such-model")).run()
+    at.button(key="live_run").click().run()
+    assert not at.exception
+    assert "Could not load or use the model" in sidebar_text(at)
+    at.switch_page("views/runs.py").run()  # another page: the error stays
+    assert not at.exception and "Could not load or use the model" in sidebar_text(at)
+    at.sidebar.button(key="status_dismiss_1").click().run()
+    assert "Could not load or use the model" not in sidebar_text(at)
