@@ -18,10 +18,17 @@ from workbench.plots.compare import compare_figure, picks_compared
 from workbench.selectors import reference_selectors
 
 
+def _cell(value) -> str:
+    """A value of the answers table as text: missing as empty, floats to 3 significant digits."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
 def side_by_side(answers: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """The answers table's rows for `names` (its "cache" labels) as columns, one row per measure."""
     rows = answers.set_index("cache").reindex(names)
-    return rows.T.reset_index(names="measure").astype(str).replace({"<NA>": "", "None": "", "nan": ""})
+    return rows.T.map(_cell).reset_index(names="measure")
 
 
 def selectors_against(d: Diagnosis, key: str, budget: float, token: int | None) -> None:

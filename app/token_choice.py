@@ -50,7 +50,8 @@ def token_card(d: Diagnosis, key: str, budget: float, chosen: list[str], positio
     st.markdown(f"**Token at position {position}** ({plain(row['segment'])}): picked at b = {budget:g} by "
                 f"{plain(row['picked by']) or 'none of the selectors shown'}")
     values = row.drop(["token", "segment", "picked by"])
-    ranks = card[values.index].rank(ascending=False).loc[position]
+    ranks = card[values.index].rank(ascending=False, method="min").loc[position]
     st.dataframe(pd.DataFrame({"signal": values.index, "value": values.to_numpy(dtype=float),
-                               "rank among reused tokens": ranks.to_numpy(dtype=float)}),
-                 hide_index=True, width="stretch", key=f"{key}_token_card")
+                               f"rank of {len(card)} reused tokens (1 = highest)": ranks.to_numpy(dtype=float)}),
+                 hide_index=True, width="stretch", key=f"{key}_token_card",
+                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})

@@ -145,3 +145,8 @@ def chart_with(at: AppTest, trace_name: str):
 
 def chosen_marks(spec: dict) -> list[dict]:
     return [s for s in spec["layout"].get("shapes", []) if s.get("name") == "chosen token"]
+
+
+def strip_of(at: AppTest) -> dict:
+    """The token strip's figure (the chart whose clickable cells are the trace "tokens")."""
+    return chart_with(at, "tokens")[1]

@@ -38,7 +38,7 @@ def test_a_token_clicked_in_the_strip_is_marked_everywhere_and_its_signals_liste
     titles = " | ".join(str(c["layout"].get("title", {}).get("text", "")) for c in marked)
     assert len(marked) >= 4, titles  # the strip, the picks matrix, the deviation and the layer-signal heatmap
     assert "rows each selector recomputes" in titles and "splice vs dense" in titles
-    card = frame_with(at, "signal", "value", "rank among reused tokens")
+    card = frame_with(at, "signal", "value")
     assert len(card) >= 3 and "cadence" in " ".join(card["signal"]).lower()
     assert f"Token at position {position}" in unescape(texts(at))
     hover = " ".join(cells["text"])
