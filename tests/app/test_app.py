@@ -456,7 +456,7 @@ def test_plugins_named_in_the_environment_reach_the_app(world, toy_plugin, tmp_p
     assert "toy-first" in at.multiselect(key="explorer_selectors").value
     at.selectbox(key="explorer_signal").set_value("toy_len").run()
     ok(at)
-    assert "toy length" in charts(at)[0]["layout"]["title"]["text"]
+    assert "toy length" in strip_of(at)["layout"]["title"]["text"]
 
 
 def test_a_broken_plugin_is_a_message(world, monkeypatch):

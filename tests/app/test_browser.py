@@ -318,6 +318,16 @@ class Browser:
         await asyncio.sleep(1)
         return await self.settle(least, title)
 
+    async def click_at(self, where: str) -> dict:
+        """Click the page point a script (`where`, returning JSON with x and y) finds; its JSON."""
+        point = json.loads(await self.evaluate(where))
+        await asyncio.sleep(1)
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await self.call("Input.dispatchMouseEvent", type=kind, x=point["x"], y=point["y"], button="left",
+                            clickCount=1)
+            await asyncio.sleep(0.2)
+        return point
+
     async def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode((await self.call("Page.captureScreenshot", format="png"))["data"]))
 
@@ -456,12 +466,7 @@ def test_a_flip_matrix_cell_opens_its_example_in_the_explorer(app, tmp_path):
     async def steps(browser: Browser) -> None:
         check(await browser.open(f"{app['url']}/flips?run=wide", 1, "Decision flips"), "flips")
         await asyncio.sleep(1)
-        cell = json.loads(await browser.evaluate(CELL))
-        await asyncio.sleep(1)
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            await browser.call("Input.dispatchMouseEvent", type=kind, x=cell["x"], y=cell["y"], button="left",
-                               clickCount=1)
-            await asyncio.sleep(0.2)
+        cell = await browser.click_at(CELL)
         seen["cell"], seen["explorer"] = cell, await browser.settle(5, "Example explorer")
         check(seen["explorer"], "explorer opened from a flip-matrix cell")
 
@@ -549,12 +554,7 @@ def test_a_token_clicked_in_the_strip_is_marked_in_every_figure(app, tmp_path):
         url = f"{app['url']}/explorer?run=wide&example=q1&budget=0.2&selectors=cadence-grad,cacheblend"
         check(await browser.open(url, 6, "Example explorer"), "explorer")
         await asyncio.sleep(1)
-        cell = json.loads(await browser.evaluate(TOKEN))
-        await asyncio.sleep(1)
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            await browser.call("Input.dispatchMouseEvent", type=kind, x=cell["x"], y=cell["y"], button="left",
-                               clickCount=1)
-            await asyncio.sleep(0.2)
+        cell = await browser.click_at(TOKEN)
         await asyncio.sleep(2)
         state = await browser.settle(6, "Example explorer")
         check(state, "explorer after a click on a token")
