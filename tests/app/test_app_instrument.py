@@ -118,7 +118,8 @@ def test_open_in_live_fills_the_fields_with_the_example(world):
 
 
 def sidebar_text(at: AppTest) -> str:
-    return unescape(" ".join(str(e.value) for kind in ("caption", "error", "markdown") for e in getattr(at.sidebar, kind)))
+    shown = (e.value for kind in ("caption", "error", "markdown") for e in getattr(at.sidebar, kind))
+    return unescape(" ".join(str(v) for v in shown))
 
 
 def test_the_status_area_shows_pending_work_and_keeps_errors_until_dismissed(tmp_path):

@@ -538,8 +538,9 @@ JSON.stringify((() => {
 })())
 """
 MARKED = """
-JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].filter(gd => gd._fullLayout
-  && (gd.layout.shapes || []).some(s => s.name === 'chosen token')).map(gd => String((gd.layout.title || {}).text || '')))
+JSON.stringify([...document.querySelectorAll('.js-plotly-plot')]
+  .filter(gd => gd._fullLayout && (gd.layout.shapes || []).some(s => s.name === 'chosen token'))
+  .map(gd => String((gd.layout.title || {}).text || '')))
 """
 SCROLL_TO = """
 (() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => String((g.layout.title || {}).text
