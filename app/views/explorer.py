@@ -2,7 +2,8 @@
 selector picks at a budget, layer x token heatmaps, the answers and the deviation left.
 The examples can be searched, filtered and sorted, and stepped through (P / N). The URL holds
 the view: /explorer?run=NAME&example=ID&budget=0.2&selectors=cadence-grad,cacheblend&signal=...&layer=5,
-kept current as the widgets change, and opening such a link restores it."""
+kept current as the widgets change, and opening such a link restores it (also the chosen token,
+&token=POSITION, and the two selectors set against each other, &a=...&b=...)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from workbench.errors import WorkbenchError
 
 LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
                   "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer",
-                  "token": "explorer_token"},
+                  "token": "explorer_token", "a": "explorer_vs_a", "b": "explorer_vs_b"},
                  page="explorer")
 
 st.title("Example explorer")

@@ -68,9 +68,12 @@ def test_a_flip_matrix_cell_opens_its_example(world):
 
 
 def test_two_selectors_side_by_side_on_one_example(world):
-    at = explorer(run="wide", example="q1", budget="0.2", selectors="cadence-grad,cacheblend")
-    at.selectbox(key="explorer_a").set_value("cadence-grad").run()
-    at.selectbox(key="explorer_b").set_value("cacheblend").run()
+    at = explorer(run="wide", example="q1", budget="0.2", selectors="cadence-grad,cacheblend", a="cadence-grad",
+                  b="cacheblend")
+    assert at.selectbox(key="explorer_vs_a").value == "cadence-grad"  # from the link
+    at.selectbox(key="explorer_vs_b").set_value("bcr").run()
+    assert at.query_params["b"] == "bcr"
+    at.selectbox(key="explorer_vs_b").set_value("cacheblend").run()
     ok(at)
     split = next(c for c in charts(at) if "rows cadence-grad and cacheblend recompute" in str(c["layout"]["title"]))
     assert [y.split(" (")[0] for y in split["data"][0]["y"]] == ["only cadence-grad", "both", "only cacheblend"]
