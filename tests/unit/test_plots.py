@@ -242,7 +242,8 @@ def test_token_strip_truncates_long_tokens_and_keeps_them_in_hover():
 def test_diagnosis_figures_have_the_expected_keys(diagnosis):
     layer = list(dict.fromkeys(diagnosis.layer_signals["signal"]))
     figures = plots.diagnosis_figures(diagnosis)
-    assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual"]
+    assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual",
+                             "answer_tokens"]
     assert all(plots.axis_problems(fig) == [] for fig in figures.values())
     picks = figures["picks"].data[0].y
     assert list(picks) == ["random", "cacheblend", "cadence-grad", "qattn", "agreement"]  # no references

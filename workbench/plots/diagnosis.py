@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from workbench.diagnosis import Diagnosis, register_renderer
 from workbench.errors import WorkbenchError
+from workbench.plots.answer import answer_tokens_figure
 from workbench.plots.embed import figure_div, plotly_script
 from workbench.plots.text import escape
 from workbench.plots.tokens import (
@@ -231,7 +232,7 @@ def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", 
 def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None) -> dict[str, go.Figure]:
     """The per-example figures with sensible defaults (first budget, non-reference selectors):
     "tokens", "picks", "deviation", "layer_types" (models with local and global layers), one
-    "layer:NAME" per layer signal, "residual"; a figure
+    "layer:NAME" per layer signal, "residual", "answer_tokens" (the dense answer token by token); a figure
     whose table is empty is left out."""
     found = budgets(d)
     budget = float(budget) if budget is not None else (found[0] if found else None)
@@ -253,6 +254,8 @@ def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None)
     if not table(d, "residual").empty and budget is not None:
         references = [s for s in dict.fromkeys(table(d, "residual")["selector"]) if s in reference_selectors()]
         figures["residual"] = residual_figure(d, budget, selectors=references + chosen)
+    if not table(d, "answer_tokens").empty and budget is not None:
+        figures["answer_tokens"] = answer_tokens_figure(d, budget, chosen)
     return figures
 
 
