@@ -13,6 +13,7 @@ import streamlit as st
 
 import demo
 import state
+import status
 import widgets
 from navigation import PAGES
 from workbench.models import EMBEDDED_MODELS
@@ -23,6 +24,8 @@ plugin_problems = state.load_plugins()
 navigation = st.navigation([st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url, default=(name == "runs"))
                             for name, p in PAGES.items()])
 
+with st.sidebar:
+    status.status_area()  # pending work and kept errors; errors the page reports join it
 state.runs_root()
 st.sidebar.text_input("Runs directory", key="runs_dir",
                       help=f"Folder holding run folders (from ${state.RUNS_ENV}, default `runs`).")

@@ -12,6 +12,7 @@ import streamlit as st
 import jobs
 import state
 from jobs import Job
+from status import report_error
 from widgets import plain
 from workbench import runstore
 from workbench.diagnosis import DiagnoseConfig
@@ -81,6 +82,7 @@ def demo_panel() -> None:
         try:
             start_demo(root, config)
         except WorkbenchError as err:
+            report_error(f"Could not start the demo run: {err}")
             st.error(f"Could not start the demo run: {plain(err)}")
     if job.running:  # poll only while a run is in flight
         st.fragment(run_every=1.0)(_progress)()
@@ -103,6 +105,7 @@ def _progress() -> None:
         st.session_state["demo_seen_running"] = True
         return
     if job.error:
+        report_error(f"The demo run stopped: {job.error}", job.trace, once=f"demo-{id(job)}")
         st.error(f"The demo run stopped: {plain(job.error)}")
     else:
         st.success(f"Demo run finished: {done} examples in {plain(job.out)} "

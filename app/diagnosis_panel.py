@@ -4,11 +4,15 @@ after repair, and the exports. Every figure comes from `workbench.plots.diagnosi
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
+from answer_tables import answers_table, draws_table, picks_table
+from compare_panel import selectors_against
+from token_choice import take_click, token_card, token_picker
 from widgets import csv_button, ensure_choice, plain, show_figure
 from workbench.diagnosis import Diagnosis
+from workbench.errors import WorkbenchError
+from workbench.plots.answer import answer_tokens_figure
 from workbench.plots import diagnosis as figures
 from workbench.report import render_report
 from workbench.selectors import reference_selectors
@@ -17,73 +21,6 @@ from workbench.signals.registry import is_log, label
 KINDS = {"k": "keys (post-RoPE)", "v": "values"}
 DEVIATION = "deviation"  # the strip's colouring by the splice's own deviation (not a registered signal)
 DEVIATION_LABEL = "KV deviation (splice vs dense) at a layer"
-
-
-def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:
-    return table[(table["budget"] - budget).abs() < 1e-9]
-
-
-def _flip_word(flip: bool) -> str:
-    return "FLIP" if flip else "same"
-
-
-def _draws_word(flips: int, draws: int) -> str:
-    """A drawn control's cell: how many of its draws flip."""
-    return f"FLIP in {flips} of {draws} draws" if flips else f"same in all {draws} draws"
-
-
-def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
-    """Dense, spliced and each selector's repaired answer at a budget; flips as recorded, with the
-    graded outcomes against dense beside them (a drawn control, the coin: the answer of its first
-    draw, flips counted and scores averaged over draws)."""
-    dense, spliced = d.answers.dense, d.answers.spliced
-    rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
-             "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "F1": dense.f1, "note": ""},
-            {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
-             "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "F1": spliced.f1, "note": ""}]
-    outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
-    for name in selectors:
-        cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]
-        if cell.empty:
-            continue
-        first, draws, notes = cell.iloc[0], len(cell), []
-        if draws > 1:
-            notes.append(f"answer of draw {first['draw']}; scores averaged over {draws} draws")
-        if not picked.empty and bool(picked.iloc[0].get("skipped", False)):
-            notes.append("skipped: budget under one chunk")
-        elif not picked.empty and not bool(picked.iloc[0].get("budget_matched", True)):
-            notes.append(f"not budget-matched ({int(picked.iloc[0]['n_recomputed'])} rows for "
-                         f"{int(picked.iloc[0]['n_requested'])} asked)")
-        flips = int(cell["flip"].sum())
-        graded = {label: float(cell[column].mean()) if column in cell else None
-                  for label, column in (("F1 to dense", "f1_to_dense"), ("first token = dense's", "first_token_agree"))}
-        rows.append({"cache": f"repaired: {name}", "rows recomputed": int(first["n_recomputed"]),
-                     "answer": first["answer"],
-                     "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else _draws_word(flips, draws),
-                     **graded, "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
-    table = pd.DataFrame(rows)
-    table["rows recomputed"] = table["rows recomputed"].astype("Int64")
-    return table
-
-
-def draws_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
-    """Each draw of the drawn controls (the coin) among `selectors` at a budget: its rows, answer,
-    flip and graded outcomes, one row per draw."""
-    cells = _at(d.outcomes, budget)
-    cells = cells[cells["selector"].isin(selectors)]
-    drawn = cells.groupby("selector")["selector"].transform("size") > 1
-    columns = [c for c in ("selector", "draw", "n_recomputed", "answer", "flip", "f1_to_dense", "first_token_agree",
-                           "em", "f1") if c in cells]
-    return cells[drawn][columns].rename(columns={"n_recomputed": "rows recomputed"}).reset_index(drop=True)
-
-
-def picks_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
-    """Reused tokens x selectors: True where a selector recomputes the row at this budget."""
-    tokens = d.tokens[d.tokens["reused"]][["position", "segment", "token"]].reset_index(drop=True)
-    for name in selectors:
-        tokens[name] = tokens["position"].isin(set(d.picks(name, budget)))
-    tokens["n_selectors"] = tokens[selectors].sum(axis=1) if selectors else 0
-    return tokens
 
 
 def example_text(d: Diagnosis) -> None:
@@ -118,13 +55,14 @@ def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
     return budget, chosen
 
 
-def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
-    """The token strip, coloured by a signal of the diagnosis, the chosen selector's picks outlined."""
+def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> int | None:
+    """The token strip, coloured by a signal of the diagnosis, the chosen selector's picks outlined;
+    a click on a token chooses it (returned: its position, or None)."""
     names = list(dict.fromkeys(d.token_signals["signal"])) if not d.token_signals.empty else []
     options = ([DEVIATION] if not d.deviation.empty else []) + names
     if not options:
         st.info("This diagnosis holds no token signals.")
-        return
+        return None
     ensure_choice(f"{key}_signal", options, options[0])
     signal = st.selectbox("Colour tokens by", options, key=f"{key}_signal",
                           format_func=lambda s: DEVIATION_LABEL if s == DEVIATION else label(s, "token"))
@@ -142,13 +80,17 @@ def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
         ensure_choice(f"{key}_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
         metric = c3.selectbox("Metric", metrics, key=f"{key}_metric")
     outline = None
+    o1, o2 = st.columns(2)
     if chosen:
         ensure_choice(f"{key}_outline", chosen, chosen[0])
-        outline = st.selectbox("Outline the rows picked by", chosen, key=f"{key}_outline")
+        outline = o1.selectbox("Outline the rows picked by", chosen, key=f"{key}_outline")
+    token = token_picker(d, key, o2)
     segments = _segments_shown(d, key, budget, outline)
     fig = figures.strip_figure(d, budget, signal, outline=outline, layer=layer, kind=kind, metric=metric,
-                               segments=segments)
-    show_figure(fig, f"tokens-{d.example_id}", f"{key}_strip")
+                               segments=segments, highlight=token, selectors=chosen or None)
+    show_figure(fig, f"tokens-{d.example_id}", f"{key}_strip", select=lambda: take_click(key))
+    token_card(d, key, budget, chosen, token)
+    return token
 
 
 LONG_CONTEXT = 600  # tokens; above this the strip shows one segment at a time by default
@@ -173,16 +115,17 @@ def _segments_shown(d: Diagnosis, key: str, budget: float, outline: str | None) 
     return None if shown == ALL_SEGMENTS else [shown]
 
 
-def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str], token: int | None) -> None:
     st.subheader(f"Rows each selector recomputes at b = {budget:g}")
-    show_figure(figures.picks_figure(d, budget, chosen), f"picks-{d.example_id}-b{budget:g}", f"{key}_picks")
+    show_figure(figures.picks_figure(d, budget, chosen, highlight=token), f"picks-{d.example_id}-b{budget:g}",
+                f"{key}_picks")
     table = picks_table(d, chosen, budget)
     with st.expander("Picks as a table (reused tokens)"):
         st.dataframe(table, hide_index=True, width="stretch")
     csv_button(table, f"picks-{d.example_id}-b{budget:g}", f"{key}_picks_csv", "Picks as CSV")
 
 
-def _heatmaps(d: Diagnosis, key: str) -> None:
+def _heatmaps(d: Diagnosis, key: str, token: int | None) -> None:
     st.subheader("Layer × token")
     dev = d.deviation
     if dev.empty:
@@ -196,7 +139,8 @@ def _heatmaps(d: Diagnosis, key: str) -> None:
                         format_func=lambda k: KINDS.get(k, k))
         ensure_choice(f"{key}_hm_metric", metrics, "rel_l2" if "rel_l2" in metrics else metrics[0])
         metric = c2.selectbox("Deviation metric", metrics, key=f"{key}_hm_metric")
-        show_figure(figures.deviation_figure(d, kind, metric), f"deviation-{d.example_id}", f"{key}_dev_heatmap")
+        show_figure(figures.deviation_figure(d, kind, metric, highlight=token), f"deviation-{d.example_id}",
+                    f"{key}_dev_heatmap")
         if figures.has_layer_types(d):
             st.caption("This model mixes local layers (circles), which attend only within a sliding window, "
                        "and global ones (diamonds), which attend to the whole context. Below the first global "
@@ -214,7 +158,8 @@ def _heatmaps(d: Diagnosis, key: str) -> None:
     ensure_choice(f"{key}_hm_signal", names, names[0])
     name = c1.selectbox("Saliency / attention", names, key=f"{key}_hm_signal", format_func=lambda s: label(s, "layer"))
     log = c2.checkbox("log10 scale", key=f"{key}_hm_log_{name}", value=is_log(name, "layer"))
-    show_figure(figures.layer_signal_figure(d, name, log=log), f"{name}-{d.example_id}", f"{key}_sal_heatmap")
+    show_figure(figures.layer_signal_figure(d, name, log=log, highlight=token), f"{name}-{d.example_id}",
+                f"{key}_sal_heatmap")
 
 
 def _residual(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
@@ -247,12 +192,27 @@ def _details(d: Diagnosis, key: str, manifest: dict | None) -> None:
                         mime="application/json", key=f"{key}_report_json", on_click="ignore")
 
 
-def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> None:
-    """Every per-example view of `d`; widget keys start with `key`."""
+def _answer_tokens(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    """Dense's answer token by token: the probability of each of its tokens under each cell."""
+    with st.expander("The dense answer token by token: its probability under each cell", expanded=True):
+        try:
+            fig = answer_tokens_figure(d, budget, chosen)
+        except WorkbenchError as err:
+            st.info(plain(err))
+            return
+        st.caption("Each column is a token of the dense answer, teacher-forced: the probability each cache gives it "
+                   "after the answer so far. A repair that keeps the decision keeps these near dense's row; the "
+                   "first pale cell is where a cell starts to lose the answer.")
+        show_figure(fig, f"answer-tokens-{d.example_id}-b{budget:g}", f"{key}_answer_tokens")
+
+
+def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> tuple[float, list[str]] | None:
+    """Every per-example view of `d`; widget keys start with `key`. Returns the budget and the
+    selectors shown (None when the diagnosis holds no selections)."""
     example_text(d)
     if d.selections.empty:
         st.warning("This diagnosis holds no selections (no selector was run).")
-        return
+        return None
     budget, chosen = _choices(d, key)
     st.subheader("Answers")
     answers = answers_table(d, chosen, budget)
@@ -263,10 +223,13 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> Non
         with st.expander(f"Each draw of {', '.join(dict.fromkeys(draws['selector']))} (the table above shows the "
                          f"first draw's answer and the mean over draws)"):
             st.dataframe(draws, hide_index=True, width="stretch")
+    _answer_tokens(d, key, budget, chosen)
     st.subheader("Tokens")
-    _strip(d, key, budget, chosen)
+    token = _strip(d, key, budget, chosen)
     if chosen:
-        _picks(d, key, budget, chosen)
-    _heatmaps(d, key)
+        _picks(d, key, budget, chosen, token)
+    _heatmaps(d, key, token)
     _residual(d, key, budget, chosen)
+    selectors_against(d, key, budget, token)
     _details(d, key, manifest)
+    return budget, chosen

@@ -1,5 +1,5 @@
 """Permalinks, both ways: a view's state lives in its URL's query (run, example, budget,
-selectors, signal, layer; the page is the URL's path), and a URL opened or followed from
+selectors, signal, layer, the chosen token; the page is the URL's path), and a URL opened or followed from
 another page restores it.
 
     link = Permalink({"run": "explorer_run", "example": "explorer_example", ...})
@@ -15,7 +15,7 @@ import streamlit as st
 
 LISTS = {"selectors"}  # comma-separated in the URL
 FLOATS = {"budget"}
-INTS = {"layer"}
+INTS = {"layer", "token"}
 
 
 def _parse(name: str, text: str):

@@ -126,12 +126,14 @@ def streamlit_safe(fig):
     return pio.from_json(_PLACEHOLDER_COLOR.sub(lambda m: f'"#0100{m.group(1)}"', spec))
 
 
-def show_figure(fig, name: str, key: str, select: bool = False):
+def show_figure(fig, name: str, key: str, select=False):
     """The figure as `workbench.plots` drew it (no Streamlit theme), with its exports: standalone
     HTML (plotly.js embedded, opens offline) and PNG where kaleido is installed. With `select`, a
-    click on a point reruns the page and the selection is returned (else None)."""
+    click on a point reruns the page and the selection is returned (else None); `select` may be a
+    callback, run before the page with the chart's event in `st.session_state[key + "_chart"]`."""
     event = st.plotly_chart(streamlit_safe(fig), key=f"{key}_chart", width="stretch", theme=None,
-                            **({"on_select": "rerun", "selection_mode": "points"} if select else {}))
+                            **({"on_select": "rerun" if select is True else select, "selection_mode": "points"}
+                               if select else {}))
     row = st.container(horizontal=True, vertical_alignment="center")
     row.download_button("Figure as HTML", data=lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                         file_name=f"{name}.html", mime="text/html", key=f"{key}_html", on_click="ignore")

@@ -2,21 +2,26 @@
 selector picks at a budget, layer x token heatmaps, the answers and the deviation left.
 The examples can be searched, filtered and sorted, and stepped through (P / N). The URL holds
 the view: /explorer?run=NAME&example=ID&budget=0.2&selectors=cadence-grad,cacheblend&signal=...&layer=5,
-kept current as the widgets change, and opening such a link restores it."""
+kept current as the widgets change, and opening such a link restores it (also the chosen token,
+&token=POSITION, and the two selectors set against each other, &a=...&b=...)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import state
+from compare_panel import runs_against
 from diagnosis_panel import DEVIATION, diagnosis_panel
 from example_finder import find, previous_next
+from live_fields import open_in_live
 from permalink import Permalink
+from status import report_error
 from widgets import choose_run, plain
 from workbench.errors import WorkbenchError
 
 LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
-                  "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer"},
+                  "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer",
+                  "token": "explorer_token", "a": "explorer_vs_a", "b": "explorer_vs_b"},
                  page="explorer")
 
 st.title("Example explorer")
@@ -47,9 +52,15 @@ if len(shown) > 1:
 try:
     diagnosis = state.read_diagnosis(folders[example_id])
 except (WorkbenchError, OSError) as err:
+    report_error(f"Could not read example {example_id} of {run.path}: {err}", once=f"read-{run.path}-{example_id}")
     st.error(f"Could not read this example of {plain(run.path)}: {plain(err)}")
     st.stop()
-diagnosis_panel(diagnosis, "explorer", run.manifest)
+if st.button("Open in Live (edit the passages and run again)", key="explorer_to_live",
+             help="The Live page with this example's passages, question, selectors and budgets in its fields."):
+    open_in_live(diagnosis)
+shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
+if shown_view is not None:
+    runs_against(diagnosis, "explorer", run.name, *shown_view)
 
 url = LINK.write(skip=() if st.session_state.get("explorer_signal") == DEVIATION else ("layer",))
 st.caption("Link to this view (the URL above follows every change; the button at the right of the box copies it):")

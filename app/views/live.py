@@ -12,6 +12,8 @@ import streamlit as st
 
 import jobs
 import state
+from live_fields import example_fields
+from status import report_error
 import workbench as wb
 from diagnosis_panel import diagnosis_panel
 from widgets import plain
@@ -48,11 +50,8 @@ def load_into_fields(spec: str) -> None:
         model = state.get_model()
         tokenizer, max_positions = model.tokenizer, model.max_positions
     example = wb.load_example(spec, tokenizer=tokenizer, max_positions=max_positions)
-    st.session_state.update(live_passages="\n\n".join(example.passages), live_question=example.question,
-                            live_gold=" | ".join(example.gold), live_system=example.system or "",
-                            live_all=example.scoring == "all",
-                            live_lead=example.meta.get("answer_lead", PromptFormat.answer_lead),
-                            live_id=re.sub(r"[^A-Za-z0-9._-]+", "-", spec).strip("-"), live_load_error="")
+    st.session_state.update(example_fields(example, spec))
+    st.session_state.pop("live_opened_from", None)
 
 
 def load_chosen() -> None:
@@ -155,6 +154,7 @@ def run_live() -> None:
         if not fits(model, example, config.max_new_tokens):
             return
     except WorkbenchError as err:
+        report_error(f"Could not load or use the model {state.model_spec()}: {err}")
         st.error(f"Could not load or use the model {plain(state.model_spec())}: {plain(err)}")
         return
 
@@ -189,6 +189,7 @@ def collect() -> None:
                                                "kept. Press **Run diagnosis** to start again.", None)
     else:
         st.session_state[NOTICE] = ("error", f"The diagnosis failed: {plain(job.error)}", job.trace)
+        report_error(f"The Live diagnosis failed: {job.error}", job.trace)
 
 
 def _progress() -> None:
@@ -224,6 +225,7 @@ def save_panel(diagnosis) -> None:
         out = runstore.check_out(state.runs_root() / clean, kind="diagnosis")
         runstore.write_diagnosis_run(out, diagnosis, model_identity(state.get_model()))
     except (WorkbenchError, OSError) as err:
+        report_error(f"Could not save the Live diagnosis as {clean}: {err}")
         st.warning(f"Could not save: {plain(err)}")
     else:
         st.success(f"Saved to {plain(out)}: open it in the Example explorer.")
@@ -258,7 +260,8 @@ with st.container(border=True):
                      "variable-tracking tasks), not one of them.")
     if "live_selectors" not in st.session_state:
         st.session_state["live_selectors"] = state.quick_selectors()
-    st.multiselect("Selectors (type NAME:UNIT for another unit of choice)", selector_options(), key="live_selectors",
+    options = list(dict.fromkeys(selector_options() + list(st.session_state["live_selectors"])))  # and those opened
+    st.multiselect("Selectors (type NAME:UNIT for another unit of choice)", options, key="live_selectors",
                    accept_new_options=True)  # a row of its own: every chip in view
     s2, s3 = st.columns([3, 1])
     s2.text_input("Budgets (fractions of the reused rows, comma-separated)", value="0.1, 0.3", key="live_budgets")
@@ -283,8 +286,12 @@ if notice is not None:
 diagnosis = st.session_state.get("live_diagnosis")
 if diagnosis is None:
     if st.session_state.get(JOB) is None:
-        st.info("Press **Run diagnosis**: a synthetic example is already filled in. On the embedded model on a CPU "
-                "it takes some seconds to a minute, depending on the selectors and the length.")
+        opened = st.session_state.get("live_opened_from")
+        filled = (f"example {plain(opened)} from the explorer is in the fields, with its selectors and budgets: "
+                  f"edit its passages or question first if you like" if opened else
+                  "a synthetic example is already filled in")
+        st.info(f"Press **Run diagnosis**: {filled}. On the embedded model on a CPU it takes some seconds to a "
+                f"minute, depending on the selectors and the length.")
     st.stop()
 
 st.divider()

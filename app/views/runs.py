@@ -111,7 +111,13 @@ def sweep_summary(run: runstore.RunFolder) -> None:
         st.dataframe(summary[[c for c in SUMMARY_COLUMNS if c in summary]], hide_index=True, width="stretch")
         csv_button(summary, f"summary-{run.name}", "runs_summary_csv", "Summary as CSV")
     st.subheader("Examples")
-    st.dataframe(ex, hide_index=True, width="stretch")
+    st.caption("Click a row to open that example in the Example explorer.")
+    event = st.dataframe(ex, hide_index=True, width="stretch", key="runs_examples", on_select="rerun",
+                         selection_mode="single-row")
+    rows = event.selection.rows if event else []
+    if rows:
+        st.switch_page(PAGES["explorer"].path, query_params={"run": run.name,
+                                                             "example": str(ex["example_id"].iloc[rows[0]])})
     csv_button(ex, f"examples-{run.name}", "runs_examples_csv", "Examples as CSV")
     if sweep.failures:
         st.subheader("Failures")

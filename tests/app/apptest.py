@@ -117,3 +117,36 @@ def finish_live(at: AppTest, timeout: float = 300) -> None:
         assert not job.active, f"the Live job is still {job.state}"
     at.run()
     ok(at)
+
+
+def select(at: AppTest, element, selection: dict) -> AppTest:
+    """What a click on a selectable chart or table sends (AppTest has no such interaction): the
+    element's widget state set to {"selection": selection}, then the page run again."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    states = at._tree.get_widget_states()
+    kept = [w for w in states.widgets if w.id != element.proto.id]
+    del states.widgets[:]
+    states.widgets.extend(kept)
+    states.widgets.append(WidgetState(id=element.proto.id, string_value=json.dumps({"selection": selection})))
+    at._run(states)
+    ok(at)
+    return at
+
+
+def chart_with(at: AppTest, trace_name: str):
+    """The first plotly chart element that has a trace named `trace_name`, and its figure."""
+    for element in at.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        if any(t.get("name") == trace_name for t in spec["data"]):
+            return element, spec
+    raise AssertionError(f"no chart with a trace {trace_name!r}")
+
+
+def chosen_marks(spec: dict) -> list[dict]:
+    return [s for s in spec["layout"].get("shapes", []) if s.get("name") == "chosen token"]
+
+
+def strip_of(at: AppTest) -> dict:
+    """The token strip's figure (the chart whose clickable cells are the trace "tokens")."""
+    return chart_with(at, "tokens")[1]

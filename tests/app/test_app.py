@@ -20,7 +20,7 @@ from streamlit.testing.v1 import AppTest
 from apptest import (  # noqa: F401 - world and _env are fixtures
     _env, world,
     HOME, LEAK, PLUGIN, ROOT, TIMEOUT, array, at_budget, charts, finish_live, frame_with, ok, open_page, outlined,
-    positions_of, stored, texts, unescape,
+    positions_of, stored, strip_of, texts, unescape,
 )
 from small_runs import BUDGETS, SELECTORS, save_diagnosis
 from workbench import plots
@@ -107,14 +107,14 @@ def test_explorer_budget_changes_the_marked_tokens(world):
     low = shown_picks()
     check(low, 0.2)
     outline = at.selectbox(key="explorer_outline").value
-    assert outlined(charts(at)[0]) == len(low[outline]) > 0
+    assert outlined(strip_of(at)) == len(low[outline]) > 0
 
     at.select_slider(key="explorer_budget").set_value(0.5).run()
     ok(at)
     high = shown_picks()
     assert high != low
     check(high, 0.5)
-    assert outlined(charts(at)[0]) == len(high[outline]) != len(low[outline])
+    assert outlined(strip_of(at)) == len(high[outline]) != len(low[outline])
 
     answers = frame_with(at, "cache", "answer", "flip vs dense").set_index("cache")
     outcomes = stored(world, example_id, "outcomes")
@@ -142,7 +142,7 @@ def test_explorer_signals_examples_and_exports(world):
     assert "draft attention (BCR)" in at.selectbox(key="explorer_signal").options  # labels from the registry
     at.selectbox(key="explorer_signal").set_value("draft_attention").run()
     ok(at)
-    values = [v for row in array(charts(at)[0]["data"][0]["z"]) for v in row if v is not None and v == v]
+    values = [v for row in array(strip_of(at)["data"][0]["z"]) for v in row if v is not None and v == v]
     signals = stored(world, "q1", "token_signals")
     expected = signals[signals["signal"] == "draft_attention"]["value"]
     assert sorted(values) == pytest.approx(sorted(expected))
@@ -151,7 +151,7 @@ def test_explorer_signals_examples_and_exports(world):
     assert any("Dorket Press" in str(t.value) for t in at.text)
     for chart in at.get("plotly_chart"):  # plotly's own colours, not Streamlit's placeholder template
         assert "#000004" not in chart.proto.spec and "#000001" not in chart.proto.spec
-    residual = charts(at)[-1]
+    residual = next(c for c in charts(at) if str(c["layout"]["title"].get("text", "")).startswith("deviation of the"))
     assert {t["name"]: t["line"]["color"] for t in residual["data"]}["densedev"] == plots.selector_color("densedev")
     labels = {b.label for b in at.get("download_button")}
     assert {"Figure as HTML", "Picks as CSV", "Report (HTML)", "Report (JSON)"} <= labels
@@ -456,7 +456,7 @@ def test_plugins_named_in_the_environment_reach_the_app(world, toy_plugin, tmp_p
     assert "toy-first" in at.multiselect(key="explorer_selectors").value
     at.selectbox(key="explorer_signal").set_value("toy_len").run()
     ok(at)
-    assert "toy length" in charts(at)[0]["layout"]["title"]["text"]
+    assert "toy length" in strip_of(at)["layout"]["title"]["text"]
 
 
 def test_a_broken_plugin_is_a_message(world, monkeypatch):
@@ -541,8 +541,8 @@ def test_a_long_context_shows_one_segment_of_the_strip_at_a_time(world):
     assert at.selectbox(key="explorer_example").value == "long"
     chooser = at.selectbox(key="explorer_segment")
     assert chooser.options[0] == "all segments" and "passage 2" in chooser.options
-    strip = charts(at)[0]
+    strip = strip_of(at)
     assert strip["layout"]["yaxis"]["ticktext"] == [chooser.value]  # one segment by default
     chooser.set_value("all segments").run()
     ok(at)
-    assert len(charts(at)[0]["layout"]["yaxis"]["ticktext"]) > 2  # prefix, passages, suffix
+    assert len(strip_of(at)["layout"]["yaxis"]["ticktext"]) > 2  # prefix, passages, suffix

@@ -318,6 +318,16 @@ class Browser:
         await asyncio.sleep(1)
         return await self.settle(least, title)
 
+    async def click_at(self, where: str) -> dict:
+        """Click the page point a script (`where`, returning JSON with x and y) finds; its JSON."""
+        point = json.loads(await self.evaluate(where))
+        await asyncio.sleep(1)
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            await self.call("Input.dispatchMouseEvent", type=kind, x=point["x"], y=point["y"], button="left",
+                            clickCount=1)
+            await asyncio.sleep(0.2)
+        return point
+
     async def screenshot(self, path: Path) -> None:
         path.write_bytes(base64.b64decode((await self.call("Page.captureScreenshot", format="png"))["data"]))
 
@@ -456,12 +466,7 @@ def test_a_flip_matrix_cell_opens_its_example_in_the_explorer(app, tmp_path):
     async def steps(browser: Browser) -> None:
         check(await browser.open(f"{app['url']}/flips?run=wide", 1, "Decision flips"), "flips")
         await asyncio.sleep(1)
-        cell = json.loads(await browser.evaluate(CELL))
-        await asyncio.sleep(1)
-        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
-            await browser.call("Input.dispatchMouseEvent", type=kind, x=cell["x"], y=cell["y"], button="left",
-                               clickCount=1)
-            await asyncio.sleep(0.2)
+        cell = await browser.click_at(CELL)
         seen["cell"], seen["explorer"] = cell, await browser.settle(5, "Example explorer")
         check(seen["explorer"], "explorer opened from a flip-matrix cell")
 
@@ -519,3 +524,53 @@ def test_the_axis_check_catches_the_old_unit_curve_figure(tmp_path):
         browse(tmp_path / f"profile-{name}", steps)
     assert any("xaxis is stretched" in p for p in found["old"]), found["old"]
     assert found["new"] == []
+
+
+TOKEN = """
+JSON.stringify((() => {
+  // the page position of the strip's 20th token cell (the invisible marker that carries its click)
+  const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => g._fullLayout
+    && (g._fullData || []).some(t => t.name === 'tokens'));
+  gd.scrollIntoView({block: 'center'});
+  const cells = gd._fullData.find(t => t.name === 'tokens'), L = gd._fullLayout, r = gd.getBoundingClientRect();
+  return {x: r.left + L.xaxis._offset + L.xaxis.d2p(cells.x[20]), y: r.top + L.yaxis._offset + L.yaxis.d2p(cells.y[20]),
+          position: cells.customdata[20][0]};
+})())
+"""
+MARKED = """
+JSON.stringify([...document.querySelectorAll('.js-plotly-plot')]
+  .filter(gd => gd._fullLayout && (gd.layout.shapes || []).some(s => s.name === 'chosen token'))
+  .map(gd => String((gd.layout.title || {}).text || '')))
+"""
+SCROLL_TO = """
+(() => { const gd = [...document.querySelectorAll('.js-plotly-plot')].find(g => String((g.layout.title || {}).text
+  || '').includes(%s)); gd.scrollIntoView({block: 'start'}); window.scrollBy(0, -120); return !!gd; })()
+"""
+
+
+def test_a_token_clicked_in_the_strip_is_marked_in_every_figure(app, tmp_path):
+    seen = {}
+
+    async def steps(browser: Browser) -> None:
+        url = f"{app['url']}/explorer?run=wide&example=q1&budget=0.2&selectors=cadence-grad,cacheblend"
+        check(await browser.open(url, 6, "Example explorer"), "explorer")
+        await asyncio.sleep(1)
+        cell = await browser.click_at(TOKEN)
+        await asyncio.sleep(2)
+        state = await browser.settle(6, "Example explorer")
+        check(state, "explorer after a click on a token")
+        seen.update(cell=cell, state=state, marked=json.loads(await browser.evaluate(MARKED)))
+        if SHOTS:
+            for name, title in (("explorer-token", "'outlined: '"), ("explorer-token-heatmaps", "'splice vs dense'"),
+                                ("explorer-a-vs-b", "' recompute at b = '"),
+                                ("explorer-answer-tokens", "'probability of each token'")):
+                await browser.evaluate(SCROLL_TO % title)
+                await asyncio.sleep(1)
+                await browser.screenshot(Path(SHOTS) / f"{name}.png")
+
+    browse(tmp_path / "profile", steps)
+    assert f"token={seen['cell']['position']}" in seen["state"]["url"], seen["state"]["url"]
+    titles = " | ".join(seen["marked"])
+    assert len(seen["marked"]) >= 5, titles  # strip, picks, deviation, layer signal, A against B
+    assert "rows each selector recomputes" in titles and "splice vs dense" in titles
+    assert f"Token at position {seen['cell']['position']}" in seen["state"]["text"]

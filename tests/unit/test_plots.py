@@ -231,7 +231,7 @@ def test_token_strip_truncates_long_tokens_and_keeps_them_in_hover():
     fig = plots.token_strip(long_tokens(), None)
     cells = [html.unescape(t) for t in np.asarray(fig.data[0].text).ravel() if t]
     assert max(len(t) for t in cells) == MAX_CHARS and " antidi…" in cells and " <scrip…" in cells
-    hover = " ".join(str(h) for h in np.asarray(fig.data[0].customdata).ravel())
+    hover = " ".join(str(h) for h in next(t for t in fig.data if t.name == "tokens").text)
     assert " antidisestablishmentarianism" in hover and "&lt;script&gt;" in hover and "<script>" not in hover
     assert fig.data[0].x is None and np.asarray(fig.data[0].z).shape[1] <= 1000 // (6.5 * MAX_CHARS)
 
@@ -242,7 +242,8 @@ def test_token_strip_truncates_long_tokens_and_keeps_them_in_hover():
 def test_diagnosis_figures_have_the_expected_keys(diagnosis):
     layer = list(dict.fromkeys(diagnosis.layer_signals["signal"]))
     figures = plots.diagnosis_figures(diagnosis)
-    assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual"]
+    assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual",
+                             "answer_tokens"]
     assert all(plots.axis_problems(fig) == [] for fig in figures.values())
     picks = figures["picks"].data[0].y
     assert list(picks) == ["random", "cacheblend", "cadence-grad", "qattn", "agreement"]  # no references
@@ -322,3 +323,106 @@ def test_the_flip_matrix_labels_every_example_of_a_small_run_and_stays_bounded_f
     fig = flip_matrix_figure(large)
     assert fig.layout.yaxis.dtick is None and fig.layout.height == MAX_MATRIX_HEIGHT
     assert plots.axis_problems(fig) == []
+
+
+# ------------------------------------------------------------------ linked selection, hover with every signal
+
+
+def test_a_chosen_token_is_outlined_in_the_strip_the_picks_and_every_heatmap(diagnosis):
+    reused = diagnosis.tokens[diagnosis.tokens["reused"]].reset_index(drop=True)
+    chosen = int(reused["position"].iloc[5])
+    strip = plots.strip_figure(diagnosis, 0.3, "deviation", highlight=chosen)
+    cells = next(t for t in strip.data if t.name == "tokens")  # the clickable cells: customdata [position]
+    assert sorted(int(c[0]) for c in cells.customdata) == diagnosis.tokens["position"].tolist()
+    box = next(s for s in strip.layout.shapes if s.name == "chosen token")
+    at = [int(c[0]) for c in cells.customdata].index(chosen)
+    assert (box.x0 + box.x1) / 2 == cells.x[at] and (box.y0 + box.y1) / 2 == cells.y[at]
+    assert not [s for s in plots.strip_figure(diagnosis, 0.3).layout.shapes if s.name == "chosen token"]
+    for fig in (plots.picks_figure(diagnosis, 0.3, highlight=chosen), plots.deviation_figure(diagnosis, highlight=chosen),
+                plots.layer_signal_figure(diagnosis, "grad_sq_v", highlight=chosen)):
+        (column,) = [s for s in fig.layout.shapes if s.name == "chosen token"]
+        assert (column.x0 + column.x1) / 2 == 5 and column.yref == "y domain"
+        assert plots.axis_problems(fig) == []
+
+
+def test_heatmaps_and_the_picks_matrix_name_their_columns_by_token(diagnosis):
+    from workbench.plots.text import token_text
+
+    reused = diagnosis.tokens[diagnosis.tokens["reused"]].reset_index(drop=True)
+    for fig in (plots.picks_figure(diagnosis, 0.3), plots.deviation_figure(diagnosis)):
+        ticks = dict(zip(fig.layout.xaxis.tickvals, fig.layout.xaxis.ticktext))
+        assert ticks[0] == token_text(reused["token"].iloc[0], MAX_CHARS)
+        assert all(ticks[i] == token_text(reused["token"].iloc[i], MAX_CHARS) for i in ticks)
+    many = pd.DataFrame({"position": range(300), "token": [f"t{i}" for i in range(300)], "segment": "passage 1",
+                         "passage": 0, "reused": True})
+    fig = plots.picks_matrix(many, {"a": [3, 4]})
+    assert len(fig.layout.xaxis.tickvals) <= 60 and fig.layout.xaxis.ticktext[1] == "t5"
+
+
+def test_hovering_a_token_lists_every_signal_and_who_picked_it(diagnosis):
+    from workbench.plots.diagnosis import token_values
+    from workbench.signals.registry import label
+
+    card = token_values(diagnosis, 0.3, ["random", "cadence-grad"])
+    names = [label(n, "token") for n in dict.fromkeys(diagnosis.token_signals["signal"])]
+    assert all(n in card.columns for n in names) and any(c.startswith("value deviation") for c in card.columns)
+    position = diagnosis.picks("cadence-grad", 0.3)[0]
+    assert "cadence-grad" in card.loc[position, "picked by"]
+    assert card.loc[position, names[0]] == pytest.approx(diagnosis.signal(names and next(
+        iter(dict.fromkeys(diagnosis.token_signals["signal"])))).loc[position])
+    strip = plots.strip_figure(diagnosis, 0.3, "deviation", selectors=["random", "cadence-grad"])
+    cells = next(t for t in strip.data if t.name == "tokens")
+    hover = html.unescape(cells.text[[int(c[0]) for c in cells.customdata].index(position)])
+    assert all(f"{n}:" in hover for n in names) and "picked by: " in hover and "cadence-grad" in hover
+
+
+# ------------------------------------------------------------------ A against B
+
+
+def test_a_against_b_splits_the_rows_into_only_a_both_and_only_b(diagnosis):
+    from workbench.plots.compare import compare_figure, picks_compared
+
+    a, b = set(diagnosis.picks("cadence-grad", 0.3)), set(diagnosis.picks("random", 0.3))
+    table = picks_compared(diagnosis, "cadence-grad", "random", 0.3)
+    split = {k: set(g["position"]) for k, g in table.groupby("picked")}
+    assert split.get("both", set()) == a & b and split.get("only cadence-grad", set()) == a - b
+    assert split.get("only random", set()) == b - a and set(table["position"]) == a | b
+    fig = compare_figure(diagnosis, "cadence-grad", "random", 0.3, highlight=sorted(a)[0])
+    z = np.asarray(fig.data[0].z)  # [3, reused token]: only A = 1, both = 2, only B = 3, else 0
+    assert [int((z[i] > 0).sum()) for i in range(3)] == [len(a - b), len(a & b), len(b - a)]
+    assert fig.data[0].y[0] == f"only cadence-grad ({len(a - b)})" and fig.data[0].y[2] == f"only random ({len(b - a)})"
+    scale = dict((round(edge, 3), color) for edge, color in fig.data[0].colorscale)
+    assert scale[0.25] == colors.selector_color("cadence-grad") and scale[1.0] == colors.selector_color("random")
+    assert [s.name for s in fig.layout.shapes if s.name == "chosen token"] == ["chosen token"]
+    assert plots.axis_problems(fig) == []
+
+
+# ------------------------------------------------------------------ the answer token by token
+
+
+def test_the_answer_tokens_figure_shows_dense_answer_probabilities_under_each_cell(diagnosis):
+    from dataclasses import replace
+
+    from workbench.plots.answer import answer_tokens_figure
+
+    rows = diagnosis.answer_tokens
+    outcomes = at_budget(diagnosis.outcomes, 0.3)
+    for _, cell in outcomes.iterrows():  # per cell, the tokens' log p add up to the recorded dense_logprob
+        mine = rows[(rows["cell"] == cell["selector"]) & ((rows["budget"] - 0.3).abs() < 1e-9)]
+        mine = mine[mine["draw"] == cell["draw"]] if pd.notna(cell["draw"]) else mine
+        assert mine["logprob"].sum() == pytest.approx(cell["dense_logprob"], abs=1e-4)
+    n = len(diagnosis.answers.dense.token_ids) + int(diagnosis.answers.dense.stopped)
+    assert (rows.groupby("cell")["index"].nunique() == n).all()
+    fig = answer_tokens_figure(diagnosis, 0.3, ["cadence-grad", "random"])
+    assert list(fig.data[0].y) == ["dense", "spliced", "cadence-grad", "random"]
+    dense = rows[rows["cell"] == "dense"].sort_values("index")
+    assert np.asarray(fig.data[0].z)[0] == pytest.approx(np.exp(dense["logprob"].to_numpy()))
+    assert len(fig.layout.xaxis.ticktext) == n and fig.data[0].zmin == 0 and fig.data[0].zmax == 1
+    assert plots.axis_problems(fig) == []
+    old = replace(diagnosis, tables={k: v for k, v in diagnosis.tables.items() if k != "answer_tokens"})
+    with pytest.raises(WorkbenchError, match="made before"):
+        answer_tokens_figure(old, 0.3, ["random"])
+
+
+def at_budget(table: pd.DataFrame, budget: float) -> pd.DataFrame:
+    return table[(table["budget"] - budget).abs() < 1e-9]

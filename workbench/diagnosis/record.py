@@ -23,6 +23,10 @@ context skipped (RelaxKV; 0 otherwise).
                    needs_dense, seconds      the summed cost of the records each selector read
     signal_costs   signal, forward_passes, ..., seconds    what each record computed cost, once
     attribution    position, segment, kind, estimate, actual      AtP check sample
+    answer_tokens  cell, budget, draw, index, token_id, token, logprob   the dense answer's tokens
+                   (and the end-of-turn token it stopped on) teacher-forced under each cell: "dense",
+                   "spliced", each selector's repair; logprob = log p of that token there (their sum
+                   is the outcome's dense_logprob; absent in diagnoses made before 2026-12-02)
 
 A record never imports its renderer: `show()` and `_repr_html_` call the function that
 `workbench.plots.diagnosis` registers with `register_renderer` (importing `workbench` does).
@@ -47,7 +51,7 @@ from workbench.tasks import Example, is_flip
 SCHEMA_VERSION = 2
 FILE = "diagnosis.json"
 TABLES = ("tokens", "token_signals", "layer_signals", "deviation", "selections", "outcomes", "residual",
-          "costs", "signal_costs", "attribution")
+          "costs", "signal_costs", "attribution", "answer_tokens")
 
 
 @dataclass(frozen=True)

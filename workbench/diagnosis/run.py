@@ -27,7 +27,7 @@ from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
 )
 from workbench.diagnosis.tables import (
-    ATTRIBUTION_COLUMNS, layer_signals_table, residual_rows, token_signals_table, tokens_table,
+    ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.models import LoadedModel
 from workbench.repair import attention_pairs, budget_rows
@@ -157,6 +157,10 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         "signal_costs": pd.DataFrame([{"signal": name, **cost.to_dict()} for name, cost in signals.costs.items()],
                                      columns=["signal", *Cost().to_dict()]),
         "attribution": check.frame if check else pd.DataFrame(columns=ATTRIBUTION_COLUMNS),
+        "answer_tokens": _with_draws(answer_tokens_table(
+            model.tokenizer, dense_ids, [("dense", None, None, dense_cell), ("spliced", None, None, by_rows[(), None]),
+                                         *((label, budget, draw, by_rows[_cell_key(*cell)])
+                                           for (label, budget, draw), cell in chosen.items())])),
     }
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),

@@ -10,6 +10,7 @@ from workbench.signals import SignalSet
 
 SIGNAL_COLUMNS = {"token": ["signal", "position", "value"], "layer": ["signal", "layer", "position", "value"]}
 ATTRIBUTION_COLUMNS = ["position", "segment", "kind", "estimate", "actual"]
+ANSWER_TOKEN_COLUMNS = ["cell", "budget", "draw", "index", "token_id", "token", "logprob"]
 
 
 def tokens_table(ctx: Context) -> pd.DataFrame:
@@ -47,3 +48,15 @@ def residual_rows(selector: str, unit: str, budget: float, residual: dict[str, t
     """Rows of the residual table for one cell: {"k": [layer], "v": [layer]} -> one row per layer and kind."""
     return [{"selector": selector, "unit": unit, "budget": budget, "draw": draw, "layer": layer, "kind": kind,
              "value": float(v)} for kind, per_layer in residual.items() for layer, v in enumerate(per_layer)]
+
+
+def answer_tokens_table(tokenizer, dense_ids: list[int], cells: list[tuple]) -> pd.DataFrame:
+    """The dense answer's tokens (with the end-of-turn token it stopped on) teacher-forced under each
+    cell: one row per (cell, token) with log p of that token there. cells: (label, budget, draw,
+    CellAnswer): "dense" and "spliced" (budget and draw None), then each selector's repair."""
+    texts = [tokenizer.decode([i]) for i in dense_ids]
+    rows = [{"cell": label, "budget": budget, "draw": draw, "index": i, "token_id": int(t), "token": texts[i],
+             "logprob": float(logprob)}
+            for label, budget, draw, cell in cells
+            for i, (t, logprob) in enumerate(zip(dense_ids, cell.reference_token_logprobs))]
+    return pd.DataFrame(rows, columns=ANSWER_TOKEN_COLUMNS)

@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from workbench.diagnosis import Diagnosis, register_renderer
 from workbench.errors import WorkbenchError
+from workbench.plots.answer import answer_tokens_figure
 from workbench.plots.embed import figure_div, plotly_script
 from workbench.plots.text import escape
 from workbench.plots.tokens import (
@@ -83,11 +84,13 @@ def _budget(d: Diagnosis, budget: float | None) -> float:
 
 def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "deviation", outline: str | None = None,
                  layer: int | None = None, kind: str = "v", metric: str = "rel_l2", log: bool | None = None,
-                 reused_only: bool = False, segments: list[str] | None = None) -> go.Figure:
+                 reused_only: bool = False, segments: list[str] | None = None, highlight: int | None = None,
+                 selectors=None) -> go.Figure:
     """The token strip coloured by a token signal, or by the splice's deviation at one layer
     (`signal="deviation"`: `layer` defaults to the last, `kind` k or v, `metric` l2/rel_l2/cosine);
     `outline` a selector whose picks at `budget` are outlined; `segments` the segments shown
-    (default all)."""
+    (default all); `highlight` the chosen token's position. Each token's hover lists every signal's
+    value there and which of `selectors` (default: the non-reference ones) pick it at `budget`."""
     if signal == "deviation":
         dev = table(d, "deviation")
         if dev.empty:
@@ -108,8 +111,40 @@ def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "devia
         what += f" · outlined: {escape(outline)} at b = {budget:g}"
     if segments is not None:
         what += f" · {escape(', '.join(segments))}"
+    found = budgets(d)
+    shown_at = _budget(d, budget) if found else None
+    details = None
+    if shown_at is not None:
+        card = token_values(d, shown_at, selectors, layer=layer)
+        details = card.drop(columns=["token", "segment"]).apply(_hover_lines, axis=1)
     return token_strip(table(d, "tokens"), values, title=what, picks=picks, log=log, reused_only=reused_only,
-                       value_label=_wrapped(short), segments=segments)
+                       value_label=_wrapped(short), segments=segments, highlight=highlight, details=details)
+
+
+def token_values(d: Diagnosis, budget: float, selectors=None, layer: int | None = None) -> pd.DataFrame:
+    """One row per reused token (indexed by position): its token and segment, every token signal's
+    value there (columns named by the registry's labels), the splice's relative L2 deviation of the
+    values at `layer` (default the last), and "picked by": which of `selectors` (default the
+    non-reference ones; a drawn control's first draw) recompute it at `budget`."""
+    tokens = table(d, "tokens")
+    card = tokens[tokens["reused"]].set_index("position")[["token", "segment"]].copy()
+    signals = table(d, "token_signals")
+    for name in (dict.fromkeys(signals["signal"]) if not signals.empty else ()):
+        card[label(name, "token")] = d.signal(name)
+    dev = table(d, "deviation")
+    if not dev.empty:
+        layer = int(dev["layer"].max()) if layer is None else int(layer)
+        rows = dev[(dev["layer"] == layer) & (dev["kind"] == "v") & (dev["metric"] == "rel_l2")]
+        card[f"value deviation (rel. L2), layer {layer}"] = rows.set_index("position")["value"]
+    picked = {s: set(d.picks(s, budget)) for s in chosen_selectors(d, selectors)}
+    card["picked by"] = [", ".join(s for s, rows in picked.items() if p in rows) for p in card.index]
+    return card
+
+
+def _hover_lines(row: pd.Series) -> str:
+    """A token's signals and pickers as hover lines (escaped)."""
+    lines = [f"{escape(name)}: {value:.4g}" for name, value in row.drop("picked by").items() if pd.notna(value)]
+    return "<br>".join(lines + [f"picked by: {escape(row['picked by']) or 'none shown'}"])
 
 
 def _wrapped(text: str, width: int = 18) -> str:
@@ -124,22 +159,25 @@ def _wrapped(text: str, width: int = 18) -> str:
     return "<br>".join([*lines, line])
 
 
-def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None) -> go.Figure:
-    """Which reused rows each selector recomputes at `budget` (default: the non-reference ones)."""
+def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None, highlight: int | None = None) -> go.Figure:
+    """Which reused rows each selector recomputes at `budget` (default: the non-reference ones);
+    `highlight` the chosen token's position."""
     budget = _budget(d, budget)
     picks = {s: d.picks(s, budget) for s in chosen_selectors(d, selectors)}
-    return picks_matrix(table(d, "tokens"), picks,
+    return picks_matrix(table(d, "tokens"), picks, highlight=highlight,
                         title=f"rows each selector recomputes at b = {budget:g} (last line: share that agree)")
 
 
-def deviation_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> go.Figure:
-    """Splice vs dense deviation per layer and reused token, before any repair."""
+def deviation_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2", highlight: int | None = None) -> go.Figure:
+    """Splice vs dense deviation per layer and reused token, before any repair (`highlight`: the
+    chosen token's position, its column outlined)."""
     dev = table(d, "deviation")
     rows = dev[(dev["kind"] == kind) & (dev["metric"] == metric)] if not dev.empty else dev
     if rows.empty:
         raise WorkbenchError(f"diagnosis of {d.example_id!r} holds no {kind}/{metric} deviation")
     return layer_heatmap(rows, table(d, "tokens"), title=f"splice vs dense: {escape(metric)} of {KINDS.get(kind, kind)}"
-                         + _types_note(d), value_label=escape(metric), layer_names=_layer_names(d))
+                         + _types_note(d), value_label=escape(metric), layer_names=_layer_names(d),
+                         highlight=highlight)
 
 
 def has_layer_types(d: Diagnosis) -> bool:
@@ -160,8 +198,9 @@ def layer_type_figure(d: Diagnosis, kind: str = "v", metric: str = "rel_l2") -> 
                                    title=f"splice vs dense by layer type: {escape(metric)} of {KINDS.get(kind, kind)}")
 
 
-def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.Figure:
-    """A per-layer signal as a layer x token heatmap (log10 when the registry says so)."""
+def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None, highlight: int | None = None) -> go.Figure:
+    """A per-layer signal as a layer x token heatmap (log10 when the registry says so; `highlight`:
+    the chosen token's position)."""
     rows = table(d, "layer_signals")
     rows = rows[rows["signal"] == name] if not rows.empty else rows
     if rows.empty:
@@ -169,7 +208,7 @@ def layer_signal_figure(d: Diagnosis, name: str, log: bool | None = None) -> go.
     log = is_log(name, "layer") if log is None else log
     return layer_heatmap(rows, table(d, "tokens"), log=log, value_label=escape(label(name, "layer")),
                          title=f"{escape(label(name, 'layer'))}, per layer and reused token" + _types_note(d),
-                         layer_names=_layer_names(d))
+                         layer_names=_layer_names(d), highlight=highlight)
 
 
 def _layer_names(d: Diagnosis) -> dict[int, str] | None:
@@ -193,7 +232,7 @@ def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", 
 def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None) -> dict[str, go.Figure]:
     """The per-example figures with sensible defaults (first budget, non-reference selectors):
     "tokens", "picks", "deviation", "layer_types" (models with local and global layers), one
-    "layer:NAME" per layer signal, "residual"; a figure
+    "layer:NAME" per layer signal, "residual", "answer_tokens" (the dense answer token by token); a figure
     whose table is empty is left out."""
     found = budgets(d)
     budget = float(budget) if budget is not None else (found[0] if found else None)
@@ -215,6 +254,8 @@ def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None)
     if not table(d, "residual").empty and budget is not None:
         references = [s for s in dict.fromkeys(table(d, "residual")["selector"]) if s in reference_selectors()]
         figures["residual"] = residual_figure(d, budget, selectors=references + chosen)
+    if not table(d, "answer_tokens").empty and budget is not None:
+        figures["answer_tokens"] = answer_tokens_figure(d, budget, chosen)
     return figures
 
 

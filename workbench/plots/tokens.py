@@ -16,6 +16,8 @@ from workbench.plots.text import escape, token_text
 
 MAX_CHARS = 8  # a token cell shows at most this many characters (the last an ellipsis); hover shows all
 _CHAR_PX, _CELL_PX, _WIDTH_PX = 6.5, 8, 1000  # font-10 character, cell padding, a typical figure width
+CHOSEN = "#ff9f00"  # the outline of the token chosen in the strip, in every figure that shows it
+MAX_TICKS = 60  # token tick labels on an axis at most (every k-th token beyond that)
 
 
 def log10_clipped(values: np.ndarray) -> np.ndarray:
@@ -35,7 +37,8 @@ def cells_per_line(tokens: pd.Series, max_chars: int = MAX_CHARS) -> int:
 
 def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title: str = "",
                 picks: list[int] | None = None, per_line: int | None = None, reused_only: bool = False,
-                log: bool = False, value_label: str = "", segments: list[str] | None = None) -> go.Figure:
+                log: bool = False, value_label: str = "", segments: list[str] | None = None,
+                highlight: int | None = None, details: pd.Series | None = None) -> go.Figure:
     """The context as wrapped lines of token cells, coloured by `values` (indexed by position).
 
     Segment boundaries start a new line; `picks` (positions) are outlined as "recomputed".
@@ -44,6 +47,9 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
     The legend sits above the strip, under the title, and the colour bar beside it, so neither
     meets the other nor the tool bar. `segments` (names, e.g. "passage 2") shows only those: a
     long context (MuSiQue's 500-word passages) stays readable one passage at a time.
+    `highlight` (a position) outlines the chosen token; `details` (html by position) is added to
+    each token's hover (every signal's value there, who picked it). An invisible marker per cell
+    ("tokens", customdata [position]) carries the hover and makes a cell clickable.
     """
     rows = tokens[tokens["reused"]] if reused_only else tokens
     if segments is not None:
@@ -68,27 +74,36 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
         grid[row.y, row.x] = color
         text[row.y, row.x] = token_text(row.token, MAX_CHARS)
         hover[row.y, row.x] = (f"pos {row.position} · {escape(row.segment)}<br>{token_text(row.token)}"
-                               + ("" if np.isnan(value) else f"<br>value {value:.4g}"))
+                               + ("" if np.isnan(value) else f"<br>value {value:.4g}")
+                               + (f"<br>{details[row.position]}" if details is not None and row.position in details
+                                  else ""))
     colorbar = {"title": {"text": value_label + (" (log10)" if log else ""), "side": "right"},
                 "x": 1.01, "xanchor": "left", "y": 0.5, "yanchor": "middle", "len": 1.0, "lenmode": "fraction",
                 "thickness": 14}
-    fig = go.Figure(go.Heatmap(z=grid, text=text, texttemplate="%{text}", textfont={"size": 10},
-                               customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+    fig = go.Figure(go.Heatmap(z=grid, text=text, texttemplate="%{text}", textfont={"size": 10}, hoverinfo="skip",
                                colorscale="Viridis", showscale=values is not None, colorbar=colorbar,
                                xgap=1, ygap=2))
+    fig.add_trace(go.Scatter(x=frame["x"], y=frame["y"], mode="markers", name="tokens", showlegend=False,
+                             customdata=[[int(p)] for p in frame["position"]],
+                             text=[hover[r.y, r.x] for r in frame.itertuples()],
+                             hovertemplate="%{text}<extra></extra>",
+                             marker={"size": 18, "symbol": "square", "opacity": 0}))
     chosen = frame[frame["position"].isin(set(picks or ()))]
     for i, cell in enumerate(chosen.itertuples()):  # a two-tone outline: seen on dark and on light cells
         box = {"type": "rect", "x0": cell.x - 0.5, "x1": cell.x + 0.5, "y0": cell.y - 0.5, "y1": cell.y + 0.5,
                "legendgroup": "recomputed"}
         fig.add_shape(**box, line={"color": "white", "width": 5}, name="recomputed (halo)", showlegend=False)
         fig.add_shape(**box, line={"color": "crimson", "width": 2}, name="recomputed", showlegend=i == 0)
+    for cell in frame[frame["position"] == highlight].itertuples():
+        fig.add_shape(type="rect", x0=cell.x - 0.5, x1=cell.x + 0.5, y0=cell.y - 0.5, y1=cell.y + 0.5,
+                      line={"color": CHOSEN, "width": 4}, name="chosen token", showlegend=True)
     starts = frame.groupby("segment", sort=False)["y"].min()
     fig.update_yaxes(autorange="reversed", tickvals=list(starts), ticktext=[escape(s) for s in starts.index],
                      showgrid=False, zeroline=False)
     fig.update_xaxes(visible=False, range=[-0.5, per_line - 0.5])
     fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 8}},
                       height=max(240, 26 * y + 100), margin={"l": 90, "r": 20, "t": 60, "b": 10},
-                      plot_bgcolor="white", showlegend=not chosen.empty,
+                      plot_bgcolor="white", showlegend=not chosen.empty or highlight in set(frame["position"]),
                       legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"})
     return fig
 
@@ -99,8 +114,26 @@ def segment_starts(segments: pd.Series) -> list[int]:
     return values.index[values != values.shift()].tolist()[1:]
 
 
-def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str = "") -> go.Figure:
-    """Selectors x reused tokens: which rows each selector recomputes, and how many agree."""
+def token_axis(fig: go.Figure, tokens: pd.Series, highlight_column: int | None = None) -> None:
+    """Name the x axis's columns by their tokens (every k-th beyond MAX_TICKS), and outline the
+    column of the chosen token (`highlight_column`, an index into `tokens`) over the whole height."""
+    step = max(1, -(-len(tokens) // MAX_TICKS))
+    ticks = list(range(0, len(tokens), step))
+    fig.update_xaxes(tickvals=ticks, ticktext=[token_text(tokens.iloc[i], MAX_CHARS) for i in ticks], tickangle=-90,
+                     tickfont={"size": 9})
+    if highlight_column is not None:
+        fig.add_shape(type="rect", x0=highlight_column - 0.5, x1=highlight_column + 0.5, y0=0, y1=1, yref="y domain",
+                      line={"color": CHOSEN, "width": 3}, name="chosen token")
+
+
+def _column(positions: list[int], highlight: int | None) -> int | None:
+    return positions.index(highlight) if highlight in positions else None
+
+
+def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str = "",
+                 highlight: int | None = None) -> go.Figure:
+    """Selectors x reused tokens: which rows each selector recomputes, and how many agree; the
+    columns named by their tokens, the chosen token's (`highlight`, a position) outlined."""
     reused = tokens[tokens["reused"]].reset_index(drop=True)
     positions = reused["position"].tolist()
     labels = list(picks)
@@ -119,14 +152,17 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
         fig.add_vline(x=b - 0.5, line={"color": "#333", "width": 1})
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
-    fig.update_layout(title=title, height=90 + 28 * (len(labels) + 1), margin={"l": 110, "r": 20, "t": 40, "b": 40})
+    token_axis(fig, reused["token"], _column(positions, highlight))
+    fig.update_layout(title=title, height=150 + 28 * (len(labels) + 1), margin={"l": 110, "r": 20, "t": 40, "b": 100})
     return fig
 
 
 def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", log: bool = False,
-                  value_label: str = "", layer_names: dict[int, str] | None = None) -> go.Figure:
+                  value_label: str = "", layer_names: dict[int, str] | None = None,
+                  highlight: int | None = None) -> go.Figure:
     """Layer x token heatmap of one per-layer signal. table: layer, position, value rows;
-    `layer_names` labels the layer axis (e.g. local and global layers)."""
+    `layer_names` labels the layer axis (e.g. local and global layers); columns are named by their
+    tokens and the chosen token's (`highlight`, a position) is outlined."""
     wide = table.pivot_table(index="layer", columns="position", values="value", aggfunc="mean")
     z = wide.to_numpy()  # [layer, reused token]
     if log:
@@ -142,12 +178,14 @@ def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", lo
     for b in segment_starts(tokens.set_index("position").reindex(wide.columns)["segment"]):
         fig.add_vline(x=b - 0.5, line={"color": "#4dd0e1", "width": 1.5})
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
+    token_axis(fig, tokens.set_index("position").reindex(wide.columns)["token"].reset_index(drop=True),
+               _column([int(p) for p in wide.columns], highlight))
     if layer_names:
         layers = list(wide.index)
         fig.update_yaxes(title="layer", tickvals=layers, ticktext=[layer_names.get(l, str(l)) for l in layers])
     else:
         fig.update_yaxes(title="layer", dtick=max(1, len(wide.index) // 12))
-    fig.update_layout(title=title, height=420, margin={"l": 60, "r": 20, "t": 40, "b": 40})
+    fig.update_layout(title=title, height=480, margin={"l": 60, "r": 20, "t": 40, "b": 100})
     return fig
 
 

@@ -137,6 +137,7 @@ def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: dict | None = None) ->
         "deviation": {f"{kind}/{metric}": matrix(rows) for (kind, metric), rows in
                       (dev.groupby(["kind", "metric"], sort=True) if not dev.empty else ())},
         "residual": _residual(diagnosis),
+        "answer_tokens": records(table(diagnosis, "answer_tokens")),
         "costs": records(table(diagnosis, "costs")),
         "attribution": {"summary": diagnosis.attribution_text,
                         "correlations": attribution.correlations if attribution else {},
