@@ -42,6 +42,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars"]
 START_TIMEOUT = 120  # seconds for the server to answer (it imports torch)
 PAGE_TIMEOUT = 120  # seconds for one page to finish rendering
+LIVE_TIMEOUT = 480  # Live diagnoses the embedded model first: minutes on 2 shared cores
 SHOTS = os.environ.get("KVWB_SCREENSHOTS")
 
 pytestmark = pytest.mark.slow
@@ -295,9 +296,9 @@ class Browser:
     async def probe(self) -> dict:
         return json.loads(await self.evaluate(PROBE))
 
-    async def settle(self, least: int, title: str = "") -> dict:
+    async def settle(self, least: int, title: str = "", timeout: float = PAGE_TIMEOUT) -> dict:
         """Poll until the script is done and every chart is drawn (the same state twice in a row)."""
-        deadline, last, state = time.time() + PAGE_TIMEOUT, None, {}
+        deadline, last, state = time.time() + timeout, None, {}
         while time.time() < deadline:
             state = await self.probe()
             if state["exceptions"]:
@@ -432,7 +433,7 @@ def test_every_page_renders_with_figures_that_show_their_data(app, tmp_path):
         await browser.evaluate("[...document.querySelectorAll('button')].find(b => b.innerText.includes("
                                "'Run diagnosis')).click()")
         await asyncio.sleep(2)
-        state = await browser.settle(5, "Live")
+        state = await browser.settle(5, "Live", LIVE_TIMEOUT)
         check(state, "live after Run diagnosis")
         seen["live"] = state
         if SHOTS:
