@@ -31,7 +31,7 @@ from workbench.byte_tokenizer import byte_tokenizer
 from workbench.context import Context, context_of_length
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, prefill, sender_cache
+from workbench.kv import KVCache, assemble, prefill, sender_cache
 from workbench.models import LoadedModel, wrap_model
 from workbench.repair import budget_rows
 from workbench.selectors import default_selectors
@@ -114,8 +114,7 @@ def time_context(model: LoadedModel, ctx: Context, repeats: int = 3, diagnosis: 
     sent = [sender_cache(model, prefix, ids[seg.start:seg.end]) for seg in layout.passages]  # the senders' work
 
     def assembly() -> KVCache:
-        moved = [KVCache(ad.rerotate(s.keys, seg.start - prefix_len), s.values) for s, seg in zip(sent, layout.passages)]
-        return KVCache.cat([prefix] + moved)
+        return assemble(ad, [(prefix, 0)] + [(s, seg.start - prefix_len) for s, seg in zip(sent, layout.passages)])
 
     def dense_ttft() -> int:
         with torch.inference_mode():
