@@ -64,14 +64,16 @@ def _reporter(progress: bool | ProgressFn, example_id: str) -> ProgressFn:
 
 
 def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None = None, *,
-             ctx: Context | None = None, progress: bool | ProgressFn = True, **overrides) -> Diagnosis:
+             ctx: Context | None = None, progress: bool | ProgressFn = True, hooks=None, **overrides) -> Diagnosis:
     """Diagnose one example under `config` (keywords override its fields, e.g. `budgets=(0.2,)`).
 
     Every input is checked before any model work. `ctx` reuses a Context already built for
     this example. `progress` is True (a progress bar), False, or a callable `(stage, done,
     total)` called as the stages (`STAGES`) advance: the repairs stage counts cells done.
     With `config.attribution`, the AtP check runs (first-order estimates vs actual patching
-    of `patch_max_tokens` tokens, K+V, K only, V only).
+    of `patch_max_tokens` tokens, K+V, K only, V only). `hooks` ({hook point name: fn(tensor,
+    hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
+    answers), never on the dense reference's: they change the outcomes, not what they are judged by.
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     specs = parse_selectors(config.selectors)
@@ -114,7 +116,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     t_repairs = time.perf_counter()
     cells = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()], ctx.suffix_ids,
                          dense_ids, config.max_new_tokens, progress=lambda done, total: report("repairs", done, total),
-                         contexts=[context for _, context in row_sets.values()])
+                         contexts=[context for _, context in row_sets.values()], hooks=hooks)
     # The dense cache through the same pass: the first-token distribution the graded outcomes read.
     (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[(), None][0]], ctx.suffix_ids, dense_ids,
                                  config.max_new_tokens)
