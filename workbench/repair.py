@@ -6,8 +6,9 @@ repaired row attending to another repaired row sees the corrected value); their 
 attend over the whole cache under a causal mask built from absolute positions (key
 position <= query position, and inside the layer's sliding window where it has one; a
 bottom-right mask would let scattered rows see later keys); then o-projection and MLP feed
-the next layer. Cost: O(|S| * n) attention and |S| rows
-of every linear layer. The input cache is never mutated.
+the next layer. Cost: O(|S| * n) attention and |S| rows of every linear layer. The input cache
+is never mutated. The loop is the engine's layer step (`engine.layers.run_layers`) over one cell,
+so a repair takes the engine's hooks (`engine.hooks`, `Context.run_with_cache`).
 
 A *context mask* (`context`, bool [n_context]) narrows what a repaired row attends to (RelaxKV's
 restricted recompute): a row at a position inside the mask's span sees only keys whose position
