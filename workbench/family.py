@@ -156,6 +156,12 @@ class FamilyAdapter:
             q, k = attn.q_norm(q), attn.k_norm(k)
         return q, k, v
 
+    def rotated_qkv(self, layer: int, x: torch.Tensor, positions: torch.Tensor):
+        """Layer-normed hidden rows -> (q, k, v) with RoPE at `positions` ([row]): the queries and
+        keys a layer attends with. x: [row, hidden] -> q [row, head, d_head], k, v [row, kv_head, d_head]."""
+        q, k, v = self.project_qkv(layer, x)
+        return self.rotate(q, positions, layer), self.rotate(k, positions, layer), v
+
     def finish_layer(self, layer: int, h: torch.Tensor, attn: torch.Tensor, hook=None) -> torch.Tensor:
         """The rest of a decoder layer after attention. h: [row, hidden] (its input);
         attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden].

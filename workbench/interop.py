@@ -173,7 +173,7 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
     patterns = {}
     for l in layers:
-        q = ad.rotate(ad.project_qkv(l, recorded[l][0])[0], positions, l)  # [pos, head, d_head]
+        q = ad.rotated_qkv(l, recorded[l][0], positions)[0]  # [pos, head, d_head]
         keys = out.cache.layers[l].keys[0]  # [kv_head, pos, d_head]
         patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])[None]
     return patterns

@@ -178,7 +178,7 @@ def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Spl
             sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
         receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
         with torch.inference_mode():
-            exact = torch.stack([ad.rotate(ad.project_qkv(l, inputs[l][0])[1], receiver, l).transpose(0, 1)
+            exact = torch.stack([ad.rotated_qkv(l, inputs[l][0], receiver)[1].transpose(0, 1)
                                  for l in range(ad.n_layers)])  # [layer, kv_head, len, d_head]
         delta = ad.rerotate(sent.keys, seg.start - prefix_len)
         diff_sq += (delta.float() - exact.float()).flatten(1).square().sum(1).cpu()

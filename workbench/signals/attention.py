@@ -150,8 +150,7 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
     positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
     with torch.inference_mode():
         for l in range(ad.n_layers):
-            q, _, _ = ad.project_qkv(l, rec.hidden[l])  # [row, head, d_head]
-            q = ad.rotate(q, positions, l)
+            q = ad.rotated_qkv(l, rec.hidden[l], positions)[0]  # [row, head, d_head]
             keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
             probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
             for name, r in rows.items():
