@@ -1,15 +1,15 @@
-"""The batched engine against the serial reference: many repairs in one pass (overlay), their
-answers and the dense answer's score (cell_answers), and the residual meter (tiny models)."""
+"""The batched engine against the serial reference: many repairs in one pass (engine.cells), their
+answers and the dense answer's score (engine.answers), and the residual meter (tiny models)."""
 
 import pytest
 import torch
 
 import workbench as wb
 from conftest import FAMILIES, small_example, tiny_model
-from workbench.engine.answers import answer_cells
 from workbench.decode import stop_token_ids
-from workbench.exactness import host_syncs, rel
+from workbench.engine.answers import answer_cells
 from workbench.engine.cells import Cell, materialize, run_cells
+from workbench.exactness import host_syncs, rel
 from workbench.repair import repair
 from workbench.signals.deviation import ResidualMeter, residual_deviation
 

@@ -1,7 +1,7 @@
 """`diagnose(model, example, config)`: one example, every signal, every repair.
 
 Signals are computed once (`SignalSet`) and serve every selector and budget. Every distinct
-row set is a cell of one batched pass (`cell_answers.answer_cells`): repair, suffix prefill and
+row set is a cell of one batched pass (`engine.answers.answer_cells`): repair, suffix prefill and
 the dense answer teacher-forced share it, and only answers that leave the dense one decode
 further. Each repair's outcome is the receiver's greedy answer, its flip against the dense
 answer, EM/F1 against gold, the dense answer's log-probability under the repaired cache, and
@@ -18,7 +18,6 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from workbench.engine.answers import answer_cells
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
@@ -29,6 +28,7 @@ from workbench.diagnosis.record import (
 from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
+from workbench.engine.answers import answer_cells
 from workbench.models import LoadedModel
 from workbench.repair import attention_pairs, budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, random_scores, select_rows
