@@ -19,6 +19,10 @@ and `blocks.{l}.attn.hook_v`, each `[batch=1, pos, kv_head, d_head]`. The bridge
 grouped-query K/V at the model's kv heads (SmolLM2-135M: 3, not its 9 query heads); its
 `hook_pattern` is `[batch, head, query, key]` over query heads, which `attention_pattern`
 reproduces from a dense prefill.
+
+The workbench's own passes (the repair, the batched cells, their decode steps) carry hook
+points of the same names (`engine.hooks`): `ctx.repair(rows, hooks=...)`,
+`ctx.run_with_cache(rows)`, `diagnose(..., hooks=...)`.
 """
 
 from __future__ import annotations
