@@ -49,3 +49,19 @@ def test_rows_come_from_a_diagnosis_and_the_figure_shows_every_cache(tiny_llama)
     fig = plots.layer_effects_figure(layer_effects(d.ctx, rows))
     assert sorted({t.name for t in fig.data}) == ["dense", "repaired", "splice"] and len(fig.data) == 6
     assert plots.figure_problems(fig) == []
+
+
+def test_diagnose_keeps_the_table_and_the_views_draw_it(tiny_llama):
+    from workbench.report import diagnosis_to_html
+
+    plain = diagnose(tiny_llama, small_example(), selectors=("bcr", "random"), budgets=(0.5,), progress=False)
+    assert "layer_effects" not in plain.tables and "layer_effects" not in plots.diagnosis_figures(plain)
+    d = diagnose(tiny_llama, small_example(), selectors=("bcr", "random"), budgets=(0.5,), progress=False,
+                 layer_effects=True)
+    effects = d.tables["layer_effects"]
+    assert set(effects["selector"]) == {"bcr", "random"}  # a drawn selector: its first draw
+    bcr = effects[effects["selector"] == "bcr"].drop(columns=["selector", "budget"]).reset_index(drop=True)
+    alone = layer_effects(d.ctx, selected_rows(d, "bcr", 0.5))
+    assert bcr.equals(alone)
+    assert "layer_effects" in plots.diagnosis_figures(d, selectors=["bcr"])
+    assert "layer by layer" in diagnosis_to_html(d) and "layer by layer" not in diagnosis_to_html(plain)

@@ -12,6 +12,10 @@ the splice, then the suffix) and dense. At each layer's output (`blocks.{l}.hook
 
     table = layer_effects(ctx, selected_rows(d, "cadence-grad", 0.2))
     plots.layer_effects_figure(table)
+
+`diagnose(..., layer_effects=True)` keeps the table of every selection (`layer_effects_table`:
+selector and budget columns; the splice and dense rows repeated beside each) as the
+Diagnosis's "layer_effects" table, which the explorer and the report draw.
 """
 
 from __future__ import annotations
@@ -43,32 +47,50 @@ def selected_rows(d: Diagnosis, selector: str, budget: float, draw: int | None =
     return torch.as_tensor(list(hit.iloc[0]["positions"]), dtype=torch.long)
 
 
-def suffix_residuals(ctx: Context, rows: torch.Tensor, base) -> list[torch.Tensor]:
+def suffix_residuals(ctx: Context, rows: torch.Tensor, base, context: torch.Tensor | None = None) -> list[torch.Tensor]:
     """The residual stream after each layer at the suffix rows, the suffix run over `base` with
-    `rows` recomputed first: [layer] of [suffix, hidden], fp32."""
+    `rows` recomputed first (over `context` only, when given: `repair`'s context mask):
+    [layer] of [suffix, hidden], fp32."""
     n, n_layers = ctx.layout.suffix_start, ctx.model.adapter.n_layers
     tail = torch.arange(n, n + len(ctx.suffix_ids))
     names, acts = [f"blocks.{l}.hook_resid_post" for l in range(n_layers)], {}
-    recompute_rows(ctx.model, base, ctx.layout.ids, torch.cat([rows, tail]), hooks=caching_hooks(names, acts))
+    recompute_rows(ctx.model, base, ctx.layout.ids, torch.cat([rows, tail]), context=context,
+                   hooks=caching_hooks(names, acts))
     return [acts[name][0, -len(tail):].float() for name in names]  # [suffix, hidden]: the suffix rows come last
 
 
 def layer_effects(ctx: Context, rows) -> pd.DataFrame:
     """The per-layer table of the module docstring for repairing `rows` ([row] positions)."""
-    rows = check_positions(rows, ctx.layout.suffix_start, "rows")
-    none = torch.empty(0, dtype=torch.long)
-    residual = {"splice": suffix_residuals(ctx, none, ctx.spliced),
-                "repaired": suffix_residuals(ctx, rows, ctx.spliced),
-                "dense": suffix_residuals(ctx, none, ctx.dense)}
-    ad, tokenizer = ctx.model.adapter, ctx.model.tokenizer
+    return layer_effects_table(ctx, {None: rows}).drop(columns=["selector", "budget"])
+
+
+def layer_effects_table(ctx: Context, selections: dict) -> pd.DataFrame:
+    """`layer_effects` of each selection ({(selector, budget) or None: rows, or (rows, context
+    mask or None)}) in one table, with selector and budget columns; the splice and dense
+    (computed once) sit beside each."""
+    n, none = ctx.layout.suffix_start, torch.empty(0, dtype=torch.long)
+    shared = {"splice": suffix_residuals(ctx, none, ctx.spliced), "dense": suffix_residuals(ctx, none, ctx.dense)}
+    ad, dtype = ctx.model.adapter, ctx.dense.keys.dtype
     with torch.inference_mode():
-        answer = int(ad.logits(residual["dense"][-1][-1:].to(ctx.dense.keys.dtype)).argmax())
+        answer = int(ad.logits(shared["dense"][-1][-1:].to(dtype)).argmax())  # dense's first answer token
+        lens = {cache: _lens(ctx, h, shared["dense"], answer) for cache, h in shared.items()}
         out = []
-        for cache in CACHES:
-            for l, h in enumerate(residual[cache]):
-                dense = residual["dense"][l]
-                logits = ad.logits(h[-1:].to(ctx.dense.keys.dtype))[0].float()  # [vocab]: the lens on the last row
-                logp = torch.log_softmax(logits, -1)
-                out.append((cache, l, float((h - dense).norm() / dense.norm().clamp_min(1e-12)), float(logp[answer]),
-                            int((logits > logits[answer]).sum()), tokenizer.decode([int(logits.argmax())])))
-    return pd.DataFrame(out, columns=list(COLUMNS))
+        for key, rows in selections.items():
+            selector, budget = key if key is not None else (None, None)
+            rows, context = rows if isinstance(rows, tuple) else (rows, None)
+            repaired = suffix_residuals(ctx, check_positions(rows, n, "rows"), ctx.spliced, context)
+            found = {**lens, "repaired": _lens(ctx, repaired, shared["dense"], answer)}
+            out += [(selector, budget, cache, *row) for cache in CACHES for row in found[cache]]
+    return pd.DataFrame(out, columns=["selector", "budget", *COLUMNS])
+
+
+def _lens(ctx: Context, residual: list[torch.Tensor], dense: list[torch.Tensor], answer: int) -> list[tuple]:
+    """Per layer: (layer, residual distance from dense, log p and rank of `answer`, the top token)."""
+    ad, dtype = ctx.model.adapter, ctx.dense.keys.dtype
+    rows = []
+    for l, (h, ref) in enumerate(zip(residual, dense)):
+        logits = ad.logits(h[-1:].to(dtype))[0].float()  # [vocab]: the lens on the last suffix row
+        logp = torch.log_softmax(logits, -1)
+        rows.append((l, float((h - ref).norm() / ref.norm().clamp_min(1e-12)), float(logp[answer]),
+                     int((logits > logits[answer]).sum()), ctx.model.tokenizer.decode([int(logits.argmax())])))
+    return rows

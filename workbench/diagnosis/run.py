@@ -22,6 +22,7 @@ from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
 from workbench.diagnosis.graded import graded
+from workbench.diagnosis.layer_effects import layer_effects_table
 from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
 )
@@ -64,7 +65,8 @@ def _reporter(progress: bool | ProgressFn, example_id: str) -> ProgressFn:
 
 
 def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None = None, *,
-             ctx: Context | None = None, progress: bool | ProgressFn = True, hooks=None, **overrides) -> Diagnosis:
+             ctx: Context | None = None, progress: bool | ProgressFn = True, hooks=None, layer_effects: bool = False,
+             **overrides) -> Diagnosis:
     """Diagnose one example under `config` (keywords override its fields, e.g. `budgets=(0.2,)`).
 
     Every input is checked before any model work. `ctx` reuses a Context already built for
@@ -74,6 +76,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     of `patch_max_tokens` tokens, K+V, K only, V only). `hooks` ({hook point name: fn(tensor,
     hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
     answers), never on the dense reference's: they change the outcomes, not what they are judged by.
+    `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
+    (a drawn one's first draw).
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     specs = parse_selectors(config.selectors)
@@ -160,6 +164,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                                      columns=["signal", *Cost().to_dict()]),
         "attribution": check.frame if check else pd.DataFrame(columns=ATTRIBUTION_COLUMNS),
     }
+    if layer_effects:
+        tables["layer_effects"] = layer_effects_table(
+            ctx, {(label, budget): picked for (label, budget, draw), picked in chosen.items() if not draw})
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
                     repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)
