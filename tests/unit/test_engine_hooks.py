@@ -113,6 +113,11 @@ def test_zeroing_a_head_of_hook_z_moves_the_answer_as_the_same_edit_through_hf(c
     hooked, plain = (answer_cells(model, ctx.spliced, ctx.layout.ids, [every_row], ctx.suffix_ids, answer, 4,
                                   hooks=h)[0].reference_logprob
                      for h in ({f"blocks.{LAYER}.attn.hook_z": zero_head}, None))
+    keep = torch.ones(model.adapter.n_heads, 1)
+    keep[head] = 0
+    replaced = answer_cells(model, ctx.spliced, ctx.layout.ids, [every_row], ctx.suffix_ids, answer, 4,
+                            hooks={f"blocks.{LAYER}.attn.hook_z": lambda z, hook: z * keep})[0].reference_logprob
+    assert replaced == hooked  # a returned replacement is the same edit as one made in place
     ids = torch.cat([ctx.layout.ids[:n], ctx.suffix_ids])
     want_hooked, want_plain = _hf_logprob(model, ids, answer, head), _hf_logprob(model, ids, answer, None)
     assert abs(want_hooked - want_plain) > 1e-2  # the edit matters
