@@ -176,6 +176,18 @@ def _residual(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
                 f"residual-{d.example_id}-b{budget:g}", f"{key}_residual")
 
 
+def _layer_effects(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> None:
+    """Where the repair recovers the answer, layer by layer (when the diagnosis holds the table)."""
+    shown = [s for s in chosen if figures.layer_effects_view(d, budget, s) is not None]
+    if not shown:
+        return
+    st.subheader("Where the repair recovers the answer, layer by layer")
+    ensure_choice(f"{key}_effects_selector", shown, shown[0])
+    selector = st.selectbox("Repair of", shown, key=f"{key}_effects_selector")
+    show_figure(figures.layer_effects_view(d, budget, selector), f"layer-effects-{d.example_id}-b{budget:g}",
+                f"{key}_layer_effects")
+
+
 def _details(d: Diagnosis, key: str, manifest: dict | None) -> None:
     with st.expander("Outcomes, costs and the attribution check"):
         st.dataframe(d.outcomes, hide_index=True, width="stretch")
@@ -230,6 +242,7 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> tup
         _picks(d, key, budget, chosen, token)
     _heatmaps(d, key, token)
     _residual(d, key, budget, chosen)
+    _layer_effects(d, key, budget, chosen)
     selectors_against(d, key, budget, token)
     _details(d, key, manifest)
     return budget, chosen

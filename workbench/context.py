@@ -4,6 +4,8 @@
     ctx.spliced, ctx.dense            # KVCache over the handed-off span [0, suffix_start)
     fixed = ctx.repair(ctx.reused_positions[:40])
     ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
+    fixed, acts = ctx.run_with_cache(ctx.reused_positions[:10])   # every hook point's activation
+    fixed = ctx.repair(rows, hooks={"blocks.3.attn.hook_z": fn})  # fn(tensor, hook), engine.hooks
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench import decode
+from workbench.engine.hooks import caching_hooks, hook_names
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, dense_cache, splice
 from workbench.layout import Layout, PromptFormat, build_layout
@@ -46,9 +49,21 @@ class Context:
     def suffix_ids(self) -> torch.Tensor:
         return self.layout.ids[self.layout.suffix_start:]
 
-    def repair(self, positions, cache: KVCache | None = None) -> KVCache:
-        """A new cache with `positions` recomputed exactly over `cache` (default: the splice)."""
-        return repair(self.model, self.spliced if cache is None else cache, self.layout.ids, positions)
+    def repair(self, positions, cache: KVCache | None = None, hooks=None) -> KVCache:
+        """A new cache with `positions` recomputed exactly over `cache` (default: the splice).
+        `hooks`: {hook point name: fn(tensor, hook)} run on the pass (`engine.hooks`)."""
+        return repair(self.model, self.spliced if cache is None else cache, self.layout.ids, positions, hooks=hooks)
+
+    def run_with_cache(self, positions, names=None, cache: KVCache | None = None,
+                       hooks=None) -> tuple[KVCache, dict[str, torch.Tensor]]:
+        """`repair` that also returns the activations of the hook points `names` (default: every
+        one), by name, each with the pass's cell axis first (`[1, row, ...]`; see `engine.hooks`).
+        `hooks` run too, before the activations are kept."""
+        names = hook_names(self.model.adapter.n_layers) if names is None else tuple(names)
+        store: dict[str, torch.Tensor] = {}
+        kept = caching_hooks(names, store)
+        both = {name: [*_listed((hooks or {}).get(name)), *_listed(kept.get(name))] for name in {*kept, *(hooks or {})}}
+        return self.repair(positions, cache, both), store
 
     def answer(self, cache: KVCache, max_new_tokens: int = 24) -> str:
         """The greedy answer (first line) the receiver gives from `cache`."""
@@ -90,6 +105,10 @@ class Context:
                                  f"positions up to {self.layout.suffix_start - 1}); the splice is wrong, "
                                  f"not merely rounded")
         return err
+
+
+def _listed(fn) -> list:
+    return [] if fn is None else [fn] if callable(fn) else list(fn)
 
 
 def rounding_tolerance(dtype: torch.dtype, max_position: int, max_abs: float, width: int = 0) -> float:

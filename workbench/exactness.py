@@ -22,11 +22,11 @@ from pathlib import Path
 
 import torch
 
-from workbench.cell_answers import answer_cells
 from workbench.context import Context
+from workbench.engine.answers import answer_cells
+from workbench.engine.cells import Cell, materialize, run_cells
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
-from workbench.overlay import Cell, materialize, run_cells
 
 # Largest relative (Frobenius) K/V error of a recomputation against its reference, per dtype.
 KV_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 0.05, torch.float16: 0.01}

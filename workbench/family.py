@@ -156,16 +156,28 @@ class FamilyAdapter:
             q, k = attn.q_norm(q), attn.k_norm(k)
         return q, k, v
 
-    def finish_layer(self, layer: int, h: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+    def rotated_qkv(self, layer: int, x: torch.Tensor, positions: torch.Tensor):
+        """Layer-normed hidden rows -> (q, k, v) with RoPE at `positions` ([row]): the queries and
+        keys a layer attends with. x: [row, hidden] -> q [row, head, d_head], k, v [row, kv_head, d_head]."""
+        q, k, v = self.project_qkv(layer, x)
+        return self.rotate(q, positions, layer), self.rotate(k, positions, layer), v
+
+    def finish_layer(self, layer: int, h: torch.Tensor, attn: torch.Tensor, hook=None) -> torch.Tensor:
         """The rest of a decoder layer after attention. h: [row, hidden] (its input);
-        attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden]."""
+        attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden].
+        `hook(name, x) -> x`, when given, sees what attention and the MLP add to the residual
+        stream ("hook_attn_out", "hook_mlp_out", each [row, hidden])."""
         block = self.layers[layer]
         out = block.self_attn.o_proj(attn)
-        if hasattr(block, "pre_feedforward_layernorm"):  # Gemma: norms after attention and around the MLP
-            h = h + block.post_attention_layernorm(out)
-            return h + block.post_feedforward_layernorm(block.mlp(block.pre_feedforward_layernorm(h)))
-        h = h + out
-        return h + block.mlp(block.post_attention_layernorm(h))
+        gemma = hasattr(block, "pre_feedforward_layernorm")  # Gemma: norms after attention and around the MLP
+        if gemma:
+            out = block.post_attention_layernorm(out)
+        h = h + (out if hook is None else hook("hook_attn_out", out))
+        if gemma:
+            mlp = block.post_feedforward_layernorm(block.mlp(block.pre_feedforward_layernorm(h)))
+        else:
+            mlp = block.mlp(block.post_attention_layernorm(h))
+        return h + (mlp if hook is None else hook("hook_mlp_out", mlp))
 
     def _tables(self, like: torch.Tensor, positions: torch.Tensor, kind: str | None):
         """The rotary module's cos, sin at positions ([1, pos]) for one layer kind: [1, pos, d_head]."""

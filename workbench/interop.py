@@ -19,6 +19,10 @@ and `blocks.{l}.attn.hook_v`, each `[batch=1, pos, kv_head, d_head]`. The bridge
 grouped-query K/V at the model's kv heads (SmolLM2-135M: 3, not its 9 query heads); its
 `hook_pattern` is `[batch, head, query, key]` over query heads, which `attention_pattern`
 reproduces from a dense prefill.
+
+The workbench's own passes (the repair, the batched cells, their decode steps) carry hook
+points of the same names (`engine.hooks`): `ctx.repair(rows, hooks=...)`,
+`ctx.run_with_cache(rows)`, `diagnose(..., hooks=...)`.
 """
 
 from __future__ import annotations
@@ -173,7 +177,7 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
     patterns = {}
     for l in layers:
-        q = ad.rotate(ad.project_qkv(l, recorded[l][0])[0], positions, l)  # [pos, head, d_head]
+        q = ad.rotated_qkv(l, recorded[l][0], positions)[0]  # [pos, head, d_head]
         keys = out.cache.layers[l].keys[0]  # [kv_head, pos, d_head]
         patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])[None]
     return patterns

@@ -52,16 +52,36 @@ class KVCache:
     def cat(parts: list[KVCache]) -> KVCache:
         return KVCache(torch.cat([p.keys for p in parts], dim=2), torch.cat([p.values for p in parts], dim=2))
 
+    def place(self, positions, keys: torch.Tensor | None = None, values: torch.Tensor | None = None) -> KVCache:
+        """A copy with rows written at `positions` (absolute, [row]) of every layer: `keys` and
+        `values` ([layer, kv_head, row, d_head]; None keeps this cache's). Grown, with zero rows,
+        when the positions pass its end. The one way rows go into a cache."""
+        pos = torch.as_tensor(positions, dtype=torch.long).to(self.keys.device)
+        n = max(self.n_positions, int(pos.max()) + 1 if pos.numel() else 0)
+        grown = (self.n_layers, self.keys.shape[1], n, self.keys.shape[3])
+        new_keys, new_values = self.keys.new_zeros(grown), self.values.new_zeros(grown)
+        new_keys[:, :, : self.n_positions], new_values[:, :, : self.n_positions] = self.keys, self.values
+        if keys is not None:
+            new_keys[:, :, pos] = keys.to(new_keys.device, new_keys.dtype)
+        if values is not None:
+            new_values[:, :, pos] = values.to(new_values.device, new_values.dtype)
+        return KVCache(new_keys, new_values)
+
     def with_rows(self, source: KVCache, positions, keys: bool = True, values: bool = True) -> KVCache:
         """A copy with `source`'s rows at `positions` (absolute, [row]) at every layer: its K and V
         rows, or only its keys or only its values."""
-        pos = torch.as_tensor(positions, dtype=torch.long).to(self.keys.device)
-        new_keys, new_values = self.keys.clone(), self.values.clone()
-        if keys:
-            new_keys[:, :, pos] = source.keys[:, :, pos].to(new_keys.device, new_keys.dtype)
-        if values:
-            new_values[:, :, pos] = source.values[:, :, pos].to(new_values.device, new_values.dtype)
-        return KVCache(new_keys, new_values)
+        pos = torch.as_tensor(positions, dtype=torch.long).to(source.keys.device)
+        return self.place(pos, source.keys[:, :, pos] if keys else None, source.values[:, :, pos] if values else None)
+
+    def moved(self, adapter, delta: int) -> KVCache:
+        """These rows `delta` positions on: keys by a delta rotation (`FamilyAdapter.rerotate`),
+        values as they are (they do not depend on position)."""
+        return KVCache(adapter.rerotate(self.keys, delta), self.values)
+
+
+def assemble(adapter, parts: list[tuple[KVCache, int]]) -> KVCache:
+    """Caches laid end to end, each (cache, delta) moved `delta` positions first (`KVCache.moved`)."""
+    return KVCache.cat([cache.moved(adapter, delta) for cache, delta in parts])
 
 
 def hf_cache(layers=None):
@@ -158,7 +178,7 @@ def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Spl
             sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end])
         receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
         with torch.inference_mode():
-            exact = torch.stack([ad.rotate(ad.project_qkv(l, inputs[l][0])[1], receiver, l).transpose(0, 1)
+            exact = torch.stack([ad.rotated_qkv(l, inputs[l][0], receiver)[1].transpose(0, 1)
                                  for l in range(ad.n_layers)])  # [layer, kv_head, len, d_head]
         delta = ad.rerotate(sent.keys, seg.start - prefix_len)
         diff_sq += (delta.float() - exact.float()).flatten(1).square().sum(1).cpu()

@@ -6,8 +6,9 @@ repaired row attending to another repaired row sees the corrected value); their 
 attend over the whole cache under a causal mask built from absolute positions (key
 position <= query position, and inside the layer's sliding window where it has one; a
 bottom-right mask would let scattered rows see later keys); then o-projection and MLP feed
-the next layer. Cost: O(|S| * n) attention and |S| rows
-of every linear layer. The input cache is never mutated.
+the next layer. Cost: O(|S| * n) attention and |S| rows of every linear layer. The input cache
+is never mutated. The loop is the engine's layer step (`engine.layers.run_layers`) over one cell,
+so a repair takes the engine's hooks (`engine.hooks`, `Context.run_with_cache`).
 
 A *context mask* (`context`, bool [n_context]) narrows what a repaired row attends to (RelaxKV's
 restricted recompute): a row at a position inside the mask's span sees only keys whose position
@@ -22,52 +23,16 @@ import math
 import torch
 import torch.nn.functional as F
 
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import explicit_attention, run_layers
+from workbench.engine.masks import check_context, check_positions, context_allows
 from workbench.errors import WorkbenchError
-from workbench.family import rotate_half, visible_keys
+from workbench.family import visible_keys
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
-
-def check_positions(positions, n_positions: int, what: str = "positions") -> torch.Tensor:
-    """Validate row positions: integers in [0, n_positions), no duplicates. Returns sorted [row]."""
-    pos = torch.as_tensor(positions)
-    if pos.dim() != 1:
-        raise WorkbenchError(f"{what} must be a 1-D list of token positions, got shape {tuple(pos.shape)}")
-    if pos.numel() and (pos.dtype.is_floating_point or pos.dtype == torch.bool):
-        raise WorkbenchError(f"{what} must be integers, got {pos.dtype}")
-    pos = pos.long().cpu()
-    if pos.numel() == 0:
-        return pos
-    bad = pos[(pos < 0) | (pos >= n_positions)]
-    if bad.numel():
-        raise WorkbenchError(f"{what} out of range [0, {n_positions}): {bad[:8].tolist()}")
-    ordered = torch.sort(pos).values
-    dupes = ordered[1:][ordered[1:] == ordered[:-1]]
-    if dupes.numel():
-        raise WorkbenchError(f"{what} contain duplicates: {torch.unique(dupes)[:8].tolist()}")
-    return ordered
-
-
-def check_context(context, what: str = "context") -> torch.Tensor:
-    """Validate a context mask: a non-empty 1-D bool tensor over key positions. Returns it on cpu."""
-    if not isinstance(context, torch.Tensor) or context.dim() != 1 or context.dtype != torch.bool \
-            or not context.numel():
-        raise WorkbenchError(f"{what} must be a non-empty 1-D bool tensor over key positions (True: a repaired "
-                             f"row may attend to it), got {getattr(context, 'dtype', type(context).__name__)}")
-    return context.cpu()
-
-
-def context_allows(context: torch.Tensor, query_pos: torch.Tensor, key_pos: torch.Tensor) -> torch.Tensor:
-    """Which keys a context mask leaves to each query (see the module docstring): bool [..., q, k].
-
-    context: bool [n_context]; query_pos: [..., q]; key_pos: [..., k] (absolute; keys past the
-    mask's end, and padding at -1, count as inside it: causality and padding masks rule them)."""
-    n = context.numel()
-    inside = torch.cat([context.to(key_pos.device), context.new_ones(1, device=key_pos.device)])
-    keys = inside[key_pos.clamp(0, n)]  # [..., k]
-    own = key_pos[..., None, :] == query_pos[..., :, None]  # [..., q, k]
-    restricted = (query_pos < n)[..., :, None]  # [..., q, 1]
-    return ~restricted | keys[..., None, :] | own
+__all__ = ["attention_pairs", "budget_rows", "check_context", "check_positions", "context_allows", "recompute_rows",
+           "repair"]
 
 
 def attention_pairs(model: LoadedModel, positions: torch.Tensor, n_keys: int,
@@ -83,17 +48,19 @@ def attention_pairs(model: LoadedModel, positions: torch.Tensor, n_keys: int,
 
 def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
                    positions: torch.Tensor, n_layers: int | None = None,
-                   context: torch.Tensor | None = None) -> tuple[KVCache, torch.Tensor]:
+                   context: torch.Tensor | None = None, hooks=None) -> tuple[KVCache, torch.Tensor]:
     """Exactly recompute rows `positions` of `cache` (ids: the context's token ids, [pos]).
 
     Returns (new cache, hidden states of the rows after the last layer run, [row, hidden]).
     `positions` must already be validated and sorted (see `check_positions`). Rows beyond the
     cache's end extend it. `n_layers` stops after that many layers (CacheBlend's partial
     recompute up to its check layer); layers above keep the input cache's rows. `context`
-    narrows what the rows attend to (the module docstring).
+    narrows what the rows attend to (the module docstring). `hooks` ({name: fn}, `engine.hooks`)
+    see the rows as one cell: `[1, row, ...]`.
     """
     ad = model.adapter
     device = model.device
+    hooks = Hooks.of(hooks, ad.n_layers)
     n = max(cache.n_positions, int(positions.max()) + 1 if positions.numel() else 0)
     keys = _grown(cache.keys, n)  # [layer, kv_head, pos, d_head]
     values = _grown(cache.values, n)
@@ -102,37 +69,37 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     pos = positions.to(device)
     key_pos = torch.arange(n, device=device)
     allowed = context_allows(check_context(context), pos, key_pos) if context is not None else None  # [row, pos]
+
+    def attend(l: int, q, k, v, pattern) -> torch.Tensor:  # q: [row, head, d_head]; k, v: [row, kv_head, d_head]
+        keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
+        values[l][:, pos] = v.transpose(0, 1)
+        mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
+        mask = mask if allowed is None else mask & allowed
+        if pattern is not None:
+            return explicit_attention(q.transpose(0, 1)[None], keys[l][None], values[l][None], mask[None],
+                                      ad.scaling, key_pos[None], pattern)[0]
+        attn = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
+            attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
+        return attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
+
     with torch.inference_mode():
-        h = ad.embed(ids.to(device)[pos])  # [row, hidden]
-        tables = ad.rope_tables(pos, h)  # [layer] of (cos, sin) [row, d_head]
-        for l, layer in enumerate(ad.layers[:n_layers]):
-            x = layer.input_layernorm(h)
-            q, k, v = ad.project_qkv(l, x)  # [row, head, d_head], [row, kv_head, d_head] x2
-            cos, sin = tables[l]
-            q = q * cos[:, None] + rotate_half(q) * sin[:, None]
-            k = k * cos[:, None] + rotate_half(k) * sin[:, None]
-            keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
-            values[l][:, pos] = v.transpose(0, 1)
-            mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
-            attn = F.scaled_dot_product_attention(
-                q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
-                attn_mask=(mask if allowed is None else mask & allowed)[None, None],
-                scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
-            attn = attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
-            h = ad.finish_layer(l, h, attn)
+        rows = Rows.one_cell(pos) if hooks else None
+        h = run_layers(ad, ids.to(device)[pos], pos, rows, attend, hooks, n_layers)
     return KVCache(keys, values), h
 
 
 def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions,
-           context: torch.Tensor | None = None) -> KVCache:
+           context: torch.Tensor | None = None, hooks=None) -> KVCache:
     """A new cache with rows `positions` recomputed exactly (over `context` only, when given: bool
-    [n_context], see the module docstring); `cache` is left unchanged."""
+    [n_context], see the module docstring); `cache` is left unchanged. `hooks`: {name: fn}, run
+    on the pass (`engine.hooks`)."""
     pos = check_positions(positions, cache.n_positions)
     if context is not None:
         check_context(context)
     if pos.numel() == 0:
         return cache.clone()
-    fixed, _ = recompute_rows(model, cache, ids, pos, context=context)
+    fixed, _ = recompute_rows(model, cache, ids, pos, context=context, hooks=hooks)
     return fixed
 
 

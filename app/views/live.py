@@ -161,7 +161,7 @@ def run_live() -> None:
     def work(job: jobs.Job):
         job.progress(0.0, "prefilling each passage in isolation, splicing, dense prefill")
         ctx = wb.build_context(model, example, rerotation=config.rerotation)
-        diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_report(job, ctx))
+        diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_report(job, ctx), layer_effects=True)
         job.progress(1.0, "done")
         return replace(diagnosis, ctx=None)  # the caches are not needed by the views
 

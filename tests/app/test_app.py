@@ -324,6 +324,7 @@ def test_live_diagnoses_explores_and_saves(world, tmp_path):
     assert not at.warning, [w.value for w in at.warning]
     assert len(at.get("plotly_chart")) >= 4
     assert any("Diagnosed in" in c.value and "drawn in" in c.value for c in at.caption)  # the drawing counted too
+    assert set(at.selectbox(key="liveview_effects_selector").options) == {"random", "densedev", "bcr"}  # layer by layer
     budget = at.select_slider(key="liveview_budget")
     assert budget.value == pytest.approx(0.2)
     low = frame_with(at, "position", "n_selectors")

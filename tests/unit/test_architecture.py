@@ -40,6 +40,9 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
     import json
     import re
 
+    import torch
+
+    import workbench as wb
     from tests.conftest import small_example
     from workbench.diagnosis import diagnose
     from workbench.pipeline import METHODS, PipelineSpec, get_method, run_request
@@ -48,10 +51,16 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
     from workbench.tasks import load_dataset, spec as datasets
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.S)
-    assert len(blocks) == 4
+    hook_example = [b for b in blocks if "run_with_cache" in b]
+    assert len(blocks) == 5 and len(hook_example) == 1
     try:
         for block in blocks:
-            exec(compile(block, "ARCHITECTURE.md", "exec"), {})
+            if block not in hook_example:
+                exec(compile(block, "ARCHITECTURE.md", "exec"), {})
+        hooked = {"ctx": wb.build_context(tiny_llama, small_example())}  # the hook example runs on a context
+        exec(compile(hook_example[0], "ARCHITECTURE.md", "exec"), hooked)
+        assert hooked["pattern"].shape[:3] == (1, tiny_llama.adapter.n_heads, 10)
+        assert not torch.equal(hooked["ablated"].keys, hooked["fixed"].keys)  # the ablation moved the cache
         d = diagnose(tiny_llama, small_example(), selectors=("late-value-dev", "cadence-grad"), budgets=(0.5,),
                      progress=False)
         assert set(d.outcomes["selector"]) == {"late-value-dev", "cadence-grad"}

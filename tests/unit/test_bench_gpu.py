@@ -13,8 +13,8 @@ import torch
 
 import workbench as wb
 from conftest import shifted_splice, small_example
-from workbench import bench_gpu_env as env
-from workbench.bench_gpu import SHAPES, random_model, shape_config
+from workbench.bench import gpu_env as env
+from workbench.bench.gpu import SHAPES, random_model, shape_config
 from workbench.errors import WorkbenchError
 from workbench.exactness import check_exactness
 

@@ -386,7 +386,7 @@ def test_diagnose_writes_a_run_folder_and_force_replaces_only_its_own(tiny_loade
 
 
 def test_bench_signals_times_the_shared_suffix_pass_against_separate_passes(tiny_loaded, capsys):
-    from workbench.bench import signal_sharing
+    from workbench.bench.ratios import signal_sharing
 
     table = signal_sharing(tiny_loaded, examples=2, repeats=1, progress=False)
     assert list(table.columns) == ["n_tokens", "suffix_tokens", "separate_s", "shared_s", "ratio"]

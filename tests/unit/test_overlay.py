@@ -1,15 +1,15 @@
-"""The batched engine against the serial reference: many repairs in one pass (overlay), their
-answers and the dense answer's score (cell_answers), and the residual meter (tiny models)."""
+"""The batched engine against the serial reference: many repairs in one pass (engine.cells), their
+answers and the dense answer's score (engine.answers), and the residual meter (tiny models)."""
 
 import pytest
 import torch
 
 import workbench as wb
 from conftest import FAMILIES, small_example, tiny_model
-from workbench.cell_answers import answer_cells
 from workbench.decode import stop_token_ids
+from workbench.engine.answers import answer_cells
+from workbench.engine.cells import Cell, materialize, run_cells
 from workbench.exactness import host_syncs, rel
-from workbench.overlay import Cell, materialize, run_cells
 from workbench.repair import repair
 from workbench.signals.deviation import ResidualMeter, residual_deviation
 
@@ -122,7 +122,7 @@ def test_answers_of_restricted_cells_equal_the_serial_path(setup):
 
 def test_bad_row_sets_fail_before_any_work(setup, monkeypatch):
     model, ctx, row_sets, reference = setup
-    monkeypatch.setattr("workbench.cell_answers.run_cells", lambda *a, **k: pytest.fail("work started"))
+    monkeypatch.setattr("workbench.engine.answers.run_cells", lambda *a, **k: pytest.fail("work started"))
     n = ctx.spliced.n_positions
     for bad, match in ((torch.tensor([3, 3]), "duplicates"), (torch.tensor([n + 5]), "out of range"),
                        (torch.tensor([1.5]), "integers")):

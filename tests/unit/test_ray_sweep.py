@@ -160,7 +160,7 @@ def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_fold
 
 
 def test_executor_throughput_times_local_and_each_worker_count(cluster, model_folder, tmp_path):
-    from workbench.bench_executors import executor_throughput
+    from workbench.bench.executors import executor_throughput
     from workbench.errors import WorkbenchError
 
     spec = data(tmp_path / "d.jsonl", ["a", "b"])

@@ -110,7 +110,7 @@ def test_the_suffix_pass_costs_the_rows_it_ran_when_the_draft_stops_early(tiny_l
     drafted = suffix_pass(ctx, k=2).draft.draft_ids
     assert len(drafted) == 2 and drafted[0] != drafted[1]
     # the second drafted token is an end of turn: the draft is its first token, fed back once
-    monkeypatch.setattr("workbench.signals.attention.stop_token_ids", lambda model: {drafted[1]})
+    monkeypatch.setattr("workbench.engine.decode.stop_token_ids", lambda model: {drafted[1]})
     signals = SignalSet(ctx)
     assert signals["draft"].draft_ids == drafted[:1]
     rows = len(ctx.suffix_ids) + 1

@@ -30,7 +30,7 @@ def add_arguments(p) -> None:
 
 def command(args) -> int:
     """Benchmarks printed as ratios measured in one process."""
-    from workbench import bench
+    from workbench.bench import ratios as bench
     from workbench.diagnosis import check_budgets
 
     budgets = check_budgets(args.budgets)
@@ -67,7 +67,7 @@ def command(args) -> int:
 
 def _load(args) -> int:
     """`kvwb bench load`: fresh processes per setting (the wait policy is read when torch loads)."""
-    from workbench import bench, bench_load
+    from workbench.bench import load as bench_load, ratios as bench
     from workbench.report import markdown_table
 
     table = bench_load.load_slowdown(args.model, repeats=args.repeats)
@@ -81,8 +81,8 @@ def _load(args) -> int:
 
 def _executors(args) -> int:
     """`kvwb bench executors`: each executor loads the model itself (a Ray worker in its process)."""
-    from workbench import bench
-    from workbench.bench_executors import executor_throughput
+    from workbench.bench import ratios as bench
+    from workbench.bench.executors import executor_throughput
     from workbench.report import markdown_table
 
     table = executor_throughput(args.model, n=args.examples, workers=args.workers)

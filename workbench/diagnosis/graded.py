@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.cell_answers import CellAnswer
+from workbench.engine.answers import CellAnswer
 from workbench.tasks import f1_score
 
 GRADED_COLUMNS = ("dense_logprob_mean", "first_token_agree", "first_kl", "agree_prefix", "f1_to_dense")

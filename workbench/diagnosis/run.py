@@ -1,7 +1,7 @@
 """`diagnose(model, example, config)`: one example, every signal, every repair.
 
 Signals are computed once (`SignalSet`) and serve every selector and budget. Every distinct
-row set is a cell of one batched pass (`cell_answers.answer_cells`): repair, suffix prefill and
+row set is a cell of one batched pass (`engine.answers.answer_cells`): repair, suffix prefill and
 the dense answer teacher-forced share it, and only answers that leave the dense one decode
 further. Each repair's outcome is the receiver's greedy answer, its flip against the dense
 answer, EM/F1 against gold, the dense answer's log-probability under the repaired cache, and
@@ -18,17 +18,18 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from workbench.cell_answers import answer_cells
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
 from workbench.diagnosis.graded import graded
+from workbench.diagnosis.layer_effects import layer_effects_table
 from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
 )
 from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
+from workbench.engine.answers import answer_cells
 from workbench.models import LoadedModel
 from workbench.repair import attention_pairs, budget_rows
 from workbench.selectors import SelectorSpec, parse_selectors, random_scores, select_rows
@@ -64,14 +65,19 @@ def _reporter(progress: bool | ProgressFn, example_id: str) -> ProgressFn:
 
 
 def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None = None, *,
-             ctx: Context | None = None, progress: bool | ProgressFn = True, **overrides) -> Diagnosis:
+             ctx: Context | None = None, progress: bool | ProgressFn = True, hooks=None, layer_effects: bool = False,
+             **overrides) -> Diagnosis:
     """Diagnose one example under `config` (keywords override its fields, e.g. `budgets=(0.2,)`).
 
     Every input is checked before any model work. `ctx` reuses a Context already built for
     this example. `progress` is True (a progress bar), False, or a callable `(stage, done,
     total)` called as the stages (`STAGES`) advance: the repairs stage counts cells done.
     With `config.attribution`, the AtP check runs (first-order estimates vs actual patching
-    of `patch_max_tokens` tokens, K+V, K only, V only).
+    of `patch_max_tokens` tokens, K+V, K only, V only). `hooks` ({hook point name: fn(tensor,
+    hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
+    answers), never on the dense reference's: they change the outcomes, not what they are judged by.
+    `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
+    (a drawn one's first draw).
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     specs = parse_selectors(config.selectors)
@@ -114,7 +120,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     t_repairs = time.perf_counter()
     cells = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()], ctx.suffix_ids,
                          dense_ids, config.max_new_tokens, progress=lambda done, total: report("repairs", done, total),
-                         contexts=[context for _, context in row_sets.values()])
+                         contexts=[context for _, context in row_sets.values()], hooks=hooks)
     # The dense cache through the same pass: the first-token distribution the graded outcomes read.
     (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[(), None][0]], ctx.suffix_ids, dense_ids,
                                  config.max_new_tokens)
@@ -162,6 +168,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                                          *((label, budget, draw, by_rows[_cell_key(*cell)])
                                            for (label, budget, draw), cell in chosen.items())])),
     }
+    if layer_effects:
+        tables["layer_effects"] = layer_effects_table(
+            ctx, {(label, budget): picked for (label, budget, draw), picked in chosen.items() if not draw})
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
                     repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from workbench.errors import WorkbenchError
 from workbench.family import FamilyAdapter
-from workbench.kv import KVCache, prefill_many
+from workbench.kv import KVCache, assemble, prefill_many
 from workbench.layout import Layout
 from workbench.models import LoadedModel
 from workbench.tasks import Example, contains_answer, normalize_answer
@@ -368,11 +368,8 @@ def subspace_noisy_cache(native: KVCache, start: int, target: float, subspace: S
 def augmented_cache(adapter: FamilyAdapter, own: KVCache, senders: list[KVCache], sender_start: int) -> KVCache:
     """The reader's own cache followed by sender passage caches (each computed at positions from
     `sender_start`), keys moved by a delta rotation to the positions after `own`."""
-    parts, at = [own], own.n_positions
-    for sender in senders:
-        parts.append(KVCache(adapter.rerotate(sender.keys, at - sender_start), sender.values))
-        at += sender.n_positions
-    return KVCache.cat(parts)
+    starts = own.n_positions + torch.tensor([0] + [s.n_positions for s in senders]).cumsum(0)  # [sender + 1]
+    return assemble(adapter, [(own, 0)] + [(s, int(at) - sender_start) for s, at in zip(senders, starts)])
 
 
 def is_correct(answer: str, gold) -> bool:

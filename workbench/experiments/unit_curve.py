@@ -169,8 +169,7 @@ def attention_probe(ctx) -> AttentionProbe:
     query_pos = torch.arange(n, n + hidden[0].shape[0], device=model.device)  # [row]
     queries, s_keys, s_values = [], [], []
     for l in range(ad.n_layers):
-        q, _, _ = ad.project_qkv(l, hidden[l])  # [row, head, d_head]
-        queries.append(ad.rotate(q, query_pos, l).float())
+        queries.append(ad.rotated_qkv(l, hidden[l], query_pos)[0].float())  # [row, head, d_head]
         layer = hf_cache.layers[l]
         s_keys.append(layer.keys[0, :, n:].float())
         s_values.append(layer.values[0, :, n:].float())

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, prefill
+from workbench.kv import KVCache, dense_cache, prefill
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
 from workbench.pipeline.anchors import AnchorPool, GateDecision
@@ -68,10 +68,9 @@ def agent_layout(tokenizer, spec: PipelineSpec, agent: int, task: str, outputs: 
     return build_layout(tokenizer, example, AGENT_FORMAT, max_positions=max_positions), slots
 
 
-def dense_call(model: LoadedModel, layout: Layout) -> KVCache:
-    """Token-matched Dense: one prefill of the call's own ids (each segment tokenized apart, as
-    the reuse path lays them out) over the handed-off span [0, suffix_start)."""
-    return prefill(model, layout.ids[: layout.suffix_start])
+# Token-matched Dense: one prefill of the call's own ids (each segment tokenized apart, as the reuse
+# path lays them out) over the handed-off span [0, suffix_start): the example's dense reference.
+dense_call = dense_cache
 
 
 def template_ids(tokenizer, layout: Layout) -> torch.Tensor:
@@ -92,12 +91,7 @@ def base_cache(model: LoadedModel, ids: torch.Tensor, start: int,
         alone = prefill(model, torch.cat([lead, ids.cpu()])).slice(len(lead), len(lead) + len(ids))
         if memo is not None:
             memo[key] = alone
-    return moved(model, alone, start - len(lead))
-
-
-def moved(model: LoadedModel, cache: KVCache, delta: int) -> KVCache:
-    """`cache` moved `delta` positions on (keys by a delta rotation; values do not depend on position)."""
-    return KVCache(model.adapter.rerotate(cache.keys, delta), cache.values)
+    return alone.moved(model.adapter, start - len(lead))
 
 
 def tail_base(model: LoadedModel, agent: int, layout: Layout, slots: tuple[Slot, ...],
@@ -118,7 +112,7 @@ def tail_base(model: LoadedModel, agent: int, layout: Layout, slots: tuple[Slot,
         if templates is not None:
             templates[agent] = kept
     _, tail, start = kept
-    return moved(model, tail, layout.suffix_start - start)
+    return tail.moved(model.adapter, layout.suffix_start - start)
 
 
 @dataclass(frozen=True)

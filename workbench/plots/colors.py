@@ -45,6 +45,7 @@ SERIES = {
     "masked_sender": "#757575", "distractors_only": "#6d4c41", "floor_noise": "#f06292", "lift": "#263238",
     "floor": "#9e9e9e", "reference": "#424242", "unrepaired": "#9e9e9e",
     "local layers": "#e64a19", "global layers": "#455a64",  # Gemma 3's sliding-window and global layers
+    "splice": "#bdbdbd", "repaired": "#0277bd", "dense": "#212121",  # the per-layer recompute effects
 }
 
 

@@ -20,6 +20,7 @@ from workbench.diagnosis import Diagnosis, register_renderer
 from workbench.errors import WorkbenchError
 from workbench.plots.answer import answer_tokens_figure
 from workbench.plots.embed import figure_div, plotly_script
+from workbench.plots.layer_effects import layer_effects_figure
 from workbench.plots.text import escape
 from workbench.plots.tokens import (
     deviation_by_layer_type,
@@ -232,7 +233,8 @@ def residual_figure(d: Diagnosis, budget: float | None = None, kind: str = "v", 
 def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None) -> dict[str, go.Figure]:
     """The per-example figures with sensible defaults (first budget, non-reference selectors):
     "tokens", "picks", "deviation", "layer_types" (models with local and global layers), one
-    "layer:NAME" per layer signal, "residual", "answer_tokens" (the dense answer token by token); a figure
+    "layer:NAME" per layer signal, "residual", "answer_tokens" (the dense answer token by token),
+    "layer_effects" (of the first selector); a figure
     whose table is empty is left out."""
     found = budgets(d)
     budget = float(budget) if budget is not None else (found[0] if found else None)
@@ -256,7 +258,23 @@ def diagnosis_figures(d: Diagnosis, budget: float | None = None, selectors=None)
         figures["residual"] = residual_figure(d, budget, selectors=references + chosen)
     if not table(d, "answer_tokens").empty and budget is not None:
         figures["answer_tokens"] = answer_tokens_figure(d, budget, chosen)
+    effects = layer_effects_view(d, budget, chosen[0]) if chosen and budget is not None else None
+    if effects is not None:
+        figures["layer_effects"] = effects
     return figures
+
+
+def layer_effects_view(d: Diagnosis, budget: float, selector: str) -> go.Figure | None:
+    """The per-layer recompute effects of `selector`'s repair at `budget` (the "layer_effects"
+    table, `diagnose(..., layer_effects=True)`), or None when the diagnosis has none."""
+    effects = table(d, "layer_effects")
+    if effects.empty:
+        return None
+    rows = effects[(effects["selector"] == selector) & ((effects["budget"] - budget).abs() < 1e-9)]
+    if rows.empty:
+        return None
+    return layer_effects_figure(rows, f"where {escape(selector)}'s repair (b = {budget:g}) recovers the answer, "
+                                      "layer by layer")
 
 
 def _header(d: Diagnosis) -> str:

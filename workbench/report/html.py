@@ -134,6 +134,18 @@ def _residual(d: Diagnosis, figs: _Figures) -> str:
                    for kind in ("v", "k") if (res["kind"] == kind).any())
 
 
+def _layer_effects(d: Diagnosis, figs: _Figures) -> str:
+    """The section of the per-layer recompute effects; empty when the diagnosis has none."""
+    effects = table(d, "layer_effects")
+    if effects.empty:
+        return ""
+    views = [figures.layer_effects_view(d, float(budget), str(selector))
+             for selector, budget in dict.fromkeys(zip(effects["selector"], effects["budget"]))]
+    return "<h2>Where the repair recovers the answer, layer by layer</h2>" + "".join(
+        figs.div(v, caption="The suffix rows' residual stream after each layer, against dense's, and the logit lens "
+                            "of dense's first answer token on the last suffix row.") for v in views if v is not None)
+
+
 def _costs(doc: dict) -> str:
     costs = doc["costs"]
     if not costs:
@@ -186,6 +198,7 @@ def diagnosis_to_html(diagnosis: Diagnosis, run_manifest: dict | None = None) ->
         "<h2>Selectors' picks at each budget</h2>", _picks(diagnosis, figs),
         "<h2>Layer × token heatmaps</h2>", _layers(diagnosis, figs),
         "<h2>Deviation left after repair</h2>", _residual(diagnosis, figs),
+        _layer_effects(diagnosis, figs),
         "<h2>Costs</h2>", _costs(doc),
         "<h2>Attribution check</h2>", f'<p class="text">{e(doc["attribution"]["summary"])}</p>',
         "<h2>Run</h2>", _meta(doc),

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
-from workbench.decode import Answer, continue_greedy, stop_token_ids
+from workbench.decode import Answer, continue_greedy
+from workbench.engine.decode import StopRule, Walk, decode_greedy
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -149,8 +150,7 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
     positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
     with torch.inference_mode():
         for l in range(ad.n_layers):
-            q, _, _ = ad.project_qkv(l, rec.hidden[l])  # [row, head, d_head]
-            q = ad.rotate(q, positions, l)
+            q = ad.rotated_qkv(l, rec.hidden[l], positions)[0]  # [row, head, d_head]
             keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
             probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
             for name, r in rows.items():
@@ -179,17 +179,16 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
     with model.adapter.record_attention_inputs() as recorded:
         out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
                        logits_to_keep=1)
-        prefilled, last_logits = KVCache.from_hf(out.cache), out.logits[0, -1]
-        draft_ids: list[int] = []
-        stops = stop_token_ids(model)
-        for step in range(k or 0):
-            next_id = int(out.logits[0, -1].argmax())
-            if next_id in stops:
-                break
-            draft_ids.append(next_id)
-            if step == k - 1:
-                break
-            out = model.hf(input_ids=torch.tensor([[next_id]], device=model.device),
-                           cache=out.cache, use_cache=True)
+        prefilled, last_logits, hf = KVCache.from_hf(out.cache), out.logits[0, -1], out.cache
+        walk = Walk()
+
+        def advance(keep: list[int], tokens: list[int]):
+            nonlocal hf
+            step = model.hf(input_ids=torch.tensor([tokens], device=model.device), cache=hf, use_cache=True)
+            hf = step.cache
+            return step.logits[:, -1]
+
+        if k:  # the last drafted token is kept, never fed back
+            decode_greedy(StopRule.of(model, k, stop_at_newline=False), [walk], advance, last_logits[None])
     hidden = [torch.cat(rows) for rows in recorded]  # per layer [row, hidden]
-    return RecordedQueries(hidden, out.cache, tuple(draft_ids), prefilled, last_logits)
+    return RecordedQueries(hidden, hf, tuple(walk.generated), prefilled, last_logits)

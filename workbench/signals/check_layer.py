@@ -53,8 +53,7 @@ def check_layer_signals(ctx: Context, check_layer: int = 1) -> CheckLayerSignals
     pos = rows.to(ctx.model.device)
     with torch.inference_mode():
         layer = ad.layers[check_layer]
-        q, k, v = ad.project_qkv(check_layer, layer.input_layernorm(h))  # [pos, head|kv_head, d_head]
-        q, k = ad.rotate(q, pos, check_layer), ad.rotate(k, pos, check_layer)
+        q, k, v = ad.rotated_qkv(check_layer, layer.input_layernorm(h), pos)  # [pos, head|kv_head, d_head]
         probs = attention_rows(q, k.transpose(0, 1), pos, ad.scaling, ad.windows[check_layer])  # [head, query, key]
         received = probs.mean(0)  # [query, key]
         influence = received.tril(-1).sum(0)  # [key]: from strictly later queries

@@ -1,11 +1,11 @@
 """The parts of the GPU run (issue 30), each a command that writes its own file as it goes.
 
-    python -m workbench.bench_gpu_run versions  --out OUT/versions.json --manifest .whl/versions.txt
-    python -m workbench.bench_gpu_run exactness --out OUT/exactness.json --shape llama-3.2-1b
-    python -m workbench.bench_gpu_run timing    --out OUT/timing.md --shapes llama-3.1-8b,llama-3.2-1b
-    python -m workbench.bench_gpu_run gemma     --out OUT/gemma.md --shape gemma-3-1b --length 4096
-    python -m workbench.bench_gpu_run wheels    --requirements .whl/carry.txt --manifest .whl/versions.txt
-    python -m workbench.bench_gpu_run sizes     .whl
+    python -m workbench.bench.gpu_run versions  --out OUT/versions.json --manifest .whl/versions.txt
+    python -m workbench.bench.gpu_run exactness --out OUT/exactness.json --shape llama-3.2-1b
+    python -m workbench.bench.gpu_run timing    --out OUT/timing.md --shapes llama-3.1-8b,llama-3.2-1b
+    python -m workbench.bench.gpu_run gemma     --out OUT/gemma.md --shape gemma-3-1b --length 4096
+    python -m workbench.bench.gpu_run wheels    --requirements .whl/carry.txt --manifest .whl/versions.txt
+    python -m workbench.bench.gpu_run sizes     .whl
 
 `bench/gpu.sh` runs the first four in that order, one process each under its own time limit.
 A part rewrites its file atomically after each unit of work (a dtype, a row), so whatever it
@@ -27,10 +27,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from workbench import bench_gpu_env as env
+from workbench.bench import gpu_env as env
 from workbench.atomic import write_json, write_text
-from workbench.bench import machine
-from workbench.bench_gpu import SHAPES, TABLE10, random_model, time_context, timing_rows
+from workbench.bench.ratios import machine
+from workbench.bench.gpu import SHAPES, TABLE10, random_model, time_context, timing_rows
 from workbench.context import context_of_length
 from workbench.exactness import check_exactness
 from workbench.report import markdown_table
@@ -47,7 +47,7 @@ def _maybe_fail(part: str) -> None:
 def _header(args) -> str:
     import transformers
 
-    return (f"`python -m workbench.bench_gpu_run {' '.join(sys.argv[1:])}`\n\n"
+    return (f"`python -m workbench.bench.gpu_run {' '.join(sys.argv[1:])}`\n\n"
             f"random weights ({args.dtype}, {args.device}); machine: {machine()}; "
             f"transformers {transformers.__version__}\n")
 
@@ -133,7 +133,7 @@ def timing_text(rows: list[dict], shapes: list[str], header: str) -> str:
 
 
 def timing(args) -> list[dict]:
-    """The timing table (`bench_gpu.timing_rows`), rewritten after each row."""
+    """The timing table (`bench.gpu.timing_rows`), rewritten after each row."""
     shapes = [s for s in args.shapes.split(",") if s]
     lengths = [int(n) for n in args.lengths.split(",") if n]
     rows, header = [], _header(args)
@@ -192,7 +192,7 @@ def sizes(args) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench_gpu_run", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m workbench.bench.gpu_run", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="part", required=True)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for name in PARTS:

@@ -3,7 +3,7 @@ Llama-3.2-1B, Llama-3.1-8B and Gemma-3-1B shapes with random weights, built from
 device, timed at several context lengths. Weights need not be real to time; the answers are
 meaningless and not reported. A random model never ends its answer, so every greedy decode runs
 its 24 tokens: the times that decode (CADENCE's ŷ, the Diagnosis) are upper bounds for a real
-model's short answers. `bench/gpu.sh` runs it, through `workbench.bench_gpu_run`.
+model's short answers. `bench/gpu.sh` runs it, through `workbench.bench.gpu_run`.
 
 Per (shape, length), milliseconds, medians of `repeats` after a warm-up:
 
@@ -26,12 +26,12 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from workbench.bench import _time
+from workbench.bench.ratios import _time
 from workbench.byte_tokenizer import byte_tokenizer
 from workbench.context import Context, context_of_length
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, prefill, sender_cache
+from workbench.kv import KVCache, assemble, prefill, sender_cache
 from workbench.models import LoadedModel, wrap_model
 from workbench.repair import budget_rows
 from workbench.selectors import default_selectors
@@ -114,8 +114,7 @@ def time_context(model: LoadedModel, ctx: Context, repeats: int = 3, diagnosis: 
     sent = [sender_cache(model, prefix, ids[seg.start:seg.end]) for seg in layout.passages]  # the senders' work
 
     def assembly() -> KVCache:
-        moved = [KVCache(ad.rerotate(s.keys, seg.start - prefix_len), s.values) for s, seg in zip(sent, layout.passages)]
-        return KVCache.cat([prefix] + moved)
+        return assemble(ad, [(prefix, 0)] + [(s, seg.start - prefix_len) for s, seg in zip(sent, layout.passages)])
 
     def dense_ttft() -> int:
         with torch.inference_mode():

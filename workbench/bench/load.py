@@ -6,8 +6,8 @@ example (the small-op-heavy part of every Diagnosis: one-token decode steps); th
 process runs the same work in a loop for as long as the first needs. The figure is the
 slowdown: the median time with the neighbour over the median time alone, per setting.
 
-    python -m workbench.bench_load time  MODEL REPEATS   (prints the median seconds as JSON)
-    python -m workbench.bench_load spin  MODEL           (runs until killed)
+    python -m workbench.bench.load time  MODEL REPEATS   (prints the median seconds as JSON)
+    python -m workbench.bench.load spin  MODEL           (runs until killed)
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ def _env(policy: str, threads: int) -> dict[str, str]:
 
 
 def _timed(model_name: str, policy: str, threads: int, repeats: int) -> float:
-    out = subprocess.run([sys.executable, "-m", "workbench.bench_load", "time", model_name, str(repeats)],
+    out = subprocess.run([sys.executable, "-m", "workbench.bench.load", "time", model_name, str(repeats)],
                          env=_env(policy, threads), capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["median_s"]
 
 
 def _neighbour(model_name: str, policy: str, threads: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "workbench.bench_load", "spin", model_name],
+    proc = subprocess.Popen([sys.executable, "-m", "workbench.bench.load", "spin", model_name],
                             env=_env(policy, threads), stdout=subprocess.PIPE, text=True)
     proc.stdout.readline()  # "ready": the neighbour's model is loaded and it is working
     return proc

@@ -1,7 +1,7 @@
 """The receiver's answer from many repaired caches at once, with a reference answer's score.
 
 For each cell (a set of rows to repair over the splice) one batched layer-serial pass
-(`overlay.run_cells`) computes, in order of position,
+(`engine.cells.run_cells`) computes, in order of position,
 
     the repaired rows  |  the question suffix  |  the reference answer, teacher-forced
 
@@ -9,8 +9,9 @@ which is exactly repair, then suffix prefill, then teacher forcing, because each
 attends to rows at earlier positions. The last suffix row and the teacher-forced rows give the
 reference answer's log-probability and, read as a draft, the greedy answer: while the greedy
 token equals the reference token, the next teacher-forced row is the greedy decode's own next
-row. Only cells whose answer leaves the reference decode further, one batched row per step,
-with every row already computed kept as known K/V. The stopping rule is `decode._step`'s.
+row. Only cells whose answer leaves the reference decode further (`engine.steps.Decoder`), one
+batched row per step, with every row already computed kept as known K/V. The stopping rule is
+`engine.decode.StopRule`; hooks (`engine.hooks`) run on the batched pass and every decode step.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.decode import Answer, _answer, _step, stop_token_ids
+from workbench.engine.batching import pack_sizes
+from workbench.engine.cells import DEFAULT_MAX_BYTES, Cell, CellRows, run_cells
+from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy
+from workbench.engine.hooks import Hooks
+from workbench.engine.masks import check_context, check_positions
+from workbench.engine.steps import Decoder
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
-from workbench.overlay import DEFAULT_MAX_BYTES, Cell, CellRows, Decoder, run_cells
-from workbench.repair import check_context, check_positions
 
 
 @dataclass(frozen=True)
@@ -42,15 +46,12 @@ class CellAnswer:
 
 
 @dataclass
-class _Walk:
-    """A cell's greedy decode in progress."""
+class _Known:
+    """The rows a cell that left the reference has computed: its decode goes on from them."""
 
-    generated: list[int]
-    known_positions: torch.Tensor  # [known]
-    known_keys: torch.Tensor  # [layer, kv_head, known, d_head]
-    known_values: torch.Tensor
-    steps: int = 0
-    answer: Answer | None = None
+    positions: torch.Tensor  # [known]
+    keys: torch.Tensor  # [layer, kv_head, known, d_head]
+    values: torch.Tensor
 
 
 @torch.inference_mode()
@@ -58,13 +59,14 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                  suffix_ids: torch.Tensor, reference_ids, max_new_tokens: int = 24,
                  max_bytes: int = DEFAULT_MAX_BYTES,
                  progress: Callable[[int, int], None] | None = None,
-                 contexts: list[torch.Tensor | None] | None = None) -> list[CellAnswer]:
+                 contexts: list[torch.Tensor | None] | None = None, hooks=None) -> list[CellAnswer]:
     """Repair each row set of `row_sets` over `base` and answer from it (see the module docstring).
 
     ids: the context's token ids [pos] (row sets index into it); suffix_ids: [suffix];
     reference_ids: the answer to teacher-force (for example the dense answer and its end token);
     contexts: per row set, None or a context mask (bool [n]) its repaired rows are restricted to
-    (`overlay.Cell.context`; the suffix and the answer always see every key).
+    (`Cell.context`; the suffix and the answer always see every key); hooks: {name: fn}
+    (`engine.hooks`), run on every pass.
     """
     n, n_suffix = base.n_positions, len(suffix_ids)
     row_sets = [check_positions(rows, n, f"row set {i}") for i, rows in enumerate(row_sets)]  # before any work
@@ -76,75 +78,62 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     if long:
         raise WorkbenchError(f"the context masks of row sets {long[:8]} pass the base cache's {n} positions: a "
                              "context covers the handed-off rows only (the suffix always sees every key)")
+    hooks = Hooks.of(hooks, model.adapter.n_layers)
     reference = [int(t) for t in reference_ids]
     forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
     tail = torch.arange(n, n + n_suffix + len(forced))
     tail_ids = torch.cat([suffix_ids.cpu().long(), forced])
     cells = [Cell(torch.cat([rows.long().cpu(), tail]), torch.cat([ids.cpu()[rows.long().cpu()], tail_ids]),
                   context=context) for rows, context in zip(row_sets, contexts)]
-    passes = run_cells(model, base, cells, max_bytes, progress)
-    stops = stop_token_ids(model)
-    results, walks = [], {}
+    passes = run_cells(model, base, cells, max_bytes, progress, hooks)
+    rule = StopRule.of(model, max_new_tokens)
+    results, walks, known = [], [], {}
     for c, (rows, done) in enumerate(zip(row_sets, passes)):
         r = int(rows.numel())
         first = r + n_suffix - 1  # the row that predicts the first answer token
         logits = model.adapter.logits(done.hidden[first:first + max(len(reference), 1)]).float()  # [pred, vocab]
         logp = torch.log_softmax(logits, dim=-1)
         token_logprobs = tuple(float(logp[i, t]) for i, t in enumerate(reference))
-        score = float(sum(token_logprobs))
         greedy = logits.argmax(-1).tolist()
-        walk, i = _Walk([], done.positions, done.keys, done.values), 0
-        while walk.answer is None:
-            state = _step(model, walk.generated, greedy[i], stops, True)
-            if state != "go" or len(walk.generated) == max_new_tokens:
-                walk.answer = _answer(model, walk.generated, state == "stop")
-            elif greedy[i] == (reference[i] if i < len(reference) else None) and i + 1 < len(greedy):
+        walk, i = Walk(), 0
+        while rule.push(walk, greedy[i]):
+            if greedy[i] == (reference[i] if i < len(reference) else None) and i + 1 < len(greedy):
                 i += 1  # the next teacher-forced row is the greedy decode's own next row
             else:  # the answer leaves the reference: keep the rows before its next one
                 keep = r + n_suffix + i
-                walk.known_positions, walk.known_keys = done.positions[:keep], done.keys[:, :, :keep]
-                walk.known_values = done.values[:, :, :keep]
-                walks[c] = walk
+                known[c] = _Known(done.positions[:keep], done.keys[:, :, :keep], done.values[:, :, :keep])
                 break
+        walks.append(walk)
         repaired = CellRows(done.positions[:r], done.keys[:, :, :r], done.values[:, :, :r], done.hidden[:r])
-        results.append([repaired, walk, score, token_logprobs, greedy[0], logp[0].cpu()])
-    _decode(model, base, walks, n + n_suffix, max_new_tokens, stops, max_bytes)
-    return [CellAnswer(repaired, walk.answer, score, walk.steps, token_logprobs, first, first_logp)
-            for repaired, walk, score, token_logprobs, first, first_logp in results]
+        results.append([repaired, float(sum(token_logprobs)), token_logprobs, greedy[0], logp[0].cpu()])
+    _decode(model, base, walks, known, n + n_suffix, rule, max_bytes, hooks)
+    return [CellAnswer(repaired, rule.answer(walk), score, walk.steps, token_logprobs, first, first_logp)
+            for walk, (repaired, score, token_logprobs, first, first_logp) in zip(walks, results)]
 
 
 @torch.inference_mode()
-def _decode(model: LoadedModel, base: KVCache, walks: dict[int, _Walk], first: int, max_new_tokens: int,
-            stops: set[int], max_bytes: int) -> None:
+def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[int, _Known], first: int,
+            rule: StopRule, max_bytes: int, hooks: Hooks | None) -> None:
     """Decode the walks that left the reference, one batched row per step, in groups whose known
     rows fit in `max_bytes`."""
     per_row = base.n_layers * base.keys.shape[1] * base.keys.shape[3] * base.keys.element_size() * 2
-    order = sorted(walks, key=lambda c: walks[c].known_positions.numel())
-    groups: list[list[int]] = []
-    for c in order:
-        rows = walks[c].known_positions.numel() + max_new_tokens
-        if groups and (len(groups[-1]) + 1) * rows * per_row <= max_bytes:
-            groups[-1].append(c)
-        else:
-            groups.append([c])
+    order = list(known)
+    sizes = [known[c].positions.numel() for c in order]
+    groups = pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens) * per_row
+                        <= max_bytes)
     for group in groups:
-        alive = [walks[c] for c in group]
+        cells = [order[g] for g in group]
         decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-                                             w.known_positions, w.known_keys, w.known_values) for w in alive],
-                          max_new_tokens)
-        while alive:
-            positions = torch.tensor([first + len(w.generated) - 1 for w in alive])
-            hidden = decoder.step(positions, torch.tensor([w.generated[-1] for w in alive]))
-            tokens = model.adapter.logits(hidden).float().argmax(-1).tolist()
-            keep = []
-            for i, (walk, token) in enumerate(zip(alive, tokens)):
-                walk.steps += 1
-                state = _step(model, walk.generated, token, stops, True)
-                if state != "go" or len(walk.generated) == max_new_tokens:
-                    walk.answer = _answer(model, walk.generated, state == "stop")
-                else:
-                    keep.append(i)
+                                             known[c].positions, known[c].keys, known[c].values) for c in cells],
+                          rule.max_new_tokens, hooks)
+        alive = list(cells)
+
+        def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
+            nonlocal alive
             if len(keep) < len(alive):
+                decoder.keep(keep)
                 alive = [alive[i] for i in keep]
-                if alive:
-                    decoder.keep(keep)
+            positions = torch.tensor([first + len(walks[c].generated) - 1 for c in alive])
+            return model.adapter.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [cell, vocab]
+
+        decode_greedy(rule, [walks[c] for c in cells], advance)

@@ -15,10 +15,11 @@ rows at once.
 
     cells = [Cell(positions=rows, ids=layout.ids[rows]) for rows in row_sets]
     out = run_cells(model, spliced, cells)        # per cell: K/V of its rows per layer, hidden
+    out = run_cells(model, spliced, cells, hooks={"blocks.3.attn.hook_z": fn})   # hooked (engine.hooks)
 
 A cell may carry a context mask (`context`, bool [n_context]): its rows inside the mask's span
 attend only to the keys it holds, and their own (RelaxKV's restricted recompute; the rule of
-`repair.context_allows`); its rows past the span (the suffix, the answer) see every key.
+`engine.masks.context_allows`); its rows past the span (the suffix, the answer) see every key.
 
 Cells are grouped under a memory budget (`max_bytes`), smallest first, so a long context with
 many cells never holds more than that at once. Attention is torch's fused kernel over each
@@ -31,13 +32,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
+from workbench.engine.attention import attend
+from workbench.engine.batching import pack_sizes
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import run_layers
+from workbench.engine.masks import check_context, context_allows
 from workbench.errors import WorkbenchError
-from workbench.family import rotate_half
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
-from workbench.repair import check_context, context_allows
 
 DEFAULT_MAX_BYTES = 512 << 20  # attention scores of one group of cells, fp32
 
@@ -92,27 +95,20 @@ def _groups(sizes: list[tuple[int, int]], n_base: int, kv_width: int, max_bytes:
     mask and its keys and values laid end to end, fp32) fit in `max_bytes`, and its largest
     cell has at most `spread` times the rows of its smallest (+16), so padding wastes little.
     kv_width: kv_head * d_head."""
-    order = sorted(range(len(sizes)), key=lambda i: sizes[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups:
-            members = groups[-1] + [i]
-            rows = max(sizes[j][0] for j in members)
-            known = max(sizes[j][1] for j in members)
-            small = sizes[groups[-1][0]][0]
-            keys = n_base + known + rows
-            fits = len(members) * keys * (max(rows, 1) + 8 * kv_width) <= max_bytes
-            if fits and rows <= spread * small + 16:
-                groups[-1].append(i)
-                continue
-        groups.append([i])
-    return groups
+    def fits(members: list[int]) -> bool:
+        rows = max(sizes[j][0] for j in members)
+        keys = n_base + max(sizes[j][1] for j in members) + rows
+        return (len(members) * keys * (max(rows, 1) + 8 * kv_width) <= max_bytes
+                and rows <= spread * sizes[members[0]][0] + 16)
+    return pack_sizes(sizes, fits)
 
 
 def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: int = DEFAULT_MAX_BYTES,
-              progress: Callable[[int, int], None] | None = None) -> list[CellRows]:
+              progress: Callable[[int, int], None] | None = None, hooks=None) -> list[CellRows]:
     """Recompute every cell's rows over `base` (see the module docstring); one result per cell.
-    `progress(done, total)` is called after each group of cells."""
+    `progress(done, total)` is called after each group of cells. `hooks` ({name: fn}, see
+    `engine.hooks`) run on every group's pass, their cell axis the group's cells."""
+    hooks = Hooks.of(hooks, model.adapter.n_layers)
     for i, cell in enumerate(cells):
         check_cell(cell, base, f"cell {i}")
     out: list[CellRows | None] = [None] * len(cells)
@@ -120,7 +116,7 @@ def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: i
              for c in cells]
     ad = model.adapter
     for group in _groups(sizes, base.n_positions, ad.n_kv_heads * ad.head_dim, max_bytes):
-        for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group])):
+        for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group], hooks)):
             out[i] = rows
         if progress:
             progress(sum(r is not None for r in out), len(cells))
@@ -136,7 +132,7 @@ def _pad(rows: list[torch.Tensor], width: int, fill=0) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[CellRows]:
+def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hooks | None = None) -> list[CellRows]:
     """One layer-serial pass for a group of cells. The linear layers run on the cells' rows laid
     end to end ([token, hidden], no padding); attention runs padded per cell ([cell, row, ...])."""
     ad, device = model.adapter, model.device
@@ -168,14 +164,13 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
                 known_k[:, c, :, :n] = cell.known_keys.to(device, base.keys.dtype)
                 known_v[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
 
-    h = ad.embed(flat_ids)  # [token, hidden]
-    tables = ad.rope_tables(flat_pos, h)  # [layer] of (cos, sin) [token, d_head]
+    rows = hook_pos = None
+    if hooks:  # the hooks see padding at position -1
+        rows = Rows(torch.where(valid, pos, -1), cell_of, row_of)
+        hook_pos = torch.cat([key_pos[:, :key_pos.shape[1] - width], rows.positions], dim=1)  # [cell, key]
     new_keys, new_values = [], []
-    for l, layer in enumerate(ad.layers):
-        q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [token, head | kv_head, d_head]
-        cos, sin = tables[l]
-        q = q * cos[:, None] + rotate_half(q) * sin[:, None]
-        k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+
+    def attend_cells(l: int, q, k, v, pattern) -> torch.Tensor:
         qp = q.new_zeros(n_cells, width, ad.n_heads, ad.head_dim)
         kp = k.new_zeros(n_cells, width, ad.n_kv_heads, ad.head_dim)
         vp = torch.zeros_like(kp)
@@ -183,9 +178,12 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell]) -> list[Cel
         kp, vp = kp.transpose(1, 2), vp.transpose(1, 2)  # [cell, kv_head, row, d_head]
         new_keys.append(kp)
         new_values.append(vp)
-        attn = _attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
-                       None if known_k is None else known_k[l], None if known_v is None else known_v[l], masks[l])
-        h = ad.finish_layer(l, h, attn[cell_of, row_of])  # [token, hidden]
+        out = attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
+                     None if known_k is None else known_k[l], None if known_v is None else known_v[l], masks[l],
+                     hook_pos, pattern)  # [cell, row, head * d_head]
+        return out[cell_of, row_of]
+
+    h = run_layers(ad, flat_ids, flat_pos, rows, attend_cells, hooks)  # [token, hidden]
     keys, values = torch.stack(new_keys), torch.stack(new_values)  # [layer, cell, kv_head, row, d_head]
     starts = [sum(n_rows[:c]) for c in range(n_cells)]
     return [CellRows(cells[c].positions.to(device), keys[:, c, :, : n_rows[c]], values[:, c, :, : n_rows[c]],
@@ -213,124 +211,6 @@ def _masks(pos: torch.Tensor, valid: torch.Tensor, kpos: torch.Tensor | None, n_
     return torch.cat([see_base, see_known, see_new], dim=-1)
 
 
-def _attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
-    """One softmax over base, known and new keys for every cell. q: [cell, head, row, d_head];
-    base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v: [cell, kv_head, *, d_head];
-    mask: [cell, row, pos + known + row] (True: visible). Returns [cell, row, head * d_head].
-
-    Many rows per cell run torch's fused kernel over each cell's keys laid end to end (its
-    scores are never held whole). A few rows per cell (a decode step) score the shared base
-    with one product for all cells instead, which copies no cell's keys."""
-    if q.shape[2] > 8:
-        return _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
-    return _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
-
-
-def _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
-    n_cells, _, width, d = q.shape
-    parts_k = [base_k[None].expand(n_cells, -1, -1, -1)] + ([known_k] if known_k is not None else []) + [new_k]
-    parts_v = [base_v[None].expand(n_cells, -1, -1, -1)] + ([known_v] if known_v is not None else []) + [new_v]
-    keys, values = torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)  # [cell, kv_head, key, d_head]
-    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
-                                         scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
-    return out.permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)  # [cell, row, head * d_head]
-
-
-def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
-    n_cells, _, width, d = q.shape
-    kv, group, n_base = ad.n_kv_heads, ad.n_heads // ad.n_kv_heads, base_k.shape[1]
-    qg = q.reshape(n_cells, kv, group, width, d)  # [cell, kv_head, g, row, d]
-    flat = qg.permute(1, 0, 2, 3, 4).reshape(kv, -1, d)  # [kv_head, cell*g*row, d]
-    base_scores = torch.bmm(flat, base_k.transpose(1, 2).to(q.dtype))  # one product for every cell
-    parts = [base_scores.view(kv, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)]
-    if known_k is not None:
-        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k.to(q.dtype)))
-    parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k.to(q.dtype)))
-    scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
-    probs = scores.softmax(-1).to(q.dtype)  # [cell, kv_head, g, row, key]
-    p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(kv, -1, n_base)
-    out = torch.bmm(p_base, base_v.to(q.dtype)).view(kv, n_cells, group, width, d).permute(1, 0, 2, 3, 4)
-    n_known = 0 if known_k is None else known_k.shape[2]
-    if known_k is not None:
-        out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v.to(q.dtype))
-    out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v.to(q.dtype))
-    return out.reshape(n_cells, ad.n_heads, width, d).permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)
-
-
-class Decoder:
-    """Cells that grow by one row per step over a shared base (greedy decoding).
-
-    Each cell's known rows (its repair, the suffix, the answer so far) sit in preallocated
-    buffers `[layer, cell, kv_head, capacity, d_head]`; a step computes one new row per cell and
-    writes it in place, so a step costs one row per cell, never a copy of every known row.
-    """
-
-    def __init__(self, model: LoadedModel, base: KVCache, cells: list[Cell], steps: int):
-        ad, device = model.adapter, model.device
-        self.model, self.base = model, base
-        known = [int(c.known_positions.numel()) for c in cells]
-        capacity = max(known) + steps
-        shape = (base.n_layers, len(cells), ad.n_kv_heads, capacity, ad.head_dim)
-        self.keys, self.values = base.keys.new_zeros(shape), base.values.new_zeros(shape)
-        self.kpos = torch.full((len(cells), capacity), -1, dtype=torch.long, device=device)  # -1: empty slot
-        self.length = torch.tensor(known, device=device)  # [cell]
-        self.hidden_base = torch.zeros(len(cells), base.n_positions, dtype=torch.bool, device=device)  # overlaid
-        for c, (cell, n) in enumerate(zip(cells, known)):
-            pos = cell.known_positions.long().to(device)
-            self.keys[:, c, :, :n] = cell.known_keys.to(device, base.keys.dtype)
-            self.values[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
-            self.kpos[c, :n] = pos
-            self.hidden_base[c, pos[pos < base.n_positions]] = True
-
-    def keep(self, cells: list[int]) -> None:
-        """Drop every cell but `cells` (indices into the current ones)."""
-        index = torch.tensor(cells, device=self.kpos.device)
-        self.keys, self.values = self.keys.index_select(1, index), self.values.index_select(1, index)
-        self.kpos, self.length = self.kpos[index], self.length[index]
-        self.hidden_base = self.hidden_base[index]
-
-    @torch.inference_mode()
-    def step(self, positions: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """One new row per cell at `positions` ([cell]) with token `ids` ([cell]); returns their
-        hidden states after the last layer ([cell, hidden])."""
-        ad, base = self.model.adapter, self.base
-        device = self.kpos.device
-        pos, n_cells = positions.to(device).long(), positions.numel()
-        see_base = (torch.arange(base.n_positions, device=device)[None] <= pos[:, None]) & ~self.hidden_base
-        see_known = (self.kpos >= 0) & (self.kpos <= pos[:, None])
-        mask = torch.cat([see_base, see_known, torch.ones(n_cells, 1, dtype=torch.bool, device=device)], dim=1)
-        key_pos = torch.cat([torch.arange(base.n_positions, device=device).expand(n_cells, -1), self.kpos,
-                             pos[:, None]], dim=1)  # [cell, key]
-        masks = ad.layer_masks(mask[:, None], pos[:, None], key_pos)  # [layer] of [cell, 1, key]
-        h = ad.embed(ids.to(device).long())  # [cell, hidden]
-        tables = ad.rope_tables(pos, h)  # [layer] of (cos, sin) [cell, d_head]
-        new_k, new_v = [], []
-        for l, layer in enumerate(ad.layers):
-            q, k, v = ad.project_qkv(l, layer.input_layernorm(h))  # [cell, head | kv_head, d_head]
-            cos, sin = tables[l]
-            q = q * cos[:, None] + rotate_half(q) * sin[:, None]
-            k = k * cos[:, None] + rotate_half(k) * sin[:, None]
-            new_k.append(k)
-            new_v.append(v)
-            attn = _attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
-                           self.keys[l], self.values[l], masks[l])  # [cell, 1, head * d_head]
-            h = ad.finish_layer(l, h, attn[:, 0])
-        slot = self.length  # [cell]: where each cell's new row goes
-        cells = torch.arange(n_cells, device=device)
-        # Two index tensors apart put their dimension first: the values go in as [cell, layer, kv_head, d_head].
-        self.keys[:, cells, :, slot] = torch.stack(new_k, dim=1).to(self.keys.dtype)
-        self.values[:, cells, :, slot] = torch.stack(new_v, dim=1).to(self.values.dtype)
-        self.kpos[cells, slot] = pos
-        self.length = self.length + 1
-        return h
-
-
 def materialize(base: KVCache, rows: CellRows) -> KVCache:
     """The cell's full cache: the base with its recomputed rows written in (grown if they pass its end)."""
-    n = max(base.n_positions, int(rows.positions.max()) + 1 if rows.positions.numel() else 0)
-    keys = base.keys.new_zeros(base.n_layers, base.keys.shape[1], n, base.keys.shape[3])
-    values = torch.zeros_like(keys)
-    keys[:, :, : base.n_positions], values[:, :, : base.n_positions] = base.keys, base.values
-    keys[:, :, rows.positions] = rows.keys.to(keys.dtype)
-    values[:, :, rows.positions] = rows.values.to(values.dtype)
-    return KVCache(keys, values)
+    return base.place(rows.positions, rows.keys, rows.values)
