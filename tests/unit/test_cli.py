@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import tiny_model
@@ -381,7 +382,10 @@ def test_diagnose_writes_a_run_folder_and_force_replaces_only_its_own(tiny_loade
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "diagnosis" and (out / "diagnosis.json").is_file()
     assert run_cli(argv) == 2 and "pass --force" in capsys.readouterr().err
-    assert run_cli([*argv, "--force"]) == 0
+    assert not (out / "layer_effects.parquet").exists()  # kept only when asked
+    assert run_cli([*argv, "--force", "--layer-effects"]) == 0
+    effects = pd.read_parquet(out / "layer_effects.parquet")
+    assert set(effects["selector"]) >= {"random"} and effects["layer"].nunique() == tiny_loaded.adapter.n_layers
 
 
 

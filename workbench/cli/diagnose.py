@@ -24,6 +24,10 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
     add_dataset_options(p)
     add_diagnose_options(p)
+    p.add_argument("--layer-effects", action="store_true",
+                   help="also keep the per-layer recompute effects of every selection (the suffix's residual distance "
+                        "from dense and the logit lens of the first answer token per layer: at which layer a repair "
+                        "recovers the answer), shown by the explorer and the report")
     p.add_argument("--out", default=None, help="folder to write the Diagnosis to (manifest, diagnosis.json, parquet)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
 
@@ -39,7 +43,7 @@ def command(args) -> int:
                             seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
     out = runstore.check_out(args.out, kind="diagnosis", force=args.force) if args.out is not None else None
     model, example = load_example_for(args)
-    diagnosis = diagnose(model, example, config)
+    diagnosis = diagnose(model, example, config, layer_effects=args.layer_effects)
     if out is not None:
         runstore.check_out(out, kind="diagnosis", force=args.force)  # it may have appeared while the diagnosis ran
         runstore.write_diagnosis_run(out, diagnosis, model_identity(model))
