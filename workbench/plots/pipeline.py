@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
-from workbench.plots.colors import method_style
+from workbench.plots.colors import method_style, series_color
 from workbench.plots.marks import dodge
 from workbench.plots.text import escape
 
-REUSED, DENSE = "#2ca02c", "#7f7f7f"
+REUSED, DENSE = "#2ca02c", series_color("dense")  # dense: the one grey-black of every "dense" series
 DODGE = 0.02  # reuse-rate distance between methods that sit at one point
 LEGEND_COLUMNS = 5  # legend entries per line under the reuse-accuracy figure (150 px each)
 
