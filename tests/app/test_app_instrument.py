@@ -147,3 +147,23 @@ def test_the_status_area_shows_pending_work_and_keeps_errors_until_dismissed(tmp
     assert not at.exception and "Could not load or use the model" in sidebar_text(at)
     at.sidebar.button(key="status_dismiss_1").click().run()
     assert "Could not load or use the model" not in sidebar_text(at)
+
+
+def test_a_diagnosis_with_layer_effects_shows_where_the_repair_recovers_the_answer(world, tmp_path):
+    from conftest import small_example, tiny_model
+    from workbench.diagnosis import DiagnoseConfig, diagnose
+    from workbench.models import model_identity
+    from workbench.runstore.writers import write_diagnosis_run
+
+    model = tiny_model("llama")
+    config = DiagnoseConfig(selectors=("none", "full", "cacheblend"), budgets=(0.3,), attribution=False,
+                            max_new_tokens=2)
+    d = diagnose(model, small_example(), config, progress=False, layer_effects=True)
+    write_diagnosis_run(tmp_path / "runs" / "layers", d, model_identity(model))
+    at = open_page("views/explorer.py", runs=tmp_path / "runs")
+    assert "Where the repair recovers the answer, layer by layer" in [h.value for h in at.subheader]
+    figure = next(c for c in charts(at) if "recovers the answer" in str(c["layout"].get("title", {}).get("text", "")))
+    names = {t.get("name") for t in figure["data"]}
+    assert {"splice", "repaired", "dense"} <= names
+    [repair_of] = [b for b in at.selectbox if b.label == "Repair of"]
+    assert "cacheblend" in repair_of.options

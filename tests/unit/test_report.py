@@ -160,6 +160,16 @@ def test_html_content(page, diagnosis):
     assert shown[0] == e(diagnosis.answers.dense.text) and shown[1] == e(diagnosis.answers.spliced.text)
 
 
+def test_the_per_layer_recovery_section_appears_only_when_the_diagnosis_holds_it(page):
+    title = "Where the repair recovers the answer, layer by layer"
+    assert title not in _without_plotlyjs(page)
+    config = DiagnoseConfig(selectors=("none", "full", "cacheblend"), budgets=(0.3,), attribution=False,
+                            max_new_tokens=2)
+    d = diagnose(tiny_model("llama"), small_example(), config, progress=False, layer_effects=True)
+    html = _without_plotlyjs(report.diagnosis_to_html(d))
+    assert title in html and "cacheblend" in html
+
+
 def test_figure_json_cannot_close_its_script():
     fig = go.Figure(go.Scatter(x=[1], y=[1], name="</script><script>alert(1)</script>\u2028"))
     fig.update_layout(title="</SCRIPT><!--")
