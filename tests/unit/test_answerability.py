@@ -42,3 +42,18 @@ def test_the_command_prints_the_split_and_writes_the_table(model, tmp_path, monk
     assert "n = 2" in printed and "dense EM" in printed and "b / c =" in printed
     assert len(pd.read_csv(out)) == 2
     assert main(["answerability", "--dataset", "ruler:nope", "--n", "2"]) == 2  # refused before the model loads
+
+
+def test_an_answer_limit_shorter_than_the_gold_is_warned(model):
+    from workbench.experiments.answerability import gold_tokens
+    from workbench.tasks import Example
+
+    tok = model.tokenizer  # bytes: one token per character
+    one = Example("a", ("p",), "q?", ("Paris", "Lutetia"))
+    every = Example("b", ("p",), "q?", ("1234", "567"), meta={"scoring": "all"})
+    assert gold_tokens(one, tok) == len(tok("Paris", add_special_tokens=False)["input_ids"])
+    assert gold_tokens(every, tok) == sum(len(tok(g, add_special_tokens=False)["input_ids"]) for g in every.gold) + 1
+    from workbench.errors import WorkbenchWarning
+
+    with pytest.warns(WorkbenchWarning, match=r"3 of 3 gold answers need more than the answer limit of 1"):
+        answerability(model, "synthetic", 3, max_new_tokens=1, progress=False)

@@ -11,11 +11,14 @@ something, before any selector study is pre-registered there.
 
 from __future__ import annotations
 
+import warnings
+
 import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench import stats
 from workbench.context import build_context
+from workbench.errors import WorkbenchWarning
 from workbench.models import LoadedModel
 from workbench.tasks import is_flip, load_dataset
 
@@ -25,6 +28,12 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
     """One row per example: its length, the dense and spliced answers, their EM / F1 / contains
     (as the example's scoring reads them) and whether the splice changed the output."""
     examples = load_dataset(dataset, n=n, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)
+    needed = [gold_tokens(example, model.tokenizer) for example in examples]
+    cut = sum(k > max_new_tokens for k in needed)
+    if cut:
+        warnings.warn(f"{cut} of {len(examples)} gold answers need more than the answer limit of {max_new_tokens} "
+                      f"tokens (up to {max(needed)}): their answers are cut before they can match; raise "
+                      f"--max-new-tokens", WorkbenchWarning, stacklevel=2)
     rows = []
     for example in tqdm(examples, desc=f"{dataset}: dense and splice", disable=not progress):
         ctx = build_context(model, example)
@@ -36,6 +45,15 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
         row["splice_flip"] = is_flip(row["spliced_answer"], row["dense_answer"])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def gold_tokens(example, tokenizer) -> int:
+    """The fewest answer tokens that can match the gold: the shortest accepted answer, or with
+    "all values present" scoring every value and a separator between them."""
+    if not example.gold:
+        return 0
+    lengths = [len(tokenizer(g, add_special_tokens=False)["input_ids"]) for g in example.gold]
+    return sum(lengths) + len(lengths) - 1 if example.scoring == "all" else min(lengths)
 
 
 def answerability_summary(table: pd.DataFrame) -> dict:
