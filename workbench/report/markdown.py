@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 
 from workbench.experiments.summary import attribution_table
@@ -45,8 +44,7 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                 zip(table.ref_b, table.ref_c, table.ref_p_holm.fillna(1.0))],
         vs_dense=[_split(b, c, p) for b, c, p in zip(table.dense_b, table.dense_c, table.dense_p_holm.fillna(1.0))],
         gap_recovered=[_with_interval(g, lo, hi) for g, lo, hi in
-                       zip(table.gap_recovered, table.get("gap_recovered_low", table.gap_recovered * np.nan),
-                           table.get("gap_recovered_high", table.gap_recovered * np.nan))],
+                       zip(table.gap_recovered, table.gap_recovered_low, table.gap_recovered_high)],
     )
     columns = ["budget", "selector", "flips", "f1_to_dense", "first_token_agree", "em", "f1", "contains",
                "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]
