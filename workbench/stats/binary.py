@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats as _st
 
 from workbench.errors import WorkbenchError
-from workbench.stats.checks import _as_bool, _check_confidence, _check_count, _same_length, _to_1d
+from workbench.stats.checks import as_bool, check_confidence, check_count, same_length, to_1d
 
 
 # --------------------------------------------------------------------------- McNemar
@@ -41,7 +41,7 @@ def mcnemar_from_counts(b: int, c: int) -> McNemarResult:
     Binomial test of ``min(b, c)`` successes in ``b + c`` trials at p = 0.5
     (``scipy.stats.binomtest``); p = 1.0 when there are no discordant pairs.
     """
-    b, c = _check_count(b, "b"), _check_count(c, "c")
+    b, c = check_count(b, "b"), check_count(c, "c")
     n = b + c
     p = 1.0 if n == 0 else float(_st.binomtest(min(b, c), n, 0.5, alternative="two-sided").pvalue)
     return McNemarResult(b=b, c=c, n_discordant=n, p_value=min(p, 1.0))
@@ -49,9 +49,9 @@ def mcnemar_from_counts(b: int, c: int) -> McNemarResult:
 
 def mcnemar_exact(a_correct: Any, b_correct: Any) -> McNemarResult:
     """Exact McNemar test on paired correct/incorrect outcomes of methods A and B."""
-    a = _as_bool(a_correct, "a_correct")
-    bb = _as_bool(b_correct, "b_correct")
-    _same_length(a, bb, "a_correct", "b_correct")
+    a = as_bool(a_correct, "a_correct")
+    bb = as_bool(b_correct, "b_correct")
+    same_length(a, bb, "a_correct", "b_correct")
     return mcnemar_from_counts(int(np.sum(a & ~bb)), int(np.sum(~a & bb)))
 
 
@@ -64,8 +64,8 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     Computed by ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``.
     Returns ``(nan, nan)`` when ``n == 0``: there is no information about the proportion.
     """
-    conf = _check_confidence(confidence)
-    k, n = _check_count(successes, "successes"), _check_count(n, "n")
+    conf = check_confidence(confidence)
+    k, n = check_count(successes, "successes"), check_count(n, "n")
     if k > n:
         raise WorkbenchError(f"successes ({k}) cannot exceed n ({n})")
     if n == 0:
@@ -78,7 +78,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
 
 
 def _as_float_allow_nan(x: Any, name: str) -> np.ndarray:
-    arr = _to_1d(x, name)
+    arr = to_1d(x, name)
     try:
         arr = arr.astype(float)
     except (TypeError, ValueError) as exc:

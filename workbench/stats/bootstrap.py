@@ -11,7 +11,7 @@ from scipy import stats as _st
 
 from workbench.errors import WorkbenchError
 from workbench.stats.checks import (
-    _BOOTSTRAP_BATCH_ELEMENTS, _BOOTSTRAP_RNG_KW, _as_float, _check_confidence, _same_length,
+    BOOTSTRAP_BATCH_ELEMENTS, BOOTSTRAP_RNG_KW, as_float, check_confidence, same_length,
 )
 
 
@@ -34,19 +34,19 @@ def paired_bootstrap_ci(
     accept an ``axis`` keyword (``np.mean``, ``np.median`` do) to run vectorised.
     Deterministic for a given ``seed``. Needs at least 2 pairs.
     """
-    conf = _check_confidence(confidence)
-    x, y = _as_float(a, "a"), _as_float(b, "b")
-    _same_length(x, y, "a", "b")
+    conf = check_confidence(confidence)
+    x, y = as_float(a, "a"), as_float(b, "b")
+    same_length(x, y, "a", "b")
     if x.shape[0] < 2:
         raise WorkbenchError("paired_bootstrap_ci needs at least 2 paired examples")
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise WorkbenchError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     d = x - y
     estimate = float(stat(d))
-    batch = max(1, _BOOTSTRAP_BATCH_ELEMENTS // d.shape[0])
+    batch = max(1, BOOTSTRAP_BATCH_ELEMENTS // d.shape[0])
 
     def run(method: str) -> tuple[float, float]:
-        kw = {_BOOTSTRAP_RNG_KW: np.random.default_rng(seed)}
+        kw = {BOOTSTRAP_RNG_KW: np.random.default_rng(seed)}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # degenerate-BCa warnings are handled below
             res = _st.bootstrap(
@@ -76,10 +76,10 @@ def gap_closed_ci(
     with no gap has no share and is left out of the percentiles (BCa needs every resample, so a
     small gap falls back to the percentile method). NaN when the observed gap is 0. Needs 2 examples.
     """
-    conf = _check_confidence(confidence)
-    m, r, d = _as_float(method, "method"), _as_float(reuse_all, "reuse_all"), _as_float(dense, "dense")
-    _same_length(m, r, "method", "reuse_all")
-    _same_length(m, d, "method", "dense")
+    conf = check_confidence(confidence)
+    m, r, d = as_float(method, "method"), as_float(reuse_all, "reuse_all"), as_float(dense, "dense")
+    same_length(m, r, "method", "reuse_all")
+    same_length(m, d, "method", "dense")
     if m.shape[0] < 2:
         raise WorkbenchError("gap_closed_ci needs at least 2 examples")
 
@@ -93,7 +93,7 @@ def gap_closed_ci(
         return (math.nan, math.nan, math.nan)
 
     def run(method_name: str) -> tuple[float, float]:
-        kw = {_BOOTSTRAP_RNG_KW: np.random.default_rng(seed)}
+        kw = {BOOTSTRAP_RNG_KW: np.random.default_rng(seed)}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             res = _st.bootstrap((m, r, d), share, paired=True, vectorized=True, n_resamples=int(n_resamples),

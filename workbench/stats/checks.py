@@ -11,16 +11,16 @@ from scipy import stats as _st
 from workbench.errors import WorkbenchError
 
 # Bootstrap memory guard: at most this many resampled values are held at once.
-_BOOTSTRAP_BATCH_ELEMENTS = 2_000_000
+BOOTSTRAP_BATCH_ELEMENTS = 2_000_000
 # scipy >= 1.15 takes ``rng``; older releases (pyproject allows >= 1.12) take ``random_state``.
-_BOOTSTRAP_RNG_KW = "rng" if "rng" in inspect.signature(_st.bootstrap).parameters else "random_state"
-_PERMUTATION_RNG_KW = "rng" if "rng" in inspect.signature(_st.permutation_test).parameters else "random_state"
+BOOTSTRAP_RNG_KW = "rng" if "rng" in inspect.signature(_st.bootstrap).parameters else "random_state"
+PERMUTATION_RNG_KW = "rng" if "rng" in inspect.signature(_st.permutation_test).parameters else "random_state"
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def _to_1d(x: Any, name: str) -> np.ndarray:
+def to_1d(x: Any, name: str) -> np.ndarray:
     """Turn a list / numpy array / pandas Series into a non-empty 1-D numpy array."""
     if hasattr(x, "to_numpy"):  # pandas Series / Index / ExtensionArray
         x = x.to_numpy()
@@ -35,9 +35,9 @@ def _to_1d(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _as_bool(x: Any, name: str) -> np.ndarray:
+def as_bool(x: Any, name: str) -> np.ndarray:
     """Validate per-example correct/incorrect outcomes: bools or the integers 0/1 only."""
-    arr = _to_1d(x, name)
+    arr = to_1d(x, name)
     if arr.dtype == bool:
         return arr
     if arr.dtype.kind in "iu":
@@ -62,9 +62,9 @@ def _as_bool(x: Any, name: str) -> np.ndarray:
     return arr.astype(bool)
 
 
-def _as_float(x: Any, name: str) -> np.ndarray:
+def as_float(x: Any, name: str) -> np.ndarray:
     """Validate per-example scores: real, finite numbers."""
-    arr = _to_1d(x, name)
+    arr = to_1d(x, name)
     if arr.dtype.kind not in "biuf" and arr.dtype != object:
         raise WorkbenchError(f"{name}: expected real numbers, got dtype {arr.dtype}")
     try:
@@ -79,14 +79,14 @@ def _as_float(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def _same_length(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> None:
+def same_length(a: np.ndarray, b: np.ndarray, na: str, nb: str) -> None:
     if a.shape[0] != b.shape[0]:
         raise WorkbenchError(
             f"{na} and {nb} must be paired per example, but have lengths {a.shape[0]} and {b.shape[0]}"
         )
 
 
-def _check_confidence(confidence: float) -> float:
+def check_confidence(confidence: float) -> float:
     try:
         c = float(confidence)
     except (TypeError, ValueError) as exc:
@@ -96,7 +96,7 @@ def _check_confidence(confidence: float) -> float:
     return c
 
 
-def _check_count(v: Any, name: str) -> int:
+def check_count(v: Any, name: str) -> int:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
         raise WorkbenchError(f"{name} must be a non-negative integer count, got {v!r}")
     if v < 0:

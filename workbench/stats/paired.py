@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats as _st
 
 from workbench.errors import WorkbenchError
-from workbench.stats.checks import _PERMUTATION_RNG_KW, _as_float, _same_length
+from workbench.stats.checks import PERMUTATION_RNG_KW, as_float, same_length
 
 
 # --------------------------------------------------------------------------- paired t
@@ -32,8 +32,8 @@ def paired_t(a: Any, b: Any) -> PairedTResult:
     When every difference is identical the t statistic is undefined: returns
     ``t = p_value = nan`` without warnings. Needs at least 2 pairs.
     """
-    x, y = _as_float(a, "a"), _as_float(b, "b")
-    _same_length(x, y, "a", "b")
+    x, y = as_float(a, "a"), as_float(b, "b")
+    same_length(x, y, "a", "b")
     n = int(x.shape[0])
     if n < 2:
         raise WorkbenchError("paired_t needs at least 2 paired examples")
@@ -101,8 +101,8 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0) ->
     seeded) beyond. Zero differences carry no sign and are left out of the null. On binary outcomes
     the exact test equals the exact McNemar test.
     """
-    x, y = _as_float(a, "a"), _as_float(b, "b")
-    _same_length(x, y, "a", "b")
+    x, y = as_float(a, "a"), as_float(b, "b")
+    same_length(x, y, "a", "b")
     d = x - y
     nonzero = d[d != 0]
     k, mean = int(nonzero.size), float(np.mean(d))
@@ -117,6 +117,6 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0) ->
     resamples = 2 ** k if exact else int(n_resamples)
     res = _st.permutation_test((nonzero,), lambda v, axis: np.sum(v, axis=axis), permutation_type="samples",
                                n_resamples=resamples, alternative="two-sided", vectorized=True,
-                               **{_PERMUTATION_RNG_KW: np.random.default_rng(seed)})
+                               **{PERMUTATION_RNG_KW: np.random.default_rng(seed)})
     method = "exact (enumeration)" if exact else f"Monte Carlo ({resamples})"
     return SignFlipResult(mean, float(min(1.0, res.pvalue)), int(d.size), k, method)
