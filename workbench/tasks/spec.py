@@ -76,13 +76,10 @@ def dataset_kind(kind: str) -> DatasetKind:
     return _DATASETS.get_or_raise(kind)
 
 
-def dataset_specs_help() -> str:
-    """The spec forms, as help writes them: 'synthetic[:SEED], ruler:TASK, hotpotqa:PATH, ...'."""
-    return ", ".join(info.spec for info in _DATASETS.values())
-
-
-def _example_specs() -> str:
-    return ", ".join(f"'{info.spec}'" for info in _DATASETS.values())
+def dataset_specs_help(quoted: bool = False) -> str:
+    """The spec forms, as help writes them: 'synthetic[:SEED], ruler:TASK, hotpotqa:PATH, ...'
+    (each in quotes with `quoted`, as an error message writes them)."""
+    return ", ".join(f"'{info.spec}'" if quoted else info.spec for info in _DATASETS.values())
 
 
 @dataclass(frozen=True)
@@ -124,7 +121,7 @@ def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
     if isinstance(spec, DatasetSpec):
         return spec
     if not isinstance(spec, str) or not spec.strip():
-        raise WorkbenchError(f"data set spec must be a non-empty string such as {_example_specs()}; "
+        raise WorkbenchError(f"data set spec must be a non-empty string such as {dataset_specs_help(quoted=True)}; "
                              f"got {spec!r}")
     body, example_id = spec.strip(), None
     if "#" in body:
@@ -134,7 +131,7 @@ def parse_dataset_spec(spec: str | DatasetSpec) -> DatasetSpec:
     kind, colon, arg = body.partition(":")
     if kind not in _DATASETS:
         raise WorkbenchError(f"unknown data set kind {kind!r} in spec {spec!r}; valid kinds: "
-                             f"{', '.join(dataset_kinds())} (as in {_example_specs()})")
+                             f"{', '.join(dataset_kinds())} (as in {dataset_specs_help(quoted=True)})")
     info = _DATASETS[kind]
     if not colon and info.optional_arg:
         return DatasetSpec(kind, None, example_id)
