@@ -50,7 +50,7 @@ def reused_call(request):
     pool = AnchorPool(gamma=1.0)
     for seed in range(3):
         task, outputs = _prompt(spec, seed)
-        example, slots = agent_example(spec, 2, task, outputs)
+        _, slots = agent_example(spec, 2, task, outputs)
         kvcomm_call(model, pool, 2, agent_layout(model.tokenizer, spec, 2, task, outputs)[0], slots)
     task, outputs = _prompt(spec, 7, cut=TASK_CUT)
     layout, slots = agent_layout(model.tokenizer, spec, 2, task, outputs)
