@@ -2,6 +2,7 @@
 
     ctx = wb.build_context(model, example)
     ctx.spliced, ctx.dense            # KVCache over the handed-off span [0, suffix_start)
+    Context(model, example, layout, spliced=served)   # no dense reference: what needs one refuses
     fixed = ctx.repair(ctx.reused_positions[:40])
     ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
     fixed, acts = ctx.run_with_cache(ctx.reused_positions[:10])   # every hook point's activation
@@ -26,13 +27,14 @@ from workbench.tasks import Example, synthetic_examples
 
 @dataclass
 class Context:
-    """An example's layout with its spliced and dense caches (both [0, suffix_start))."""
+    """An example's layout with its spliced and dense caches (both [0, suffix_start)). `dense` is
+    None where no dense reference exists (a served cache at serve time): what reads it refuses."""
 
     model: LoadedModel
     example: Example
     layout: Layout
     spliced: KVCache
-    dense: KVCache
+    dense: KVCache | None = None
     rerotation: str = "delta"  # how the splice moved its keys ("delta" or "exact", see kv.splice)
     rope_floor: torch.Tensor | None = None  # [layer]: relative key error of delta-RoPE rounding alone
 
@@ -77,25 +79,34 @@ class Context:
         """Log-probability of `answer_ids` under `cache` and whether greedy would reproduce them."""
         return decode.teacher_forced(self.model, cache, self.suffix_ids, answer_ids)
 
+    def reference(self, needed_by: str) -> KVCache:
+        """The dense cache, or a one-line error naming `needed_by` when this context has none."""
+        if self.dense is None:
+            raise WorkbenchError(f"{needed_by} needs a dense reference; this context has none (dense=None)")
+        return self.dense
+
     def layer0_error(self) -> dict[str, float]:
         """Self-check: max |splice - dense| of layer-0 K and V (exact up to float error)."""
+        dense = self.reference("layer0_error")
         return {
-            "k": float((self.spliced.keys[0] - self.dense.keys[0]).abs().max()),
-            "v": float((self.spliced.values[0] - self.dense.values[0]).abs().max()),
+            "k": float((self.spliced.keys[0] - dense.keys[0]).abs().max()),
+            "v": float((self.spliced.values[0] - dense.values[0]).abs().max()),
         }
 
     def splice_tolerance(self) -> dict[str, float]:
         """The largest layer-0 |splice - dense| that float rounding explains, for K and V (see
         `rounding_tolerance`): from the dtype, the largest position, the rows' magnitude and the
         hidden width their projections sum over."""
+        dense = self.reference("splice_tolerance")
         last, width = self.layout.suffix_start - 1, self.model.config.hidden_size
-        dtype = self.dense.keys.dtype
-        return {"k": rounding_tolerance(dtype, last, float(self.dense.keys[0].abs().max()), width),
-                "v": rounding_tolerance(dtype, 0, float(self.dense.values[0].abs().max()), width)}
+        dtype = dense.keys.dtype
+        return {"k": rounding_tolerance(dtype, last, float(dense.keys[0].abs().max()), width),
+                "v": rounding_tolerance(dtype, 0, float(dense.values[0].abs().max()), width)}
 
     def check_splice(self, atol: float | None = None) -> dict[str, float]:
         """Raise if layer 0 of the splice differs from dense by more than rounding explains
         (or than `atol`, when given); else return the errors."""
+        self.reference("check_splice")
         err = self.layer0_error()
         limits = {"k": atol, "v": atol} if atol is not None else self.splice_tolerance()
         bad = {kind: (err[kind], limits[kind]) for kind in err if err[kind] > limits[kind]}

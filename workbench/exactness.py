@@ -129,7 +129,7 @@ def _answers(ctx: Context, cache: KVCache, dense_ids: tuple[int, ...], tol: floa
 
 def check_exactness(ctx: Context, max_new_tokens: int = 8) -> dict:
     """Every check of the module docstring on one context; never raises on a failed check."""
-    model, dtype = ctx.model, ctx.dense.keys.dtype
+    model, dtype = ctx.model, ctx.reference("check_exactness").keys.dtype
     if dtype not in KV_TOLERANCE:
         raise WorkbenchError(f"no exactness tolerance for {dtype}; use one of {list(KV_TOLERANCE)}")
     tol, checks = KV_TOLERANCE[dtype], {}

@@ -100,7 +100,7 @@ def suffix_cache(source: Context | Diagnosis, cache="spliced") -> KVCache:
         if cache not in CACHE_NAMES:
             raise WorkbenchError(f"unknown cache {cache!r}; use one of {CACHE_NAMES}, a KVCache "
                                  f"or ('repair', selector_label, budget)")
-        kv = ctx.dense if cache == "dense" else ctx.spliced
+        kv = ctx.reference('the "dense" cache') if cache == "dense" else ctx.spliced
     elif isinstance(cache, tuple) and len(cache) == 3 and cache[0] == "repair":
         if not isinstance(source, Diagnosis):
             raise WorkbenchError("('repair', selector_label, budget) reads a Diagnosis's selections; "

@@ -33,13 +33,13 @@ from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, assemble, prefill, sender_cache
 from workbench.models import LoadedModel, wrap_model
-from workbench.repair import budget_rows
-from workbench.selectors import default_selectors
+from workbench.selectors import choose, default_selectors, parse_selectors
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import decision_saliency
 
 RHOS = (0.05, 0.1, 0.2, 0.4, 1.0)
 TTFT_RHO = 0.2
+CADENCE_GRAD, BCR = parse_selectors("cadence-grad:single,bcr:single")  # each TTFT's rows: the top-scoring ones
 # BCR's Table 10 (A100, Llama-3.1-8B, 4096 symbols), ms, and the column of ours beside each.
 TABLE10 = (("dense prefill", 542.7, "dense_ttft_ms"), ("KVComm assembly", 72.9, "assembly_ms"),
            ("BCR at ρ = 0.2", 190.1, "bcr_ttft_ms"))
@@ -121,19 +121,19 @@ def time_context(model: LoadedModel, ctx: Context, repeats: int = 3, diagnosis: 
             return int(model.hf(input_ids=ids.to(model.device)[None], logits_to_keep=1).logits[0, -1].argmax())
 
     pos = ctx.reused_positions  # [n_reused]
-    ranked = pos[torch.argsort(decision_saliency(ctx).cadence_grad, descending=True)]
-    chosen = {rho: ranked[: budget_rows(rho, len(pos))] for rho in RHOS}
+    scores = decision_saliency(ctx).cadence_grad  # [n_reused]
+    chosen = {rho: pos[choose(CADENCE_GRAD, scores, rho, pos)[0]] for rho in RHOS}
 
     def cadence_ttft() -> int:
         spliced = assembly()
         scores = decision_saliency(ctx, spliced).cadence_grad  # [n_reused]
-        rows = pos[torch.argsort(scores, descending=True)[: budget_rows(TTFT_RHO, len(pos))]]
+        rows = pos[choose(CADENCE_GRAD, scores, TTFT_RHO, pos)[0]]
         return _first_token(model, ctx.repair(rows, spliced), ctx.suffix_ids)
 
     def bcr_ttft() -> int:
         spliced = assembly()
         scores = draft_attention(ctx, spliced).scores(pos)  # [n_reused]
-        rows = pos[torch.argsort(scores, descending=True)[: budget_rows(TTFT_RHO, len(pos))]]
+        rows = pos[choose(BCR, scores, TTFT_RHO, pos)[0]]
         return _first_token(model, ctx.repair(rows, spliced), ctx.suffix_ids)
 
     row = {"n_tokens": layout.n_tokens, "n_reused": len(pos),

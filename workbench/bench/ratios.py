@@ -21,9 +21,11 @@ from workbench import threads
 from workbench.context import build_context, context_of_length
 from workbench.kv import prefill
 from workbench.models import LoadedModel
-from workbench.repair import budget_rows
-from workbench.selectors import random_scores
+from workbench.selectors import choose, parse_selector, random_scores
 from workbench.tasks import synthetic_examples
+
+
+COIN = parse_selector("random:single")  # the rows each budget repairs: a seeded coin's top rows
 
 
 def _time(fn) -> float:
@@ -44,8 +46,8 @@ def repair_ratios(model: LoadedModel, lengths=(512, 1024, 2048), budgets=(0.05, 
     for n in tqdm(lengths, desc="context lengths", disable=not progress):
         ctx = context_of_length(model, n, seed)
         ids = ctx.layout.ids
-        order = torch.argsort(random_scores(ctx.n_reused, seed), descending=True)
-        chosen = {b: ctx.reused_positions[order[: budget_rows(b, ctx.n_reused)]] for b in budgets}
+        pool, coin = ctx.reused_positions, random_scores(ctx.n_reused, seed)  # [n_reused] each
+        chosen = {b: pool[choose(COIN, coin, b, pool)[0]] for b in budgets}
         dense_fn = lambda: prefill(model, ids)  # noqa: E731
         dense_fn(), ctx.repair(chosen[budgets[0]])  # warm-up
         dense_t, repair_t = [], {b: [] for b in budgets}

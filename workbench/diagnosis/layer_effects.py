@@ -68,9 +68,9 @@ def layer_effects_table(ctx: Context, selections: dict) -> pd.DataFrame:
     """`layer_effects` of each selection ({(selector, budget) or None: rows, or (rows, context
     mask or None)}) in one table, with selector and budget columns; the splice and dense
     (computed once) sit beside each."""
-    n, none = ctx.layout.suffix_start, torch.empty(0, dtype=torch.long)
-    shared = {"splice": suffix_residuals(ctx, none, ctx.spliced), "dense": suffix_residuals(ctx, none, ctx.dense)}
-    ad, dtype = ctx.model.adapter, ctx.dense.keys.dtype
+    n, none, reference = ctx.layout.suffix_start, torch.empty(0, dtype=torch.long), ctx.reference("layer_effects")
+    shared = {"splice": suffix_residuals(ctx, none, ctx.spliced), "dense": suffix_residuals(ctx, none, reference)}
+    ad, dtype = ctx.model.adapter, reference.keys.dtype
     with torch.inference_mode():
         answer = int(ad.logits(shared["dense"][-1][-1:].to(dtype)).argmax())  # dense's first answer token
         lens = {cache: _lens(ctx, h, shared["dense"], answer) for cache, h in shared.items()}

@@ -30,10 +30,10 @@ from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.engine.answers import answer_cells
+from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
-from workbench.repair import attention_pairs, budget_rows
-from workbench.selectors import SelectorSpec, parse_selectors, random_scores, select_rows
-from workbench.selectors.units import matched_coin
+from workbench.repair import attention_pairs
+from workbench.selectors import SelectorSpec, choose, parse_selectors, random_scores
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
 from workbench.tasks import Example
@@ -80,6 +80,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     (a drawn one's first draw).
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
+    if ctx is not None and ctx.dense is None:
+        raise WorkbenchError("diagnose needs a dense reference (its flips, residuals and graded outcomes are "
+                             "judged against the dense answer); the context given has none (dense=None)")
     specs = parse_selectors(config.selectors)
     report = _reporter(progress, example.id)
     started = time.perf_counter()
@@ -105,7 +108,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                 scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
             for budget in config.budgets:
                 seed = signals.coin_seed(draw) if spec.matches is not None else None
-                rows, meta = _choose(spec, scores[in_reused], budget, ctx, pool, config, seed, signals)
+                rows, meta = choose(spec, scores[in_reused], budget, pool, config.unit_options, coin_seed=seed,
+                                    signals=signals)
                 positions = pool[rows]
                 context = _context(spec, signals, positions, scores, budget, seed)
                 chosen[spec.label, budget, draw] = positions, context
@@ -212,28 +216,3 @@ def _attention(model: LoadedModel, positions: torch.Tensor, n_keys: int, context
     full = attention_pairs(model, positions, n_keys)
     used = full if context is None else attention_pairs(model, positions, n_keys, context)
     return {"attention_pairs": used, "attention_saved": full - used}
-
-
-def _choose(spec: SelectorSpec, scores: torch.Tensor, budget: float, ctx: Context, pool: torch.Tensor,
-            config: DiagnoseConfig, coin_seed: int | None = None,
-            signals: SignalSet | None = None) -> tuple[torch.Tensor, dict]:
-    """Row indices (into the pool) a selector spends at a budget, and the unit's record.
-    scores: [n_pool]; the budget is a fraction of the pool, unless the selector spends rows of its
-    own (`spend`, read from `signals`). A matched coin (`coin:A`) gets A's scores and its draw's
-    seed, and places A's units by coin."""
-    n = len(pool)
-    if spec.info.fixed == "none":
-        return torch.empty(0, dtype=torch.long), {"n_requested": 0, "n_units": 0, "skipped": False,
-                                                  "budget_matched": True}
-    if spec.info.fixed == "all":
-        return torch.arange(n), {"n_requested": n, "n_units": n, "skipped": False, "budget_matched": True}
-    units = config.unit_options
-    segments = ctx.layout.segment_ids()[pool] if units.chunk_scope == "passage" else None
-    n_rows = budget_rows(budget, n)
-    spend = spec.informed.spend
-    sel = select_rows(scores, spend(signals, pool, n_rows) if spend else n_rows, spec.unit,
-                      chunk_size=units.chunk_size, tau=units.tau, segments=segments, max_span=units.grow_max_span)
-    if spec.matches is not None:
-        sel = matched_coin(sel, n, coin_seed, chunk_size=units.chunk_size, segments=segments)
-    return sel.rows.cpu(), {"n_requested": n_rows, "n_units": sel.n_units, "skipped": sel.skipped,
-                            "budget_matched": sel.budget_matched and sel.n_spent == n_rows}

@@ -162,9 +162,9 @@ def attention_probe(ctx) -> AttentionProbe:
 
     Uses `workbench.signals.attention.record_queries` (k=None: every suffix row, nothing drafted).
     """
-    model, ad = ctx.model, ctx.model.adapter
+    model, ad, dense = ctx.model, ctx.model.adapter, ctx.reference("attention_probe")
     n = ctx.layout.suffix_start
-    rec = record_queries(model, ctx.dense, ctx.suffix_ids, None)
+    rec = record_queries(model, dense, ctx.suffix_ids, None)
     hidden, hf_cache = rec.hidden, rec.hf_cache
     query_pos = torch.arange(n, n + hidden[0].shape[0], device=model.device)  # [row]
     queries, s_keys, s_values = [], [], []
@@ -174,9 +174,9 @@ def attention_probe(ctx) -> AttentionProbe:
         s_keys.append(layer.keys[0, :, n:].float())
         s_values.append(layer.values[0, :, n:].float())
     probe = AttentionProbe(queries=queries, query_positions=query_pos, suffix_keys=s_keys,
-                           suffix_values=s_values, dense=ctx.dense, spliced=ctx.spliced,
+                           suffix_values=s_values, dense=dense, spliced=ctx.spliced,
                            scaling=ad.scaling, windows=ad.windows, dense_outputs=[], dense_sq=0.0)
-    probe.dense_outputs = [probe._output(l, ctx.dense.keys[l], ctx.dense.values[l]) for l in range(ad.n_layers)]
+    probe.dense_outputs = [probe._output(l, dense.keys[l], dense.values[l]) for l in range(ad.n_layers)]
     probe.dense_sq = sum(float(o.pow(2).sum()) for o in probe.dense_outputs)
     return probe
 

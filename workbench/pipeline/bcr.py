@@ -8,40 +8,56 @@ chunks chosen by a seeded coin (the call's own seed), no draft. There is no dens
 serve time: the draft reads only the served cache. Where KVComm served the prompt's tail too
 (`--kvcomm code`), the draft reads the handed-off span, the repair overwrites slot rows only and
 the served tail stays as KVComm predicted it.
+
+The rows are the `bcr` selector's (chunk unit), scored through a `SignalSet` over a Context with
+no dense reference and chosen by `selectors.choose`; the coin's are `random:chunk`'s over the
+call's own coin scores.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import torch
+
 from workbench.context import Context
 from workbench.pipeline.anchors import KVCOMM_GAMMA
 from workbench.pipeline.methods import CallContext, CallResult, kvcomm_result, kvcomm_state, register_method
-from workbench.repair import budget_rows, repair
-from workbench.selectors.units import UnitOptions, random_scores, select_rows
-from workbench.signals.attention import draft_attention
-from workbench.signals.signal_set import SignalOptions
+from workbench.repair import repair
+from workbench.selectors import SelectorSpec, UnitOptions, choose, parse_selectors, random_scores
+from workbench.signals import SignalSet
 
 RHO = 0.2  # BCR's recompute ratio in its multi-agent runs
-CHUNK, DRAFT_K = UnitOptions.chunk_size, SignalOptions.draft_k  # the diagnosis defaults (BCR's B and k)
+BCR, COIN = parse_selectors("bcr,random:chunk")  # the draft-attention selector and a coin, both in chunks
+UNITS = UnitOptions()  # the diagnosis defaults: BCR's B = 64 (the draft's k: SignalOptions().draft_k = 2)
+CHUNK = UNITS.chunk_size
+
+
+def scored(call: CallContext, served: CallResult, drawn: bool) -> tuple[SelectorSpec, torch.Tensor]:
+    """The selector BCR (or, `drawn`, its coin) chooses with, and its scores over every slot row [n]."""
+    if drawn:
+        return COIN, random_scores(len(call.layout.pool_positions("all")), call.seed)  # the call's own coin
+    # no dense reference exists at serve time: the draft prefills the suffix over the handed-off span
+    ctx = Context(call.model, call.example, call.layout, spliced=served.span(call.layout))
+    return BCR, BCR.info.score(SignalSet(ctx))  # [n_reused]: every slot row
+
+
+def chosen_positions(call: CallContext, served: CallResult, drawn: bool) -> torch.Tensor:
+    """The slot rows BCR (or its coin) repairs in the served cache: [k] absolute positions."""
+    pool = call.layout.pool_positions("all")  # [n]: every slot row (all of them are predicted)
+    spec, scores = scored(call, served, drawn)
+    rows, _ = choose(spec, scores, RHO, pool, UNITS)
+    return pool[rows]
 
 
 def _repaired(call: CallContext, served: CallResult, drawn: bool) -> CallResult:
     if not served.reused:
         return served
-    layout = call.layout
-    pool = layout.reused_positions  # [n]: every slot row (all of them are predicted)
-    if drawn:
-        scores = random_scores(len(pool), call.seed)
-    else:  # no dense reference exists at serve time; the draft reads only the served cache
-        span = served.span(layout)  # the draft prefills the suffix over the handed-off span
-        ctx = Context(call.model, call.example, layout, spliced=span, dense=span)
-        scores = draft_attention(ctx, k=DRAFT_K).scores(pool)
-    chosen = select_rows(scores, budget_rows(RHO, len(pool)), "chunk", chunk_size=CHUNK)
-    positions = pool[chosen.rows]  # [k] absolute positions
+    positions = chosen_positions(call, served, drawn)  # [k]
     if len(positions) == 0:
         return served
-    return replace(served, cache=repair(call.model, served.cache, layout.ids, positions), n_repaired=len(positions))
+    return replace(served, cache=repair(call.model, served.cache, call.layout.ids, positions),
+                   n_repaired=len(positions))
 
 
 @register_method("bcr", "KVComm γ = 0.3, then BCR's draft-attention repair of ρ = 0.2 of the slot rows in "

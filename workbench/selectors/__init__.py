@@ -1,7 +1,8 @@
 """Selectors: score every reused token, then spend a budget of rows in a unit of choice.
 
-    from workbench.selectors import parse_selector, select_rows
+    from workbench.selectors import choose, parse_selector
     spec = parse_selector("bcr:grow")
+    rows, meta = choose(spec, scores, 0.2, pool)   # scores [n_pool] -> rows into the pool
 """
 
 from workbench.selectors import builtin  # noqa: F401  (registers the built-in selectors)
@@ -9,10 +10,11 @@ from workbench.selectors.registry import (
     SelectorInfo, SelectorSpec, comparison_reference, default_selectors, get_selector, parse_selector,
     parse_selectors, reference_selectors, register_selector, selector_names,
 )
+from workbench.selectors.choose import choose
 from workbench.selectors.units import UNITS, Selection, UnitOptions, random_scores, select_rows
 
 __all__ = [
-    "UNITS", "Selection", "SelectorInfo", "SelectorSpec", "UnitOptions", "comparison_reference",
+    "UNITS", "Selection", "SelectorInfo", "SelectorSpec", "UnitOptions", "choose", "comparison_reference",
     "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
     "reference_selectors", "register_selector", "select_rows", "selector_names",
 ]

@@ -68,7 +68,7 @@ def deviation_frame(ctx, cache: KVCache | None = None, positions=None) -> pd.Dat
     """
     cache = ctx.spliced if cache is None else cache
     pos = ctx.reused_positions if positions is None else torch.as_tensor(positions)
-    dev = kv_deviation(cache, ctx.dense, pos)
+    dev = kv_deviation(cache, ctx.reference("deviation_frame"), pos)
     pos_np = pos.long().cpu().numpy()
     n_layers, n = cache.n_layers, len(pos_np)
     names, tokens = np.array(ctx.layout.segment_names(), dtype=object), np.array(ctx.layout.tokens, dtype=object)

@@ -66,6 +66,7 @@ def patch_effects(ctx, positions, answer_ids, kinds=PATCH_KINDS, cache: KVCache 
     of that token at every layer replace the cache's on a copy. `batch_size` patched caches
     share one batched forward. Returns columns position, kind, delta_loss (patched - unpatched).
     """
+    dense = ctx.reference("patch_effects")
     cache = ctx.spliced if cache is None else cache
     pos = check_reused(ctx, positions)
     answer = check_answer_ids(answer_ids, ctx.model.config.vocab_size)
@@ -79,7 +80,7 @@ def patch_effects(ctx, positions, answer_ids, kinds=PATCH_KINDS, cache: KVCache 
     losses = []
     for start in tqdm(range(0, len(jobs), batch_size), disable=not progress, desc="patching", unit="batch"):
         chunk = jobs[start:start + batch_size]
-        losses.append(_batch_losses(ctx.model, _patched_batch(cache, ctx.dense, chunk), ctx.suffix_ids, answer))
+        losses.append(_batch_losses(ctx.model, _patched_batch(cache, dense, chunk), ctx.suffix_ids, answer))
     losses = torch.cat(losses)  # [job]
     return pd.DataFrame({
         "position": [p for p, _ in jobs[1:]],

@@ -138,10 +138,10 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy
     the caller has decoded it already), ending on its end-of-turn token when decoding stopped on
     one. The deviation gate uses d = ctx.dense - cache.
     """
-    cache = ctx.spliced if cache is None else cache
-    if cache.keys.shape != ctx.dense.keys.shape:
+    cache, reference = ctx.spliced if cache is None else cache, ctx.reference("decision_saliency")
+    if cache.keys.shape != reference.keys.shape:
         raise WorkbenchError(f"cache shape {tuple(cache.keys.shape)} does not match the context's "
-                             f"dense cache {tuple(ctx.dense.keys.shape)}")
+                             f"dense cache {tuple(reference.keys.shape)}")
     start = time.perf_counter()
     end_ids = None
     if answer_ids is None:
@@ -150,8 +150,8 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy
     grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids)
     pos = ctx.reused_positions
     parts = {}
-    for kind, g, dense, ours in (("k", grads.keys, ctx.dense.keys, cache.keys),
-                                 ("v", grads.values, ctx.dense.values, cache.values)):
+    for kind, g, dense, ours in (("k", grads.keys, reference.keys, cache.keys),
+                                 ("v", grads.values, reference.values, cache.values)):
         g = g[:, :, pos.to(g.device)].float()  # [layer, kv_head, n, d_head]
         delta = (dense[:, :, pos.to(dense.device)].float() - ours[:, :, pos.to(ours.device)].float()).to(g.device)
         parts[f"grad_sq_{kind}"] = g.square().sum((1, 3)).cpu()  # [layer, n]

@@ -31,7 +31,8 @@ class SignalOptions:
 
 
 class SignalSet:
-    """Lazily computed signals of `ctx`; `costs[name]` records what each record took."""
+    """Lazily computed signals of `ctx`; `costs[name]` records what each record took. A signal that
+    needs the dense reference refuses on a context without one (`Context.reference`)."""
 
     def __init__(self, ctx: Context, options: SignalOptions = SignalOptions()):
         self.ctx = ctx
@@ -48,6 +49,8 @@ class SignalSet:
             self._reads[self._computing[-1]].add(name)
         if name not in self._values:
             info = get_signal(name, "record")
+            if info.needs_dense:
+                self.ctx.reference(f"signal {name!r}")  # refuses on a context without one
             start, outer = time.perf_counter(), self._nested_seconds
             self._nested_seconds = 0.0  # what records computed inside this one take
             self._computing.append(name)
@@ -97,7 +100,10 @@ class SignalSet:
 
     def token(self, name: str) -> torch.Tensor:
         """The token signal `name` ([n_reused]), computing the records it reads if needed."""
-        return get_signal(name, "token").compute(self)
+        info = get_signal(name, "token")
+        if info.needs_dense:
+            self.ctx.reference(f"signal {name!r}")  # refuses on a context without one
+        return info.compute(self)
 
     def values(self, per: str) -> dict[str, torch.Tensor]:
         """Every registered token (`[n_reused]`) or layer (`[layer, n_reused]`) signal whose records
