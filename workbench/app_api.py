@@ -31,7 +31,9 @@ from workbench.runstore import (
     KINDS, MANIFEST, CurveRun, FidelityRun, Manifest, PipelineRun, RunFolder, SweepRun, check_out, folder_name,
     inspect_folder, load_curve, load_fidelity, load_pipeline, load_sweep, scan_runs, write_diagnosis_run,
 )
-from workbench.selectors import get_selector, parse_selector, parse_selectors, reference_selectors, selector_names
+from workbench.selectors import (
+    SelectorInfo, get_selector, parse_selector, parse_selectors, reference_selectors, selector_names,
+)
 from workbench.signals.registry import is_log as signal_is_log, label as signal_label
 from workbench.tasks import Example, dataset_kinds, load_example, parse_dataset_spec
 
@@ -99,7 +101,7 @@ def selector_choices() -> list[str]:
     return list(selector_names())
 
 
-def selector_info(name: str):
+def selector_info(name: str) -> SelectorInfo:
     """A registered selector's record: units, default unit, whether drawn, matched or a reference."""
     return get_selector(name)
 
