@@ -16,7 +16,7 @@ import state
 import status
 import widgets
 from navigation import PAGES
-from workbench.models import EMBEDDED_MODELS
+from workbench.app_api import model_choices
 
 st.set_page_config(page_title="KV Repair Workbench", page_icon=":material/memory:", layout="wide")
 
@@ -31,7 +31,7 @@ st.sidebar.text_input("Runs directory", key="runs_dir",
                       help=f"Folder holding run folders (from ${state.RUNS_ENV}, default `runs`).")
 state.model_spec()
 st.sidebar.text_input("Model for Live and the demo run", key="model_spec",
-                      help=f"An embedded model ({', '.join(EMBEDDED_MODELS)}), a local Hugging Face folder, or "
+                      help=f"An embedded model ({', '.join(model_choices())}), a local Hugging Face folder, or "
                            f"hub:ORG/NAME (first taken from ${state.MODEL_ENV}). Each model loads once per process.")
 for problem in plugin_problems:
     st.sidebar.error(widgets.plain(problem))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.diagnosis import Diagnosis
+from workbench.app_api import Diagnosis
 
 
 def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:

@@ -10,12 +10,9 @@ import streamlit as st
 import state
 from answer_tables import answers_table
 from widgets import ensure_choice, plain, show_figure
-from workbench import runstore
-from workbench.diagnosis import Diagnosis
-from workbench.errors import WorkbenchError
+from workbench.app_api import Diagnosis, RunFolder, WorkbenchError, reference_selectors
 from workbench.plots import diagnosis as figures
 from workbench.plots.compare import compare_figure, picks_compared
-from workbench.selectors import reference_selectors
 
 
 def _cell(value) -> str:
@@ -61,7 +58,7 @@ def selectors_against(d: Diagnosis, key: str, budget: float, token: int | None) 
                     f"a-vs-b-residual-{d.example_id}-b{budget:g}", f"{key}_ab_residual")
 
 
-def runs_holding(example_id: str, but: str) -> dict[str, runstore.RunFolder]:
+def runs_holding(example_id: str, but: str) -> dict[str, RunFolder]:
     """The sweep and diagnosis runs other than `but` that hold a finished `example_id`."""
     found = {}
     for run in state.scan_runs(("sweep", "diagnosis")):

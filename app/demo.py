@@ -14,10 +14,7 @@ import state
 from jobs import Job
 from status import report_error
 from widgets import plain
-from workbench import runstore
-from workbench.diagnosis import DiagnoseConfig
-from workbench.errors import WorkbenchError
-from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.app_api import DiagnoseConfig, SweepConfig, WorkbenchError, check_out, inspect_run, run_sweep
 
 NAME = "demo"
 
@@ -41,7 +38,7 @@ class DemoJob(Job):
         return self.active
 
     def done(self) -> int:
-        folder = runstore.inspect_folder(self.out) if self.out is not None and self.out.is_dir() else None
+        folder = inspect_run(self.out) if self.out is not None and self.out.is_dir() else None
         return folder.n_done() if folder is not None and folder.kind == "sweep" else 0
 
 
@@ -60,7 +57,7 @@ def start_demo(root: Path, config: SweepConfig) -> DemoJob:
     """Start the demo sweep into `root/demo` on a background thread (no-op while one runs)."""
     if demo_job().active:
         return demo_job()
-    out = runstore.check_out(root / NAME, kind="sweep", resume=True)  # before the model loads
+    out = check_out(root / NAME, kind="sweep", resume=True)  # before the model loads
     model = state.get_model()  # loaded in the script thread, where st.cache_resource has its context
     job = DemoJob("the demo run", out=out, n=config.n)
     job.detail = lambda: f"{job.done()} of {job.n} examples done"

@@ -10,13 +10,11 @@ from answer_tables import answers_table, draws_table, picks_table
 from compare_panel import selectors_against
 from token_choice import take_click, token_card, token_picker
 from widgets import csv_button, ensure_choice, plain, show_figure
-from workbench.diagnosis import Diagnosis
-from workbench.errors import WorkbenchError
-from workbench.plots.answer import answer_tokens_figure
+from workbench.app_api import (
+    Diagnosis, Manifest, WorkbenchError, reference_selectors, render_report, signal_is_log, signal_label,
+)
 from workbench.plots import diagnosis as figures
-from workbench.report import render_report
-from workbench.selectors import reference_selectors
-from workbench.signals.registry import is_log, label
+from workbench.plots.answer import answer_tokens_figure
 
 KINDS = {"k": "keys (post-RoPE)", "v": "values"}
 DEVIATION = "deviation"  # the strip's colouring by the splice's own deviation (not a registered signal)
@@ -65,7 +63,7 @@ def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> int | No
         return None
     ensure_choice(f"{key}_signal", options, options[0])
     signal = st.selectbox("Colour tokens by", options, key=f"{key}_signal",
-                          format_func=lambda s: DEVIATION_LABEL if s == DEVIATION else label(s, "token"))
+                          format_func=lambda s: DEVIATION_LABEL if s == DEVIATION else signal_label(s, "token"))
     layer, kind, metric = None, "v", "rel_l2"
     if signal == DEVIATION:
         dev = d.deviation
@@ -156,8 +154,9 @@ def _heatmaps(d: Diagnosis, key: str, token: int | None) -> None:
     names = list(dict.fromkeys(signals["signal"]))
     c1, c2 = st.columns(2)
     ensure_choice(f"{key}_hm_signal", names, names[0])
-    name = c1.selectbox("Saliency / attention", names, key=f"{key}_hm_signal", format_func=lambda s: label(s, "layer"))
-    log = c2.checkbox("log10 scale", key=f"{key}_hm_log_{name}", value=is_log(name, "layer"))
+    name = c1.selectbox("Saliency / attention", names, key=f"{key}_hm_signal",
+                        format_func=lambda s: signal_label(s, "layer"))
+    log = c2.checkbox("log10 scale", key=f"{key}_hm_log_{name}", value=signal_is_log(name, "layer"))
     show_figure(figures.layer_signal_figure(d, name, log=log, highlight=token), f"{name}-{d.example_id}",
                 f"{key}_sal_heatmap")
 
@@ -188,7 +187,7 @@ def _layer_effects(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> 
                 f"{key}_layer_effects")
 
 
-def _details(d: Diagnosis, key: str, manifest: dict | None) -> None:
+def _details(d: Diagnosis, key: str, manifest: Manifest | None) -> None:
     with st.expander("Outcomes, costs and the attribution check"):
         st.dataframe(d.outcomes, hide_index=True, width="stretch")
         csv_button(d.outcomes, f"outcomes-{d.example_id}", f"{key}_outcomes_csv", "Outcomes as CSV")
@@ -218,7 +217,7 @@ def _answer_tokens(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> 
         show_figure(fig, f"answer-tokens-{d.example_id}-b{budget:g}", f"{key}_answer_tokens")
 
 
-def diagnosis_panel(d: Diagnosis, key: str, manifest: dict | None = None) -> tuple[float, list[str]] | None:
+def diagnosis_panel(d: Diagnosis, key: str, manifest: Manifest | None = None) -> tuple[float, list[str]] | None:
     """Every per-example view of `d`; widget keys start with `key`. Returns the budget and the
     selectors shown (None when the diagnosis holds no selections)."""
     example_text(d)

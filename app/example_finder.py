@@ -7,9 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from widgets import ensure_choice, plain
-from workbench.errors import WorkbenchError
-from workbench.experiments.find import FILTERS, find_examples
-from workbench.selectors.registry import reference_selectors
+from workbench.app_api import FILTERS, WorkbenchError, find_examples, reference_selectors
 
 RUN_ORDER = "(the run's order)"
 

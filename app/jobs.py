@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.errors import WorkbenchError
+from workbench.app_api import WorkbenchError
 
 ACTIVE = ("waiting", "running")
 

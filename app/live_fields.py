@@ -8,9 +8,7 @@ import re
 import streamlit as st
 
 from navigation import PAGES
-from workbench.diagnosis import Diagnosis
-from workbench.layout import PromptFormat
-from workbench.tasks import Example
+from workbench.app_api import Diagnosis, Example, PromptFormat
 
 
 def example_fields(example: Example, example_id: str) -> dict:

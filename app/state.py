@@ -23,12 +23,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-import workbench as wb
+import workbench.app_api as wb
 from jobs import ModelGate
-from workbench import runstore
-from workbench.diagnosis import Diagnosis
-from workbench.experiments.summary import summarize
-from workbench.selectors import parse_selector
+from workbench.app_api import MANIFEST, CurveRun, Diagnosis, FidelityRun, PipelineRun, RunFolder, SweepRun
 
 RUNS_ENV, MODEL_ENV, LIVE_MAX_ENV, PLUGINS_ENV = "KVWB_RUNS", "KVWB_MODEL", "KVWB_LIVE_MAX_TOKENS", "KVWB_PLUGINS"
 DEFAULT_MODEL = "smollm2-135m"
@@ -64,7 +61,7 @@ def quick_selectors() -> list[str]:
     found = []
     for spec in QUICK_SELECTORS:
         try:
-            found.append(parse_selector(spec).label)
+            found.append(wb.parse_selector(spec).label)
         except wb.WorkbenchError:
             continue
     return found
@@ -139,26 +136,26 @@ def _stamp(*paths: Path) -> tuple:
 
 
 def _sweep_stamp(folder: Path) -> tuple:
-    return _stamp(*(folder / n for n in (runstore.MANIFEST, "examples.parquet", "outcomes.parquet")))
+    return _stamp(*(folder / n for n in (MANIFEST, "examples.parquet", "outcomes.parquet")))
 
 
-def scan_runs(kinds: tuple[str, ...] | None = None) -> list[runstore.RunFolder]:
+def scan_runs(kinds: tuple[str, ...] | None = None) -> list[RunFolder]:
     """The run folders under the runs directory (of `kinds`, when given)."""
-    return runstore.scan_runs(runs_root(), kinds)
+    return wb.list_runs(runs_root(), kinds)
 
 
 @st.cache_data(show_spinner="Reading the run...", max_entries=16)
-def _sweep(path: str, stamp: tuple) -> runstore.SweepRun:
-    return runstore.load_sweep(path)
+def _sweep(path: str, stamp: tuple) -> SweepRun:
+    return wb.open_run(path, "sweep")
 
 
-def read_sweep(folder: Path) -> runstore.SweepRun:
+def read_sweep(folder: Path) -> SweepRun:
     return _sweep(str(folder), _sweep_stamp(folder))
 
 
 @st.cache_data(show_spinner="Summarizing...", max_entries=16)
 def _summary(path: str, stamp: tuple, reference: str | None) -> pd.DataFrame:
-    return summarize(_sweep(path, stamp), reference)
+    return wb.summarize(_sweep(path, stamp), reference)
 
 
 def run_summary(folder: Path, reference: str | None) -> pd.DataFrame:
@@ -167,44 +164,44 @@ def run_summary(folder: Path, reference: str | None) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner="Reading the curve...", max_entries=8)
-def _curve(path: str, stamp: tuple) -> runstore.CurveRun:
-    return runstore.load_curve(path)
+def _curve(path: str, stamp: tuple) -> CurveRun:
+    return wb.open_run(path, "curve")
 
 
-def read_curve(folder: Path) -> runstore.CurveRun:
-    return _curve(str(folder), _stamp(*(folder / n for n in (runstore.MANIFEST, "curve.parquet", "summary.parquet"))))
+def read_curve(folder: Path) -> CurveRun:
+    return _curve(str(folder), _stamp(*(folder / n for n in (MANIFEST, "curve.parquet", "summary.parquet"))))
 
 
 @st.cache_data(show_spinner="Reading the pipeline run...", max_entries=8)
-def _pipeline(path: str, stamp: tuple) -> runstore.PipelineRun:
-    return runstore.load_pipeline(path)
+def _pipeline(path: str, stamp: tuple) -> PipelineRun:
+    return wb.open_run(path, "pipeline")
 
 
-def read_pipeline(folder: Path) -> runstore.PipelineRun:
+def read_pipeline(folder: Path) -> PipelineRun:
     """A pipeline run, re-read when its tables change (it may still be running)."""
-    return _pipeline(str(folder), _stamp(folder / runstore.MANIFEST, folder / "requests.parquet",
+    return _pipeline(str(folder), _stamp(folder / MANIFEST, folder / "requests.parquet",
                                          folder / "calls.parquet"))
 
 
 @st.cache_data(show_spinner="Reading the fidelity run...", max_entries=8)
-def _fidelity(path: str, stamp: tuple) -> runstore.FidelityRun:
-    return runstore.load_fidelity(path)
+def _fidelity(path: str, stamp: tuple) -> FidelityRun:
+    return wb.open_run(path, "fidelity")
 
 
-def read_fidelity(folder: Path) -> runstore.FidelityRun:
-    return _fidelity(str(folder), _stamp(folder / runstore.MANIFEST, *sorted(folder.glob("*.parquet"))))
+def read_fidelity(folder: Path) -> FidelityRun:
+    return _fidelity(str(folder), _stamp(folder / MANIFEST, *sorted(folder.glob("*.parquet"))))
 
 
 @st.cache_data(show_spinner="Reading the diagnosis...", max_entries=32)
 def _diagnosis(path: str, stamp: tuple) -> Diagnosis:
-    return Diagnosis.load(path)
+    return wb.open_run(path, "diagnosis")
 
 
 def read_diagnosis(folder: Path) -> Diagnosis:
     return _diagnosis(str(folder), _stamp(folder / "diagnosis.json", *sorted(folder.glob("*.parquet"))))
 
 
-def run_examples(run: runstore.RunFolder) -> tuple[list[str], dict[str, str], dict[str, Path]]:
+def run_examples(run: RunFolder) -> tuple[list[str], dict[str, str], dict[str, Path]]:
     """(example ids, questions by id, diagnosis folders by id) of a sweep or a diagnosis run."""
     if run.kind == "diagnosis":
         d = read_diagnosis(run.path)

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from widgets import plain
-from workbench.diagnosis import Diagnosis
+from workbench.app_api import Diagnosis
 from workbench.plots import diagnosis as figures
 from workbench.plots.text import visible
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 import state
 from navigation import PAGES
-from workbench import runstore
+from workbench.app_api import RunFolder, make_command
 
 _MARKDOWN_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")  # every ASCII punctuation character
 
@@ -45,7 +45,7 @@ def how_to_get_data(kind: str) -> None:
     what = {"sweep": "sweep runs", "curve": "unit-of-choice curve runs", "fidelity": "fidelity runs",
             "pipeline": "multi-agent pipeline runs"}.get(kind, "runs")
     text = (f"No {what} under {plain(state.runs_root())} yet. Make one from a shell with "
-            f"`{runstore.KINDS[kind].make}`")
+            f"`{make_command(kind)}`")
     if kind == "sweep":
         text += ", or press **Compute demo run** on the Runs page (several minutes on a CPU)"
     st.info(text + ". The **Live** page works without any run.")
@@ -54,12 +54,12 @@ def how_to_get_data(kind: str) -> None:
     st.page_link(PAGES["live"].path, label="Live: diagnose an example now", icon=PAGES["live"].icon)
 
 
-def _run_label(run: runstore.RunFolder) -> str:
+def _run_label(run: RunFolder) -> str:
     bits = [run.kind or "?", run.status] + (["incomplete"] if run.problems else [])
     return f"{run.name} ({', '.join(bits)})"
 
 
-def pick_run(runs: list[runstore.RunFolder], key: str, label: str = "Run") -> runstore.RunFolder:
+def pick_run(runs: list[RunFolder], key: str, label: str = "Run") -> RunFolder:
     """A select box of runs; the choice is shared between pages (session key `kvwb_run`) and
     taken from a deep link (?run=NAME) when the page opens."""
     names = [r.name for r in runs]
@@ -75,12 +75,12 @@ def pick_run(runs: list[runstore.RunFolder], key: str, label: str = "Run") -> ru
     return by_name[name]
 
 
-def show_problems(run: runstore.RunFolder) -> None:
+def show_problems(run: RunFolder) -> None:
     for problem in run.problems:
         st.warning(f"{plain(run.path)}: {plain(problem)}. Showing what is there.")
 
 
-def choose_run(kinds: tuple[str, ...], key: str, stop_on_problems: bool = False) -> runstore.RunFolder:
+def choose_run(kinds: tuple[str, ...], key: str, stop_on_problems: bool = False) -> RunFolder:
     """The header every run view shares: the runs of `kinds` (how to make one when there is
     none), the picker, and what the chosen run lacks (stopping there if asked)."""
     runs = state.scan_runs(kinds)

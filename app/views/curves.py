@@ -8,9 +8,7 @@ import streamlit as st
 import state
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
-from workbench.errors import WorkbenchError
-from workbench.experiments.summary import resolve_reference, tokens_to_target
-from workbench.selectors.registry import reference_selectors
+from workbench.app_api import WorkbenchError, reference_selectors, resolve_reference, tokens_to_target
 
 COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
            "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered",
@@ -39,8 +37,8 @@ except WorkbenchError as err:
     warn(err)
     st.stop()
 ex, manifest = sweep.examples, sweep.manifest
-st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain((manifest.get('model') or {}).get('name', '?'))}, "
-            f"data set {plain((manifest.get('args') or {}).get('dataset', '?'))} · dense EM "
+st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain(manifest.model_name or '?')}, "
+            f"data set {plain(manifest.dataset or '?')} · dense EM "
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]

@@ -17,7 +17,7 @@ from live_fields import open_in_live
 from permalink import Permalink
 from status import report_error
 from widgets import choose_run, plain
-from workbench.errors import WorkbenchError
+from workbench.app_api import WorkbenchError
 
 LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
                   "selectors": "explorer_selectors", "signal": "explorer_signal", "layer": "explorer_layer",

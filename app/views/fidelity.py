@@ -7,7 +7,7 @@ import streamlit as st
 
 import state
 from widgets import choose_run, csv_button, plain, show_figure, warn
-from workbench.errors import WorkbenchError
+from workbench.app_api import WorkbenchError
 from workbench.plots import fidelity as fidelity_plots
 
 st.title("Fidelity vs consumability")
@@ -22,9 +22,9 @@ except (WorkbenchError, OSError) as err:
     st.stop()
 
 manifest, tables = fidelity.manifest, fidelity.tables
-details = manifest.get("details") or {}
+details = manifest.details
 conditions = tables["conditions"]
-st.markdown(f"{plain(run.name)}: model {plain((manifest.get('model') or {}).get('name', '?'))}, "
+st.markdown(f"{plain(run.name)}: model {plain(manifest.model_name or '?')}, "
             f"{details.get('n_examples', '?')} questions · metric: {plain(details.get('metric', '?'))}")
 anchors = tables.get("anchors")
 if anchors is not None and not anchors.empty:
@@ -48,4 +48,4 @@ for name, table in tables.items():
         st.dataframe(table, hide_index=True, width="stretch")
     csv_button(table, f"fidelity-{name}-{run.name}", f"fidelity_{name}_csv", f"{name} as CSV")
 with st.expander("Manifest"):
-    st.json(manifest, expanded=1)
+    st.json(manifest.to_dict(), expanded=1)

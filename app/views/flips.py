@@ -10,8 +10,7 @@ import state
 from navigation import PAGES
 from widgets import choose_run, csv_button, ensure_choice, natural_key, plain, show_figure, warn
 from workbench import plots
-from workbench.errors import WorkbenchError
-from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
+from workbench.app_api import WorkbenchError, flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
 
 
 def open_example(run: str, example: str, selector: str, budget: float) -> None:

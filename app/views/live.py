@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import replace
 
 import streamlit as st
 
@@ -14,16 +13,10 @@ import jobs
 import state
 from live_fields import example_fields
 from status import report_error
-import workbench as wb
 from diagnosis_panel import diagnosis_panel
 from widgets import plain
-from workbench import runstore
-from workbench.diagnosis import DiagnoseConfig, check_budgets, diagnose
-from workbench.errors import WorkbenchError
-from workbench.layout import PromptFormat, build_layout
-from workbench.models import model_identity
-from workbench.selectors import get_selector, parse_selectors, selector_names
-from workbench.tasks import dataset_kinds, parse_dataset_spec
+import workbench.app_api as wb
+from workbench.app_api import DiagnoseConfig, WorkbenchError, check_budgets, parse_dataset_spec, parse_selectors
 
 FIRST_EXAMPLE = "synthetic#5"  # a synthetic example whose splice flips the embedded model's answer
 ARG_HELP = ("synthetic: a seed (empty: 0); ruler: a task (niah_single, niah_multikey, niah_multivalue, "
@@ -34,12 +27,12 @@ def selector_options() -> list[str]:
     """The quick selectors, then every registered selector in each of its units, then the coin matched
     to each informed quick selector (`coin:bcr`: BCR's own control)."""
     specs = list(state.quick_selectors())
-    for name in selector_names():
-        info = get_selector(name)
+    for name in wb.selector_choices():
+        info = wb.selector_info(name)
         if not info.matched:  # a matched coin needs its selector: offered below as coin:NAME
             specs += [name] + [f"{name}:{unit}" for unit in info.units if unit != info.default_unit]
-    informed = [s for s in state.quick_selectors() if not (get_selector(s.partition(":")[0]).drawn
-                                                            or get_selector(s.partition(":")[0]).is_reference)]
+    informed = [s for s in state.quick_selectors() if not (wb.selector_info(s.partition(":")[0]).drawn
+                                                            or wb.selector_info(s.partition(":")[0]).is_reference)]
     return list(dict.fromkeys(specs + [f"coin:{s}" for s in informed]))
 
 
@@ -111,7 +104,7 @@ def read_config() -> DiagnoseConfig | None:
 
 def fits(model: wb.LoadedModel, example: wb.Example, max_new: int) -> bool:
     """Say the limit when the context is too long for the model (or for Live on this machine)."""
-    n = build_layout(model.tokenizer, example, PromptFormat()).n_tokens
+    n = wb.context_length(model, example)
     if n + max_new > model.max_positions:
         st.warning(f"The example is too long for the model: {n} context tokens + {max_new} answer tokens, and "
                    f"{plain(model.name)} takes at most {model.max_positions} positions. Shorten the passages.")
@@ -160,10 +153,9 @@ def run_live() -> None:
 
     def work(job: jobs.Job):
         job.progress(0.0, "prefilling each passage in isolation, splicing, dense prefill")
-        ctx = wb.build_context(model, example, rerotation=config.rerotation)
-        diagnosis = diagnose(model, example, config, ctx=ctx, progress=progress_report(job, ctx), layer_effects=True)
+        diagnosis = wb.live_diagnose(model, example, config, progress_for=lambda ctx: progress_report(job, ctx))
         job.progress(1.0, "done")
-        return replace(diagnosis, ctx=None)  # the caches are not needed by the views
+        return diagnosis
 
     st.session_state.pop(NOTICE, None)
     st.session_state[JOB] = jobs.start(jobs.Job(f"a Live diagnosis of example {example.id}"), state.model_gate(), work)
@@ -211,7 +203,7 @@ def save_panel(diagnosis) -> None:
     """Save the diagnosis as a run folder of kind "diagnosis" (through the run store)."""
     st.subheader("Save as a run")
     if "live_save_name" not in st.session_state:
-        st.session_state["live_save_name"] = (f"live-{runstore.folder_name(diagnosis.example_id)}-"
+        st.session_state["live_save_name"] = (f"live-{wb.folder_name(diagnosis.example_id)}-"
                                               f"{time.strftime('%Y%m%d-%H%M%S')}")
     n1, n2 = st.columns([3, 1])
     name = n1.text_input(f"Run name (a folder under {plain(state.runs_root())})", key="live_save_name")
@@ -222,8 +214,8 @@ def save_panel(diagnosis) -> None:
         st.warning("Use a run name of letters, digits, '.', '_' and '-' (not starting with '.').")
         return
     try:
-        out = runstore.check_out(state.runs_root() / clean, kind="diagnosis")
-        runstore.write_diagnosis_run(out, diagnosis, model_identity(state.get_model()))
+        out = wb.check_out(state.runs_root() / clean, kind="diagnosis")
+        wb.save_diagnosis(out, diagnosis, state.get_model())
     except (WorkbenchError, OSError) as err:
         report_error(f"Could not save the Live diagnosis as {clean}: {err}")
         st.warning(f"Could not save: {plain(err)}")
@@ -241,7 +233,7 @@ busy = st.session_state.get(JOB) is not None
 
 with st.container(border=True):
     c1, c2, c3, c4 = st.columns([1, 2, 1, 1])
-    c1.selectbox("Data set", dataset_kinds(), key="live_kind")
+    c1.selectbox("Data set", wb.dataset_choices(), key="live_kind")
     c2.text_input("Seed, task or file", key="live_arg", help=ARG_HELP)
     c3.text_input("Example id", value=FIRST_EXAMPLE.split("#")[1], key="live_example_id")
     c4.button("Load into the fields", key="live_load", on_click=load_chosen)

@@ -8,9 +8,8 @@ import streamlit as st
 
 import state
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
-from workbench.errors import WorkbenchError
 from workbench import plots
-from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
+from workbench.app_api import WorkbenchError, repair_summary, summarize_pipeline
 from workbench.plots import pipeline as figures
 
 st.title("Multi-agent reuse")
@@ -26,12 +25,12 @@ except (WorkbenchError, OSError, KeyError) as err:
     warn(err)
     st.stop()
 
-args = data.manifest.get("args") or {}
+args = data.manifest.args
 spec = args.get("spec") or {}
 edges = [tuple(e) for e in spec.get("edges", [])]
-st.markdown(f"{plain(run.name)}: model {plain((data.manifest.get('model') or {}).get('name', '?'))}, "
+st.markdown(f"{plain(run.name)}: model {plain(data.manifest.model_name or '?')}, "
             f"{args.get('agents', '?')} agents ({plain(args.get('topology', '?'))}), "
-            f"{data.requests['index'].nunique()} requests, status {plain(data.manifest.get('status', '?'))}.")
+            f"{data.requests['index'].nunique()} requests, status {plain(data.manifest.status)}.")
 
 st.subheader("Reuse against accuracy")
 show_figure(figures.reuse_vs_accuracy(tables["methods"]), f"reuse-accuracy-{run.name}", "pipe_line")
@@ -81,4 +80,4 @@ else:
     st.dataframe(tables["tax"], hide_index=True, width="stretch")
 st.dataframe(tables["warmup"], hide_index=True, width="stretch")
 with st.expander("Manifest"):
-    st.json(data.manifest, expanded=1)
+    st.json(data.manifest.to_dict(), expanded=1)

@@ -12,20 +12,19 @@ import demo
 import state
 from navigation import PAGES
 from widgets import csv_button, pick_run, plain, show_problems, warn
-from workbench import runstore
-from workbench.errors import WorkbenchError
-from workbench.experiments.pipeline_summary import summarize_pipeline
-from workbench.experiments.summary import resolve_reference
+from workbench.app_api import Manifest, RunFolder, WorkbenchError, make_command, resolve_reference, summarize_pipeline
 
 SUMMARY_COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "flip_rate", "gap_recovered",
                    "gap_recovered_low", "gap_recovered_high", "rows_per_example", "ref_b", "ref_c", "ref_p_holm"]
 
 
-def dataset_of(run: runstore.RunFolder) -> str:
+def dataset_of(run: RunFolder) -> str:
     """What a run was computed on, in words (a data set spec, the curve's prompts, one example)."""
-    args = (run.manifest or {}).get("args") or {}
-    if args.get("dataset"):
-        return str(args["dataset"])
+    if run.manifest is None:
+        return ""
+    args = run.manifest.args
+    if run.manifest.dataset:
+        return str(run.manifest.dataset)
     if run.kind == "curve":
         return f"synthetic prompts ({args.get('prompts', '?')} of about {args.get('tokens', '?')} tokens)"
     if run.kind == "fidelity":
@@ -40,24 +39,24 @@ def ago(seconds: float) -> str:
         f"{seconds / 3600:.0f} h ago"
 
 
-def runs_table(runs: list[runstore.RunFolder]) -> pd.DataFrame:
+def runs_table(runs: list[RunFolder]) -> pd.DataFrame:
     now = time.time()
     rows = []
     for r in runs:
-        m = r.manifest or {}
+        m = r.manifest
         target = r.n_target()
         rows.append({"run": r.name, "kind": r.kind or "?", "status": r.status,
-                     "model": (m.get("model") or {}).get("name", ""), "dataset": dataset_of(r),
+                     "model": (m and m.model_name) or "", "dataset": dataset_of(r),
                      "examples done": r.n_done() if target is not None else None, "of": target,
-                     "failures": len(m.get("failures") or []), "last written": ago(now - r.last_written()),
-                     "start": m.get("start") or "", "end": m.get("end") or "", "problems": "; ".join(r.problems)})
+                     "failures": len(m.failures) if m else 0, "last written": ago(now - r.last_written()),
+                     "start": (m and m.start) or "", "end": (m and m.end) or "", "problems": "; ".join(r.problems)})
     table = pd.DataFrame(rows)
     for column in ("examples done", "of"):
         table[column] = table[column].astype("Int64")
     return table
 
 
-def manifest_shown(manifest: dict) -> dict:
+def manifest_shown(manifest: Manifest) -> dict:
     """The manifest as shown: seconds rounded (a float's last digits say nothing)."""
     def tidy(value):
         if isinstance(value, float):
@@ -65,16 +64,16 @@ def manifest_shown(manifest: dict) -> dict:
         if isinstance(value, dict):
             return {k: tidy(v) for k, v in value.items()}
         return [tidy(v) for v in value] if isinstance(value, list) else value
-    return tidy(manifest)
+    return tidy(manifest.to_dict())
 
 
-def state_note(run: runstore.RunFolder) -> None:
+def state_note(run: RunFolder) -> None:
     """A run that is not complete: how far it got, and whether anything still writes it."""
     target = run.n_target()
     progress = f"{run.n_done()} of {target} examples done" if target is not None else "unfinished"
     idle = ago(time.time() - run.last_written())
     if run.status.startswith("stopped"):
-        make = runstore.KINDS[run.kind].make if run.kind in runstore.KINDS else "kvwb ..."
+        make = make_command(run.kind)
         st.warning(f"{plain(run.name)} is {plain(run.status)}: {progress}, last written {idle}. Run its command "
                    f"again with the same arguments to resume it (e.g. `{make}`).")
     elif run.status == "running":
@@ -85,7 +84,7 @@ def link(name: str, label: str) -> None:
     st.page_link(PAGES[name].path, label=label, icon=PAGES[name].icon)
 
 
-def sweep_summary(run: runstore.RunFolder) -> None:
+def sweep_summary(run: RunFolder) -> None:
     """The numbers of a complete sweep: summary against the default reference, examples, failures."""
     try:
         sweep = state.read_sweep(run.path)
@@ -127,7 +126,7 @@ def sweep_summary(run: runstore.RunFolder) -> None:
     link("flips", "Decision flips")
 
 
-def fidelity_summary(run: runstore.RunFolder) -> None:
+def fidelity_summary(run: RunFolder) -> None:
     """A fidelity run in numbers: the floor and the reference, each condition's transfer range."""
     try:
         conditions = state.read_fidelity(run.path).tables["conditions"]
@@ -145,7 +144,7 @@ def fidelity_summary(run: runstore.RunFolder) -> None:
     st.dataframe(table, hide_index=True, width="stretch")
 
 
-def pipeline_summary(run: runstore.RunFolder) -> None:
+def pipeline_summary(run: RunFolder) -> None:
     """A pipeline run in numbers: each method's reuse rate and accuracy (the Multi-agent page's table)."""
     try:
         data = state.read_pipeline(run.path)
@@ -159,7 +158,7 @@ def pipeline_summary(run: runstore.RunFolder) -> None:
     csv_button(methods, f"methods-{run.name}", "runs_methods_csv", "Methods as CSV")
 
 
-def what_is_there(run: runstore.RunFolder) -> None:
+def what_is_there(run: RunFolder) -> None:
     """An incomplete sweep: the examples table when readable, the count of saved diagnoses."""
     st.subheader("What is there")
     try:
@@ -182,7 +181,7 @@ with st.container(border=True):
 st.header("Runs")
 if not runs:
     where = "does not exist" if not root.exists() else "holds no run folders"
-    makes = ", ".join(f"`{runstore.KINDS[k].make}`" for k in ("sweep", "curve", "fidelity"))
+    makes = ", ".join(f"`{make_command(k)}`" for k in ("sweep", "curve", "fidelity"))
     st.info(f"{plain(root)} {where}. Make a run from a shell with {makes}, or press **Compute demo run** above.")
     st.stop()
 

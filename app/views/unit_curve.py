@@ -8,7 +8,7 @@ import streamlit as st
 import state
 from widgets import choose_run, csv_button, plain, show_figure, warn
 from workbench import plots
-from workbench.errors import WorkbenchError
+from workbench.app_api import WorkbenchError
 
 st.title("Unit of choice")
 st.caption("Informed (draft attention) vs random choice of the dense rows restored into the splice, at one "
@@ -22,8 +22,8 @@ except (WorkbenchError, OSError) as err:
     warn(err)
     st.stop()
 
-args = curve.manifest.get("args") or {}
-st.markdown(f"{plain(run.name)}: model {plain((curve.manifest.get('model') or {}).get('name', '?'))}, "
+args = curve.manifest.args
+st.markdown(f"{plain(run.name)}: model {plain(curve.manifest.model_name or '?')}, "
             f"{args.get('prompts', '?')} prompts of about {args.get('tokens', '?')} tokens, budget "
             f"{args.get('budget', '?')}, {args.get('seeds', '?')} random seeds per prompt and unit.")
 show_figure(figure, f"unit-curve-{run.name}", "unit_figure")
@@ -35,4 +35,4 @@ with st.expander("Every measurement (prompt x unit x method x seed)"):
     st.dataframe(curve.curve, hide_index=True, width="stretch")
 csv_button(curve.curve, f"unit-curve-{run.name}", "unit_curve_csv", "Measurements as CSV")
 with st.expander("Manifest"):
-    st.json(curve.manifest, expanded=1)
+    st.json(curve.manifest.to_dict(), expanded=1)

@@ -12,7 +12,7 @@ def test_small_curve_on_the_embedded_model(smol, tmp_path):
     out = run_curve(smol, tmp_path / "curve", tokens=256, prompts=2, units=(1, 16), seeds=2, progress=False)
     run = load_curve(out)
     manifest, curve, summary = run.manifest, run.curve, run.summary
-    assert manifest["kind"] == "curve" and manifest["model"]["name"] == "smollm2-135m"
+    assert manifest.kind == "curve" and manifest.model_name == "smollm2-135m"
     assert len(curve) == 2 * 2 * 3
     assert curve["full_restore_error"].max() < 1e-4  # restoring every row reproduces dense
     unrepaired = curve["unrepaired_error"]

@@ -22,6 +22,37 @@ def test_import_contracts_are_kept():
     assert "broken" in result.stdout and " 0 broken" in result.stdout
 
 
+APP_READS = {"app_api", "plots"}  # what of the workbench app/ may import (docs/ARCHITECTURE.md)
+
+
+def test_the_app_contract_forbids_every_other_module_of_the_workbench():
+    """The import-linter contract lists modules; one added to the workbench later must join it."""
+    import pkgutil
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [app] = [c for c in contracts if c.get("source_modules") == ["app"]]
+    modules = {f"workbench.{m.name}" for m in pkgutil.iter_modules(workbench.__path__)}
+    assert set(app["forbidden_modules"]) == modules - {f"workbench.{m}" for m in APP_READS}
+
+
+def test_the_app_imports_no_other_part_of_the_workbench():
+    """What the contract cannot say: no `import workbench` (the whole package) in app/ either."""
+    import ast
+
+    found = []
+    for path in ROOT.glob("app/**/*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.split(".")[0] == "workbench"]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "workbench":
+                names = [node.module] if node.module != "workbench" else [f"workbench.{a.name}" for a in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(ROOT)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[:2][-1] not in APP_READS]
+    assert not found, found
+
+
 def test_no_module_is_over_400_lines():
     """One idea per module: a file that grows past this is split by concern."""
     big = {str(p.relative_to(ROOT)): n for p in [*ROOT.glob("workbench/**/*.py"), *ROOT.glob("app/**/*.py")]

@@ -267,7 +267,7 @@ def test_a_pipeline_over_musique_passages(model, tmp_path, monkeypatch):
                      "--out", str(out)]) == 0
     run = load_pipeline(out)
     assert list(run.requests["example_id"].unique()) == ["musique-900", "musique-901", "musique-902"]
-    assert run.manifest["args"]["dataset_options"] == {"max_passages": 2}
+    assert run.manifest.args["dataset_options"] == {"max_passages": 2}
     with pytest.raises(WorkbenchError, match="other settings.*max_passages"):
         run_pipeline(model, PipelineConfig(agents=2, dataset=f"musique:{fixture}", n=3,
                                            methods=("token-matched", "kvcomm"), max_new_tokens=2,

@@ -66,7 +66,7 @@ def test_ray_runs_equal_local_runs_and_share_one_run_store(cluster, model_folder
     assert "longer than the model's maximum" in store.failures["toolong"]["error"]
 
     local, remote = load_sweep(tmp_path / "local"), load_sweep(tmp_path / "ray")
-    assert remote.manifest["status"] == "complete" and remote.manifest["details"]["executor"] == "ray"
+    assert remote.manifest.status == "complete" and remote.manifest.details["executor"] == "ray"
     assert remote.example_ids == local.example_ids == ["a", "b", "c"]
     merged = local.outcomes.merge(remote.outcomes, on=KEYS, suffixes=("_local", "_ray"))
     assert len(merged) == len(local.outcomes) == len(remote.outcomes)
@@ -122,7 +122,7 @@ def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys)
     assert kvwb(argv) == 0
     out = capsys.readouterr().out
     assert "2 examples (0 failed)" in out
-    assert load_sweep(tmp_path / "run").manifest["details"]["executor"] == "ray"
+    assert load_sweep(tmp_path / "run").manifest.details["executor"] == "ray"
 
 
 def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_folder, tmp_path):

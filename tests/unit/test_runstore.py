@@ -57,7 +57,7 @@ def test_dot_ids_do_not_delete_earlier_diagnoses(model, tmp_path):
     data = jsonl(tmp_path / "d.jsonl", ids)
     run_sweep(model, SweepConfig(dataset=data, n=len(ids), diagnose=DIAGNOSE), tmp_path / "run", progress=False)
     run = load_sweep(tmp_path / "run")
-    assert run.manifest["status"] == "complete" and run.manifest["failures"] == []
+    assert run.manifest.is_complete and run.manifest.failures == ()
     assert run.example_ids == ids
     assert len(subfolders(tmp_path / "run" / "diagnoses")) == len(ids)
     for example_id in ids:

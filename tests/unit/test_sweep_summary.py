@@ -96,7 +96,7 @@ def test_a_crashing_example_is_recorded_and_the_run_goes_on(model, tmp_path, mon
     monkeypatch.setattr(sweep_module, "diagnose", fails_on_q2)
     run_sweep(model, CONFIG, tmp_path / "r", progress=False)
     run = load_sweep(tmp_path / "r")
-    assert run.n_failed == 1 and run.manifest["failures"][0]["error"] == "RuntimeError: boom"
+    assert run.n_failed == 1 and run.manifest.failures[0]["error"] == "RuntimeError: boom"
     assert sorted(run.examples["example_id"]) == ["q1", "q3"]
 
 
@@ -315,7 +315,7 @@ def test_the_protocols_bf16_check_compares_two_runs_of_one_sweep(model, finished
     differ = (a.examples.set_index("example_id")["dense_answer"] != b.examples.set_index("example_id")["dense_answer"])
     assert printed[0] == f"dense answers that differ: {differ.sum()} of 3"
     assert printed[1].startswith("flips that differ: ") and 0 <= float(printed[1].split()[-1]) <= 1
-    assert a.manifest["model"]["dtype"] == "bfloat16" and b.manifest["model"]["dtype"] == "float32"
+    assert a.manifest.model["dtype"] == "bfloat16" and b.manifest.model["dtype"] == "float32"
 
 
 def test_a_coin_is_tested_by_the_sign_flip_test_even_when_its_draws_agree():

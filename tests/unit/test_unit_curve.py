@@ -121,9 +121,9 @@ def test_random_is_seed_reproducible():
 def test_run_folder_has_tables_and_manifest(run, model):
     loaded = load_curve(run)
     manifest, curve, summary = loaded.manifest, loaded.curve, loaded.summary
-    assert manifest["kind"] == "curve" and manifest["status"] == "complete"
-    assert {k: manifest["model"][k] for k in model.describe()} == model.describe()
-    assert manifest["args"]["units"] == [1, 16, 1024] and manifest["versions"]["torch"]
+    assert manifest.kind == "curve" and manifest.status == "complete"
+    assert {k: manifest.model[k] for k in model.describe()} == model.describe()
+    assert manifest.args["units"] == [1, 16, 1024] and manifest.versions["torch"]
     assert len(curve) == 2 * 3 * (1 + 2)
     assert set(curve["method"]) == {"informed", "random"}
     assert {"error", "n_rows_restored", "budget_share", "unit", "prompt", "seed"} <= set(curve.columns)
@@ -152,7 +152,7 @@ def test_the_segment_is_the_changed_pool_by_default(model, ctx, tmp_path):
     out = run_curve(model, tmp_path / "skip", tokens=256, prompts=2, units=(1,), seeds=1, progress=False)
     loaded = load_curve(out)
     manifest, curve = loaded.manifest, loaded.curve
-    assert manifest["args"]["pool"] == "changed"
+    assert manifest.args["pool"] == "changed"
     assert (curve["n_segment"] == seg.numel()).any()
 
 

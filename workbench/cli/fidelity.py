@@ -70,8 +70,8 @@ def command(args) -> int:
     out = run_fidelity(model, out, n=args.n, seed=args.seed, progress=not args.no_progress, force=args.force,
                        **settings)
     run = load_fidelity(out)
-    n_examples = (run.manifest.get("details") or {}).get("n_examples")
-    print(f"wrote {printable(out)} ({n_examples} examples, {run.manifest.get('seconds') or 0:.0f} s)")
+    n_examples = run.manifest.details.get("n_examples")
+    print(f"wrote {printable(out)} ({n_examples} examples, {run.manifest.seconds or 0:.0f} s)")
     shown = run.tables["conditions"][[*KEY_COLUMNS, "key_cos", "transfer", "low", "high"]]
     with pd.option_context("display.max_rows", 500, "display.width", 160):
         print(printable_frame(shown).to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -109,9 +109,9 @@ def check_html_out(path) -> Path:
     except WorkbenchError as err:
         raise WorkbenchError(str(err).replace("--out", "--html")) from None
     if out.is_dir() and any(out.iterdir()):
-        manifest = runstore.read_manifest(out) if (out / runstore.MANIFEST).is_file() else {}
-        if "figures" not in (manifest.get("details") or {}):
-            raise WorkbenchError(f"{out} holds a {manifest.get('kind') or 'saved diagnosis'} run, not figures of "
+        manifest = runstore.load_manifest(out) if (out / runstore.MANIFEST).is_file() else None
+        if manifest is None or "figures" not in manifest.details:
+            raise WorkbenchError(f"{out} holds a {manifest.kind if manifest else 'saved diagnosis'} run, not figures of "
                                  f"`kvwb summary --html`; choose another folder for --html")
     return out
 
@@ -129,7 +129,7 @@ def write_figures(out: Path, run, table) -> None:
     links = "".join(f'<li><a href="{name}.html">{html.escape(FIGURES[name])}</a></li>' for name in figures)
     pages["index.html"] = (f"<!doctype html><meta charset=utf-8><title>{title}</title>"
                            f"<h1>{title}</h1><ul>{links}</ul>\n")
-    manifest = runstore.new_manifest("report", run.manifest.get("model"),
+    manifest = runstore.new_manifest("report", run.manifest.model,
                                      {"source": str(run.folder), "reference": table.attrs.get("reference")},
                                      figures=[f"{name}.html" for name in figures])
     runstore.write_run(out, runstore.finished(manifest), {}, pages)

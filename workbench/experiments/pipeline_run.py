@@ -39,7 +39,7 @@ from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_requ
 from workbench.pipeline.calls import KVCOMM_VARIANTS
 from workbench.pipeline.repair import REPAIR
 from workbench.runstore import (
-    MANIFEST, check_out, finished, move_aside, read_manifest, resume_manifest, run_lock, write_manifest,
+    MANIFEST, check_out, finished, load_manifest, move_aside, resume_manifest, run_lock, write_manifest,
 )
 from workbench.tasks import data_identity, load_dataset
 
@@ -183,7 +183,7 @@ def _open(out: Path, model: LoadedModel, config: PipelineConfig) -> dict:
     identity = config.identity()
     held, fixed = {"n": config.n, "methods": list(config.methods)}, identity
     if (out / MANIFEST).is_file():
-        before = read_manifest(out, kind="pipeline").get("args") or {}
+        before = load_manifest(out, kind="pipeline").args
         held = {"n": max(config.n, before.get("n", 0)),
                 "methods": list(dict.fromkeys([*before.get("methods", []), *config.methods]))}
         if "kvcomm" not in before:  # made before the option: its KVComm is "legacy"

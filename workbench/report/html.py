@@ -12,6 +12,7 @@ from workbench.plots import diagnosis as figures
 from workbench.plots.embed import figure_div
 from workbench.report.page import e, flip_cells, kv_table, num, page
 from workbench.report.schema import diagnosis_to_json, table
+from workbench.runstore import Manifest
 
 
 class _Figures:
@@ -184,7 +185,7 @@ def _meta(doc: dict) -> str:
     return kv_table(rows)
 
 
-def diagnosis_to_html(diagnosis: Diagnosis, run_manifest: dict | None = None) -> str:
+def diagnosis_to_html(diagnosis: Diagnosis, run_manifest: Manifest | None = None) -> str:
     """One standalone HTML page (plotly.js embedded once, no network) for one Diagnosis."""
     doc = diagnosis_to_json(diagnosis, run_manifest)
     figs = _Figures()

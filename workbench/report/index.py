@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from workbench.report.page import e, kv_table, page
+from workbench.runstore import Manifest
 
 
 def _href(name: str) -> str:
@@ -14,12 +15,10 @@ def _href(name: str) -> str:
     return html.escape(quote(name), quote=True)
 
 
-def index_html(run: Path, manifest: dict, rows: list[dict], failures: dict[str, dict]) -> str:
+def index_html(run: Path, manifest: Manifest, rows: list[dict], failures: dict[str, dict]) -> str:
     """The index: the run's facts, then per example its question, answers, flips and files.
 
     rows: {id, stem, question, gold, dense, spliced, spliced_flip, n_flipped, n_repairs}."""
-    args = manifest.get("args") or {}
-    config = args.get("diagnose") or args  # a sweep's args hold its DiagnoseConfig under "diagnose"
     head = ("<tr><th>example</th><th>question</th><th>gold</th><th>dense answer</th><th>spliced answer</th>"
             "<th>splice flips</th><th>repairs that flip</th><th>files</th></tr>")
     body = []
@@ -34,13 +33,12 @@ def index_html(run: Path, manifest: dict, rows: list[dict], failures: dict[str, 
     if failures:
         items = "".join(f"<li><b>{e(i)}</b>: {e(f.get('error'))}</li>" for i, f in failures.items())
         failed = f"<h2>Examples that failed in the run</h2><ul>{items}</ul>"
-    meta = kv_table([("run", e(run.name)), ("model", e((manifest.get("model") or {}).get("name"))),
-                     ("dataset", e(args.get("dataset"))),
-                     ("selectors", e(", ".join(map(str, config.get("selectors") or [])))),
-                     ("budgets", e(", ".join(map(str, config.get("budgets") or [])))),
-                     ("seed", e(config.get("seed"))), ("status", e(manifest.get("status"))),
-                     ("versions", e(", ".join(f"{k} {v}" for k, v in (manifest.get("versions") or {}).items()))),
-                     ("git revision", e(manifest.get("git_revision")))])
+    meta = kv_table([("run", e(run.name)), ("model", e(manifest.model_name)), ("dataset", e(manifest.dataset)),
+                     ("selectors", e(", ".join(manifest.selectors))),
+                     ("budgets", e(", ".join(map(str, manifest.budgets)))),
+                     ("seed", e(manifest.seed)), ("status", e(manifest.status)),
+                     ("versions", e(", ".join(f"{k} {v}" for k, v in (manifest.versions or {}).items()))),
+                     ("git revision", e(manifest.git_revision))])
     body_html = (f"<h1>KV repair reports: {e(run.name)}</h1>{meta}<h2>Examples ({len(rows)})</h2>"
                  f'<table class="grid">{head}{"".join(body)}</table>{failed}')
     return page(f"kvwb reports: {e(run.name)}", body_html, plotly=False)

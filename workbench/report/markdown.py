@@ -28,8 +28,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     the main table, the rows-to-target table, and the attribution check when the run has it."""
     ex = run.examples
     lines = [
-        (f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest['model']['name']}, "
-         f"data set {(run.manifest.get('args') or {}).get('dataset')}"),
+        (f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest.model_name}, "
+         f"data set {run.manifest.dataset}"),
         (f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
          f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"
          + (f"; answer contained: dense {ex['dense_contains'].mean():.3f}, splice {ex['spliced_contains'].mean():.3f}"

@@ -29,7 +29,7 @@ RESERVED = ("index", "manifest")  # stems of the folder's own files
 RUN_COMMAND = "kvwb run --dataset DATA --out {run}"
 
 
-def render_report(diagnosis: Diagnosis, fmt: str, run_manifest: dict | None = None) -> str:
+def render_report(diagnosis: Diagnosis, fmt: str, run_manifest: runstore.Manifest | None = None) -> str:
     """The report as text: fmt "html" or "json"."""
     if fmt == "html":
         return diagnosis_to_html(diagnosis, run_manifest)
@@ -38,7 +38,8 @@ def render_report(diagnosis: Diagnosis, fmt: str, run_manifest: dict | None = No
     raise WorkbenchError(f"unknown report format {fmt!r}; use html or json")
 
 
-def write_report(diagnosis: Diagnosis, out: str | Path, force: bool = False, run_manifest: dict | None = None) -> Path:
+def write_report(diagnosis: Diagnosis, out: str | Path, force: bool = False,
+                 run_manifest: runstore.Manifest | None = None) -> Path:
     """Write the report as .html or .json (by suffix), atomically; an existing file only with `force`."""
     if Path(out).name in (runstore.MANIFEST, DIAGNOSIS_FILE):
         raise WorkbenchError(f"{out}: that name is a run's own file; choose another --out")
@@ -71,15 +72,15 @@ def _ids_hint(ids: list[str], n: int = 5) -> str:
     return f"{', '.join(repr(i) for i in ids[:n])}{', ...' if len(ids) > n else ''} ({len(ids)} in all)"
 
 
-def _no_diagnoses(run: Path, manifest: dict) -> WorkbenchError:
-    kind = manifest.get("kind")
-    what = f"a {kind!r} run" if kind and kind != "sweep" else f"status {manifest.get('status')!r}"
+def _no_diagnoses(run: Path, manifest: runstore.Manifest) -> WorkbenchError:
+    kind = manifest.kind
+    what = f"a {kind!r} run" if kind != "sweep" else f"status {manifest.status!r}"
     return WorkbenchError(f"{run} holds no per-example diagnoses (signals) to report ({what}); make them with "
                           f"`{RUN_COMMAND.format(run=run)}` (or `kvwb diagnose --example DATASET#ID --out FOLDER` "
                           f"for one example)")
 
 
-def _sweep(run: Path, manifest: dict) -> tuple[runstore.SweepRun, list[str]]:
+def _sweep(run: Path, manifest: runstore.Manifest) -> tuple[runstore.SweepRun, list[str]]:
     """The sweep and the ids of its examples with a saved diagnosis, in run order."""
     try:
         sweep = runstore.load_sweep(run)
@@ -103,7 +104,7 @@ def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | P
     """Every example's .html and .json, the index and a manifest of kind "report", as one folder."""
     target = _check_folder_out(out, force)
     started = time.perf_counter()
-    manifest = runstore.new_manifest("report", sweep.manifest.get("model"), {"source": str(run), "examples": ids})
+    manifest = runstore.new_manifest("report", sweep.manifest.model, {"source": str(run), "examples": ids})
     stems, rows, unreadable = file_stems(ids), [], {}
     try:
         with atomic_folder(target) as tmp:
@@ -151,7 +152,7 @@ def report_run(run_folder: str | Path, example_id: str | None = None, all: bool 
     if not run.is_dir():
         raise WorkbenchError(f"{run} is not a folder; give a run folder written by `kvwb run ... --out RUN`")
     if (run / DIAGNOSIS_FILE).is_file():  # one diagnosis, with or without a run manifest
-        manifest = runstore.read_manifest(run) if (run / runstore.MANIFEST).is_file() else None
+        manifest = runstore.load_manifest(run) if (run / runstore.MANIFEST).is_file() else None
         diagnosis = Diagnosis.load(run)
         if example_id is not None and example_id != diagnosis.example_id:
             raise WorkbenchError(f"{run} holds example {diagnosis.example_id!r}, not {example_id!r}")
@@ -159,8 +160,8 @@ def report_run(run_folder: str | Path, example_id: str | None = None, all: bool 
             raise WorkbenchError(f"{run} holds one diagnosis; --all needs a run folder (`kvwb run ... --out RUN`)")
         return write_report(diagnosis, out, force=force, run_manifest=manifest)
 
-    manifest = runstore.read_manifest(run)
-    if manifest.get("kind") != "sweep":
+    manifest = runstore.load_manifest(run)
+    if manifest.kind != "sweep":
         raise _no_diagnoses(run, manifest)
     sweep, ids = _sweep(run, manifest)
     if all:

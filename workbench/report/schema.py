@@ -13,6 +13,7 @@ import pandas as pd
 
 from workbench.atomic import json_safe
 from workbench.diagnosis import Diagnosis
+from workbench.runstore import Manifest
 from workbench.signals.registry import is_log, label
 
 SCHEMA_VERSION = 2
@@ -65,24 +66,24 @@ def _flips(answers: dict) -> dict:
             "flipped": [{"selector": r["selector"], "budget": r["budget"]} for r in repairs if r.get("flip")]}
 
 
-def _run(diagnosis: Diagnosis, manifest: dict | None) -> dict:
+def _run(diagnosis: Diagnosis, manifest: Manifest | None) -> dict:
     """Where the diagnosis comes from: model, versions, config, and the run that holds it."""
-    manifest = manifest or {}
     model = dict(diagnosis.model)
-    fingerprint = (manifest.get("model") or {}).get("fingerprint")
+    fingerprint = manifest.fingerprint if manifest is not None else None
     if fingerprint is not None:
         model["fingerprint"] = fingerprint
-    versions, args = manifest.get("versions"), manifest.get("args") or {}
+    versions = manifest.versions if manifest is not None else None
     run = None
-    if manifest:
-        run = {"kind": manifest.get("kind"), "dataset": args.get("dataset"), "n": args.get("n"),
-               "status": manifest.get("status"), "start": manifest.get("start"), "end": manifest.get("end")}
+    if manifest is not None:
+        run = {"kind": manifest.kind, "dataset": manifest.dataset, "n": manifest.n, "status": manifest.status,
+               "start": manifest.start, "end": manifest.end}
     return json_safe({
         "model": model, "workbench_version": diagnosis.workbench_version,
         "versions": versions or {"kv-repair-workbench": diagnosis.workbench_version},
         "versions_source": "run manifest" if versions else "diagnosis",
         "seed": diagnosis.config.seed, "config": diagnosis.config.to_dict(),
-        "git_revision": manifest.get("git_revision"), "run": run, "timing": asdict(diagnosis.timing),
+        "git_revision": manifest.git_revision if manifest is not None else None, "run": run,
+        "timing": asdict(diagnosis.timing),
     })
 
 
@@ -113,7 +114,7 @@ def _residual(diagnosis: Diagnosis) -> list[dict]:
     return out
 
 
-def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: dict | None = None) -> dict:
+def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: Manifest | None = None) -> dict:
     """The report's data as a JSON-safe dict (schema: docs/REPORT_SCHEMA.md); `run_manifest` is
     the manifest of the run that holds the diagnosis, when there is one."""
     answers = _answers(diagnosis)

@@ -3,7 +3,8 @@ out-path checks, one writer at a time, loaders, discovery). Nothing else writes 
 
     from workbench import runstore
     runstore.check_out("runs/x", force=False)             # before any model work
-    run = runstore.load_sweep("runs/study")               # examples, outcomes, manifest
+    run = runstore.load_sweep("runs/study")               # examples, outcomes, manifest (typed)
+    run.manifest.dataset, run.manifest.selectors          # a Manifest: runstore.load_manifest(folder)
     runstore.scan_runs("runs")                            # what the app lists
 """
 
@@ -16,19 +17,19 @@ from workbench.runstore.loaders import (
 )
 from workbench.runstore.lock import lock_holder, run_lock, writer_state
 from workbench.runstore.manifest import (
-    MANIFEST, finished, git_revision, identity_differences, is_workbench_manifest, new_manifest, now,
-    package_versions, read_manifest, resume_manifest, write_manifest,
+    MANIFEST, Manifest, finished, git_revision, identity_differences, is_workbench_manifest, load_manifest,
+    new_manifest, now, package_versions, read_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.out import check_out, enclosing_run
 from workbench.runstore.paths import folder_name, move_aside, subfolders
 from workbench.runstore.writers import SweepStore, example_row, write_diagnosis_run, write_run
 
 __all__ = [
-    "DIAGNOSES", "KINDS", "MANIFEST", "STOPPED", "CurveRun", "FidelityRun", "PipelineRun", "RunFolder", "RunKind", "SweepRun",
-    "SweepStore",
+    "DIAGNOSES", "KINDS", "MANIFEST", "STOPPED", "CurveRun", "FidelityRun", "Manifest", "PipelineRun", "RunFolder",
+    "RunKind", "SweepRun", "SweepStore",
     "check_out", "enclosing_run", "example_row", "finished", "folder_name", "get_kind", "git_revision",
     "identity_differences", "inspect_folder", "is_workbench_manifest", "lock_holder", "load_curve", "load_fidelity",
-    "load_pipeline", "load_sweep", "move_aside", "new_manifest", "now", "owned", "package_versions",
+    "load_manifest", "load_pipeline", "load_sweep", "move_aside", "new_manifest", "now", "owned", "package_versions",
     "read_manifest", "resume_manifest", "run_kind", "run_lock", "scan_runs", "subfolders", "upgrade_table",
     "write_diagnosis_run", "write_manifest", "write_run", "writer_state",
 ]

@@ -22,7 +22,7 @@ from pathlib import Path
 from workbench.diagnosis.record import FILE as DIAGNOSIS_FILE, SCHEMA_VERSION as DIAGNOSIS_SCHEMA
 from workbench.errors import WorkbenchError
 from workbench.runstore.lock import writer_state
-from workbench.runstore.manifest import MANIFEST, is_workbench_manifest, read_manifest
+from workbench.runstore.manifest import MANIFEST, Manifest, is_workbench_manifest, load_manifest
 from workbench.runstore.paths import subfolders
 
 DIAGNOSES = "diagnoses"  # a sweep's per-example folders
@@ -132,13 +132,13 @@ class RunFolder:
     name: str
     path: Path
     kind: str | None
-    manifest: dict | None
+    manifest: Manifest | None
     problems: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
         """The manifest's status; a "running" one whose writer is gone says so (a killed run)."""
-        status = str((self.manifest or {}).get("status") or "?")
+        status = self.manifest.status if self.manifest is not None else "?"
         if status != "running":
             return status
         writer = writer_state(self.path)
@@ -155,7 +155,7 @@ class RunFolder:
         if self.kind == "diagnosis":
             return 1
         if self.kind == "pipeline":
-            methods = (self.manifest or {}).get("args", {}).get("methods") or []
+            methods = self.manifest.methods if self.manifest is not None else ()
             done = [sum(1 for _ in (self.path / "requests" / m).glob("*.json")) for m in methods]
             return min(done, default=0)
         return sum(1 for p in subfolders(self.path / DIAGNOSES) if (p / "diagnosis.json").is_file())
@@ -164,8 +164,7 @@ class RunFolder:
         """How many examples the run was asked for (sweeps, pipelines; 1 for a diagnosis), else None."""
         if self.kind == "diagnosis":
             return 1
-        n = ((self.manifest or {}).get("args") or {}).get("n") if self.kind in ("sweep", "pipeline") else None
-        return n if isinstance(n, int) and not isinstance(n, bool) else None
+        return self.manifest.n if self.kind in ("sweep", "pipeline") and self.manifest is not None else None
 
     def last_written(self) -> float:
         """When the run last wrote (epoch seconds): the newest of its folder, manifest and example folders."""
@@ -182,10 +181,10 @@ def inspect_folder(path: Path) -> RunFolder | None:
     """The RunFolder of a run-like folder (a manifest, a saved Diagnosis, parquet tables), else None."""
     if (path / MANIFEST).is_file():
         try:
-            manifest = read_manifest(path)
+            manifest = load_manifest(path)
         except WorkbenchError as err:
             return RunFolder(path.name, path, None, None, [str(err)])
-        kind = manifest.get("kind")
+        kind = manifest.kind
         run = RunFolder(path.name, path, kind, manifest)
         if kind not in KINDS:
             run.problems.append(f"unknown run kind {kind!r} (this version reads {', '.join(KINDS)})")

@@ -11,7 +11,7 @@ import pandas as pd
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
 from workbench.runstore.kinds import DIAGNOSES, FIDELITY_TABLES
-from workbench.runstore.manifest import MANIFEST, read_manifest
+from workbench.runstore.manifest import MANIFEST, Manifest, load_manifest
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -32,17 +32,17 @@ class SweepRun:
     """A sweep's folder read back: its manifest, examples and outcomes."""
 
     folder: Path
-    manifest: dict
+    manifest: Manifest
     examples: pd.DataFrame  # one row per finished example (column `folder`: its diagnosis folder)
     outcomes: pd.DataFrame  # one row per example x selector x budget
 
     @property
     def n_failed(self) -> int:
-        return len(self.manifest.get("failures") or [])
+        return len(self.manifest.failures)
 
     @property
     def failures(self) -> dict[str, dict]:
-        return {str(f.get("example_id")): f for f in self.manifest.get("failures") or []}
+        return self.manifest.failures_by_id
 
     @property
     def example_ids(self) -> list[str]:
@@ -63,11 +63,11 @@ class SweepRun:
 def load_sweep(folder: str | Path) -> SweepRun:
     """Read a `kvwb run` folder; a clear error when it is not one or holds no outcomes yet."""
     folder = Path(folder)
-    manifest = read_manifest(folder, kind="sweep")
+    manifest = load_manifest(folder, kind="sweep")
     missing = [name for name in ("examples.parquet", "outcomes.parquet") if not (folder / name).is_file()]
     if missing:
         raise WorkbenchError(f"{folder} has no {' or '.join(missing)} yet: no example has finished "
-                             f"(status {manifest.get('status')!r}); run `kvwb run ... --out {folder}` again")
+                             f"(status {manifest.status!r}); run `kvwb run ... --out {folder}` again")
     examples = upgrade_table(_read_parquet(folder / "examples.parquet"))
     if "folder" not in examples.columns:  # the first version named folders by URL-quoting the id
         examples["folder"] = [quote(str(i), safe="") for i in examples["example_id"]]
@@ -79,7 +79,7 @@ class CurveRun:
     """A unit-of-choice curve folder read back."""
 
     folder: Path
-    manifest: dict
+    manifest: Manifest
     curve: pd.DataFrame  # one row per prompt x unit x method x seed
     summary: pd.DataFrame  # one row per unit
 
@@ -90,7 +90,7 @@ def load_curve(folder: str | Path) -> CurveRun:
     if not (folder / MANIFEST).is_file() and (folder / "diagnosis.json").is_file():
         raise WorkbenchError(f"{folder} holds a saved Diagnosis, not a curve run (make one with "
                              f"`kvwb curve --out {folder}`)")
-    manifest = read_manifest(folder, kind="curve")
+    manifest = load_manifest(folder, kind="curve")
     missing = [n for n in ("curve", "summary") if not (folder / f"{n}.parquet").is_file()]
     if missing:
         raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)}")
@@ -102,7 +102,7 @@ class PipelineRun:
     """A `kvwb pipeline` folder read back: one row per (method, request) and per call."""
 
     folder: Path
-    manifest: dict
+    manifest: Manifest
     requests: pd.DataFrame
     calls: pd.DataFrame
     repair: pd.DataFrame  # the final calls' repair outcomes (empty without --repair-on)
@@ -111,7 +111,7 @@ class PipelineRun:
 def load_pipeline(folder: str | Path) -> PipelineRun:
     """Read a `kvwb pipeline` folder."""
     folder = Path(folder)
-    manifest = read_manifest(folder, kind="pipeline")
+    manifest = load_manifest(folder, kind="pipeline")
     missing = [n for n in ("requests", "calls") if not (folder / f"{n}.parquet").is_file()]
     if missing:
         raise WorkbenchError(f"{folder} lacks {', '.join(m + '.parquet' for m in missing)} (no request finished "
@@ -127,14 +127,14 @@ class FidelityRun:
     """A fidelity-probe folder read back: conditions, anchors, augmentation and answers tables."""
 
     folder: Path
-    manifest: dict
+    manifest: Manifest
     tables: dict[str, pd.DataFrame]
 
 
 def load_fidelity(folder: str | Path) -> FidelityRun:
     """Read a `kvwb fidelity` folder."""
     folder = Path(folder)
-    manifest = read_manifest(folder, kind="fidelity")
+    manifest = load_manifest(folder, kind="fidelity")
     present = [n for n in FIDELITY_TABLES if (folder / f"{n}.parquet").is_file()]
     missing = [n for n in FIDELITY_TABLES if n not in present and n != "thresholds"]  # first runs had none
     if missing:

@@ -17,6 +17,9 @@ Every manifest has the same keys, whatever wrote it:
 Manifests of the first version (schema 1: "started"/"ended"/"git", kind-specific keys at
 the top) are read as schema 2 by `read_manifest`. Manifests written before the marker existed
 are recognised by their keys (`is_workbench_manifest`).
+
+Writers build and stamp plain dicts (`new_manifest`, `finished`, `resume_manifest`); readers get a
+typed, checked `Manifest` (`load_manifest`), whose `to_dict()` is the JSON object it was read as.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -127,6 +131,119 @@ def read_manifest(folder: Path, kind: str | None = None) -> dict:
     if kind is not None and manifest.get("kind") != kind:
         raise WorkbenchError(f"{folder} is a {manifest.get('kind')!r} run, not a {kind!r} run")
     return manifest
+
+
+def load_manifest(folder: Path, kind: str | None = None) -> Manifest:
+    """The manifest of a run folder as a checked `Manifest` (see `read_manifest` for what is refused)."""
+    return Manifest.from_dict(read_manifest(folder, kind), Path(folder) / MANIFEST)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# What each key may hold once upgraded to schema 2: (check, in words).
+_FIELD_TYPES = {
+    "schema": (lambda v: v == SCHEMA, f"the marker {SCHEMA!r}"),
+    "schema_version": (lambda v: v == SCHEMA_VERSION, f"the version {SCHEMA_VERSION}"),
+    "kind": (lambda v: isinstance(v, str) and bool(v), "a kind name"),
+    "status": (lambda v: isinstance(v, str), "a string"),
+    "model": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "args": (lambda v: isinstance(v, dict), "an object"),
+    "versions": (lambda v: v is None or isinstance(v, dict), "an object or null"),
+    "git_revision": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "start": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "end": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "seconds": (lambda v: v is None or _is_number(v), "a number or null"),
+    "failures": (lambda v: isinstance(v, list) and all(isinstance(f, dict) for f in v), "a list of objects"),
+    "details": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A run's manifest.json read back (schema 2 keys, see the module docstring), typed and checked."""
+
+    schema: str
+    schema_version: int
+    kind: str
+    status: str
+    model: dict | None  # LoadedModel.describe() + "fingerprint"; None for a report index
+    args: dict
+    versions: dict | None
+    git_revision: str | None
+    start: str | None
+    end: str | None
+    seconds: float | None
+    failures: tuple[dict, ...]
+    details: dict
+
+    @classmethod
+    def from_dict(cls, data: dict, source: Path | str = MANIFEST) -> Manifest:
+        """A schema-2 manifest dict (as `read_manifest` returns it) checked key by key; `source`
+        names the file in the one-line error."""
+        for key, (ok, wanted) in _FIELD_TYPES.items():
+            if key not in data or not ok(data[key]):
+                held = "nothing" if key not in data else f"{type(data[key]).__name__} {_short(data[key], 40)}"
+                raise WorkbenchError(f"{source} is malformed: its {key!r} holds {held}, not {wanted}; remove the "
+                                     f"folder or pass a new --out")
+        return cls(**{key: data[key] for key in KEYS if key != "failures"}, failures=tuple(data["failures"]))
+
+    def to_dict(self) -> dict:
+        """The manifest as its JSON object (keys in the writer's order)."""
+        out = {key: getattr(self, key) for key in KEYS}
+        return {**out, "failures": list(self.failures)}
+
+    @property
+    def model_name(self) -> str | None:
+        return (self.model or {}).get("name")
+
+    @property
+    def fingerprint(self) -> dict | None:
+        return (self.model or {}).get("fingerprint")
+
+    @property
+    def is_complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def dataset(self) -> str | None:
+        """The data set spec the run read (sweeps, pipelines, fidelity), else None."""
+        return self.args.get("dataset")
+
+    @property
+    def n(self) -> int | None:
+        """How many examples (requests) the run was asked for, when its args say."""
+        n = self.args.get("n")
+        return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+    @property
+    def diagnose_config(self) -> dict:
+        """The DiagnoseConfig (as a dict) a sweep ("diagnose") or a saved diagnosis ("config") ran; else {}."""
+        config = self.args.get("diagnose", self.args.get("config"))
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def selectors(self) -> tuple[str, ...]:
+        return tuple(map(str, self.diagnose_config.get("selectors") or ()))
+
+    @property
+    def budgets(self) -> tuple[float, ...]:
+        return tuple(self.diagnose_config.get("budgets") or ())
+
+    @property
+    def seed(self):
+        return self.diagnose_config.get("seed")
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """A pipeline run's reuse methods."""
+        return tuple(map(str, self.args.get("methods") or ()))
+
+    @property
+    def failures_by_id(self) -> dict[str, dict]:
+        """The failed examples by id (sweeps)."""
+        return {str(f.get("example_id")): f for f in self.failures}
 
 
 def _upgrade_v1(old: dict) -> dict:
