@@ -121,15 +121,18 @@ def layer_effects_table(ctx: Context, selections: dict) -> pd.DataFrame:
 
 def effects_table(ctx: Context, splice: list[torch.Tensor], dense: list[torch.Tensor], repaired: dict) -> pd.DataFrame:
     """The table from suffix residuals ([layer] of [suffix, hidden]) of the splice, dense and each
-    selection ({(selector, budget) or None: residuals}), however they were computed."""
+    selection ({(selector, budget) or None: residuals}), however they were computed. Selections that
+    share a list of residuals (one cell: `none` and the splice, `full` at every budget) share its lens."""
     with torch.inference_mode():
         dense_logits = _lens_logits(ctx, dense)  # [layer, vocab]
         answer = int(dense_logits[-1].argmax())  # dense's first answer token
-        lens = {"splice": _lens(ctx, splice, dense, answer), "dense": _lens(ctx, dense, dense, answer, dense_logits)}
+        done = {id(splice): _lens(ctx, splice, dense, answer), id(dense): _lens(ctx, dense, dense, answer, dense_logits)}
         out = []
         for key, residual in repaired.items():
             selector, budget = key if key is not None else (None, None)
-            found = {**lens, "repaired": _lens(ctx, residual, dense, answer)}
+            if id(residual) not in done:
+                done[id(residual)] = _lens(ctx, residual, dense, answer)
+            found = {"splice": done[id(splice)], "repaired": done[id(residual)], "dense": done[id(dense)]}
             out += [(selector, budget, cache, *row) for cache in CACHES for row in found[cache]]
     return pd.DataFrame(out, columns=["selector", "budget", *COLUMNS])
 

@@ -177,9 +177,10 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                                          *((label, budget, draw, by_rows[_cell_key(*cell)])
                                            for (label, budget, draw), cell in chosen.items())])),
     }
-    if layer_effects:  # the splice is cell 0, the empty row set
-        tables["layer_effects"] = effects_table(ctx, capture.residuals(0), dense_capture.residuals(0),
-                                                {key: capture.residuals(cell) for key, cell in effects.items()})
+    if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
+        by_cell = {cell: capture.residuals(cell) for cell in {0, *effects.values()}}
+        tables["layer_effects"] = effects_table(ctx, by_cell[0], dense_capture.residuals(0),
+                                                {key: by_cell[cell] for key, cell in effects.items()})
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
                     repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)
