@@ -8,7 +8,7 @@ import workbench as wb
 from tests.conftest import FAMILIES, small_example, tiny_model
 from workbench.diagnosis import diagnose
 from workbench.engine.answers import answer_cells
-from workbench.engine.hooks import LAYER_HOOKS, hook_names
+from workbench.engine.hooks import LAYER_HOOKS, HookPoint, Hooks, compose, hook_names
 from workbench.family import visible_keys
 
 LAYER = 3  # the blocks.3
@@ -122,6 +122,34 @@ def test_zeroing_a_head_of_hook_z_moves_the_answer_as_the_same_edit_through_hf(c
     want_hooked, want_plain = _hf_logprob(model, ids, answer, head), _hf_logprob(model, ids, answer, None)
     assert abs(want_hooked - want_plain) > 1e-2  # the edit matters
     assert hooked == pytest.approx(want_hooked, abs=1e-4) and plain == pytest.approx(want_plain, abs=1e-4)
+
+
+def test_hook_points_name_each_cell_among_the_callers_in_groups_and_decode_steps(ctx):
+    n, n_suffix = ctx.layout.suffix_start, len(ctx.suffix_ids)
+    row_sets = [ctx.reused_positions[::3], torch.empty(0, dtype=torch.long), ctx.reused_positions[:4]]
+    seen = []
+    answer_cells(ctx.model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, [1, 2, 3], 3, max_bytes=1,
+                 hooks={"hook_embed": lambda x, hook: seen.append((hook.cells.tolist(), hook.positions))})
+    groups = [(cells, pos) for cells, pos in seen if pos.shape[1] > 1]  # the batched pass: a group per cell here
+    assert sorted(c for cells, _ in groups for c in cells) == [0, 1, 2]
+    for (c,), pos in groups:  # a cell's rows: its repaired rows, the suffix, the teacher-forced answer
+        assert pos[0, :len(row_sets[c])].tolist() == row_sets[c].tolist()
+        assert pos[0, len(row_sets[c]):].tolist() == list(range(n, n + n_suffix + 2))
+    steps = [(cells, pos) for cells, pos in seen if pos.shape[1] == 1]
+    assert steps and all(set(cells) <= {0, 1, 2} and len(cells) == pos.shape[0] for cells, pos in steps)
+    assert set(steps[0][1][:, 0].tolist()) == {n + n_suffix}  # the first step: the row after the suffix
+    serial = []
+    ctx.repair(row_sets[0], hooks={"hook_embed": lambda x, hook: serial.append(hook.cells.tolist())})
+    assert serial == [[0]]  # a serial repair is one cell
+
+
+def test_compose_runs_the_earlier_maps_hooks_first():
+    order = []
+    a = {"hook_embed": lambda x, hook: order.append("a") or x + 1}
+    b = {"hook_embed": [lambda x, hook: order.append("b") or x * 2], "blocks.0.hook_resid_post": _identity}
+    hooks = Hooks(compose(a, None, Hooks(b, 1)), 1)
+    out = hooks.call("hook_embed", torch.zeros(1), HookPoint("hook_embed", None, torch.zeros(1, 1)))
+    assert order == ["a", "b"] and out.tolist() == [2.0] and set(hooks.fns) == {"hook_embed", "blocks.0.hook_resid_post"}
 
 
 def test_run_with_cache_returns_every_name_of_every_layer(ctx):

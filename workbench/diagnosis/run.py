@@ -22,7 +22,7 @@ from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
 from workbench.diagnosis.graded import graded
-from workbench.diagnosis.layer_effects import layer_effects_table
+from workbench.diagnosis.layer_effects import SuffixCapture, effects_table
 from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
 )
@@ -30,6 +30,7 @@ from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.engine.answers import answer_cells
+from workbench.engine.hooks import compose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
 from workbench.repair import attention_pairs
@@ -77,7 +78,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
     answers), never on the dense reference's: they change the outcomes, not what they are judged by.
     `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
-    (a drawn one's first draw).
+    (a drawn one's first draw), read by hooks from the cells' pass (after `hooks`: it sees what
+    they left) and the dense one, not run again.
     """
     config = replace(config or DiagnoseConfig(), **overrides).checked()
     if ctx is not None and ctx.dense is None:
@@ -121,13 +123,20 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     row_sets = {((), None): (torch.empty(0, dtype=torch.long), None)}
     for positions, context in chosen.values():
         row_sets.setdefault(_cell_key(positions, context), (positions, context))
+    # layer_effects: the suffix's residuals of the splice, each selection (a drawn one's first draw) and dense,
+    # kept from the passes below (after the user's hooks) rather than run again
+    effects = {(label, budget): list(row_sets).index(_cell_key(*picked))
+               for (label, budget, draw), picked in chosen.items() if not draw} if layer_effects else {}
+    capture = SuffixCapture(ctx, [0, *effects.values()]) if layer_effects else None
+    dense_capture = SuffixCapture(ctx) if layer_effects else None
     t_repairs = time.perf_counter()
     cells = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()], ctx.suffix_ids,
                          dense_ids, config.max_new_tokens, progress=lambda done, total: report("repairs", done, total),
-                         contexts=[context for _, context in row_sets.values()], hooks=hooks)
+                         contexts=[context for _, context in row_sets.values()],
+                         hooks=compose(hooks, capture.hooks()) if capture else hooks)
     # The dense cache through the same pass: the first-token distribution the graded outcomes read.
     (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[(), None][0]], ctx.suffix_ids, dense_ids,
-                                 config.max_new_tokens)
+                                 config.max_new_tokens, hooks=dense_capture.hooks() if dense_capture else None)
     t_repairs = time.perf_counter() - t_repairs
     by_rows = dict(zip(row_sets, cells))
     spliced = _record(by_rows[(), None].answer, example)
@@ -172,9 +181,10 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
                                          *((label, budget, draw, by_rows[_cell_key(*cell)])
                                            for (label, budget, draw), cell in chosen.items())])),
     }
-    if layer_effects:
-        tables["layer_effects"] = layer_effects_table(
-            ctx, {(label, budget): picked for (label, budget, draw), picked in chosen.items() if not draw})
+    if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
+        by_cell = {cell: capture.residuals(cell) for cell in {0, *effects.values()}}
+        tables["layer_effects"] = effects_table(ctx, by_cell[0], dense_capture.residuals(0),
+                                                {key: by_cell[cell] for key, cell in effects.items()})
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
                     repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)

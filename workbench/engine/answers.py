@@ -125,7 +125,7 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
         cells = [order[g] for g in group]
         decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                                              known[c].positions, known[c].keys, known[c].values) for c in cells],
-                          rule.max_new_tokens, hooks)
+                          rule.max_new_tokens, hooks, cells)
         alive = list(cells)
 
         def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:

@@ -116,7 +116,7 @@ def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: i
              for c in cells]
     ad = model.adapter
     for group in _groups(sizes, base.n_positions, ad.n_kv_heads * ad.head_dim, max_bytes):
-        for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group], hooks)):
+        for i, rows in zip(group, _run_group(model, base, [cells[i] for i in group], hooks, group)):
             out[i] = rows
         if progress:
             progress(sum(r is not None for r in out), len(cells))
@@ -132,9 +132,11 @@ def _pad(rows: list[torch.Tensor], width: int, fill=0) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hooks | None = None) -> list[CellRows]:
+def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hooks | None = None,
+               index: list[int] | None = None) -> list[CellRows]:
     """One layer-serial pass for a group of cells. The linear layers run on the cells' rows laid
-    end to end ([token, hidden], no padding); attention runs padded per cell ([cell, row, ...])."""
+    end to end ([token, hidden], no padding); attention runs padded per cell ([cell, row, ...]).
+    index: the cells' indices among the caller's (`HookPoint.cells`; default 0, 1, ...)."""
     ad, device = model.adapter, model.device
     n_cells, n_base = len(cells), base.n_positions
     n_rows = [int(c.positions.numel()) for c in cells]
@@ -166,7 +168,8 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hook
 
     rows = hook_pos = None
     if hooks:  # the hooks see padding at position -1
-        rows = Rows(torch.where(valid, pos, -1), cell_of, row_of)
+        rows = Rows(torch.where(valid, pos, -1), cell_of, row_of,
+                    None if index is None else torch.tensor(index, device=device))
         hook_pos = torch.cat([key_pos[:, :key_pos.shape[1] - width], rows.positions], dim=1)  # [cell, key]
     new_keys, new_values = [], []
 

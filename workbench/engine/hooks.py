@@ -16,7 +16,8 @@ place, return a replacement of the same shape, or return None to keep it. `hook`
 `HookPoint`: its name, layer, and the absolute positions of the rows (`positions`, [cell, row],
 -1 on padding) and, for `hook_pattern`, of the keys (`key_positions`, [cell, key]). The cell axis
 is the pass's: one cell for a serial repair, every cell of a group in a batched pass, the cells
-still decoding in a decode step. A padded row's values are zeros and whatever a hook writes there
+still decoding in a decode step; `cells` ([cell]) says which of the caller's cells each one is
+(its index in the list given to `run_cells` / `answer_cells`; 0 in a serial repair). A padded row's values are zeros and whatever a hook writes there
 is dropped. Without hooks a pass makes no copy and no call: each point is one `if`.
 """
 
@@ -47,6 +48,7 @@ class HookPoint:
     layer: int | None
     positions: torch.Tensor  # [cell, row] absolute positions of the rows; -1 on padding
     key_positions: torch.Tensor | None = None  # [cell, key] for hook_pattern; -1 on padding
+    cells: torch.Tensor | None = None  # [cell] each cell's index among the caller's cells
 
 
 HookFn = Callable[[torch.Tensor, HookPoint], "torch.Tensor | None"]
@@ -55,9 +57,12 @@ HookFn = Callable[[torch.Tensor, HookPoint], "torch.Tensor | None"]
 class Rows:
     """Where the rows of a pass, laid end to end ([token, ...]), sit among its cells ([cell, row, ...])."""
 
-    def __init__(self, positions: torch.Tensor, cell_of: torch.Tensor, row_of: torch.Tensor):
+    def __init__(self, positions: torch.Tensor, cell_of: torch.Tensor, row_of: torch.Tensor,
+                 cells: torch.Tensor | None = None):
         self.positions = positions  # [cell, row], -1 on padding
         self.cell_of, self.row_of = cell_of, row_of  # [token]
+        # [cell]: which of the caller's cells each is (default: 0, 1, ...)
+        self.cells = cells if cells is not None else torch.arange(len(positions), device=positions.device)
 
     @classmethod
     def one_cell(cls, positions: torch.Tensor) -> Rows:
@@ -66,10 +71,14 @@ class Rows:
         return cls(positions[None], positions.new_zeros(n), torch.arange(n, device=positions.device))
 
     @classmethod
-    def one_row_each(cls, positions: torch.Tensor) -> Rows:
-        """One row per cell (a decode step). positions: [cell]."""
+    def one_row_each(cls, positions: torch.Tensor, cells: torch.Tensor | None = None) -> Rows:
+        """One row per cell (a decode step). positions: [cell]; cells: [cell] their indices."""
         n = positions.numel()
-        return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n))
+        return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n), cells)
+
+    def point(self, name: str, layer: int | None, key_positions: torch.Tensor | None = None) -> HookPoint:
+        """The HookPoint of `name` on these rows."""
+        return HookPoint(name, layer, self.positions, key_positions, self.cells)
 
     def to_cells(self, x: torch.Tensor) -> torch.Tensor:
         """[token, ...] -> [cell, row, ...], zeros on padding."""
@@ -106,10 +115,8 @@ class Hooks:
     def __contains__(self, name: str) -> bool:
         return name in self.fns
 
-    def call(self, name: str, layer: int | None, x: torch.Tensor, point: HookPoint | None = None,
-             positions: torch.Tensor | None = None) -> torch.Tensor:
+    def call(self, name: str, x: torch.Tensor, point: HookPoint) -> torch.Tensor:
         """Run the hooks of `name` on `x` (already [cell, ...]); returns what they leave."""
-        point = point or HookPoint(name, layer, positions)
         for fn in self.fns.get(name, ()):
             out = fn(x, point)
             if out is not None:
@@ -122,7 +129,17 @@ class Hooks:
         """Run the hooks of `name` on rows laid end to end (x: [token, ...]); a no-op without one."""
         if name not in self.fns:
             return x
-        return rows.from_cells(self.call(name, layer, rows.to_cells(x), positions=rows.positions)).to(x.dtype)
+        return rows.from_cells(self.call(name, rows.to_cells(x), rows.point(name, layer))).to(x.dtype)
+
+
+def compose(*maps) -> dict[str, list[HookFn]]:
+    """Several hook maps ({name: fn or [fn]}, a `Hooks`, or None) as one: on a shared point the
+    earlier map's hooks run first, and each hook sees the tensor as the ones before it left it."""
+    out: dict[str, list[HookFn]] = {}
+    for hooks in maps:
+        for name, fns in (hooks.fns if isinstance(hooks, Hooks) else hooks or {}).items():
+            out.setdefault(name, []).extend([fns] if callable(fns) else fns)
+    return out
 
 
 def caching_hooks(names: Iterable[str], store: dict[str, torch.Tensor]) -> dict[str, HookFn]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from workbench.engine.hooks import HookPoint, Hooks, Rows
+from workbench.engine.hooks import Hooks, Rows
 from workbench.family import FamilyAdapter, rotate_half
 
 # attend(layer, q [token, head, d_head], k, v [token, kv_head, d_head] post-RoPE, pattern) -> [token, head * d_head]
@@ -59,7 +59,7 @@ def _pattern_hook(hooks: Hooks, layer: int, rows: Rows):
         return None
 
     def pattern(probs: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-        return hooks.call(name, layer, probs, HookPoint(name, layer, rows.positions, key_positions))
+        return hooks.call(name, probs, rows.point(name, layer, key_positions))
     return pattern
 
 

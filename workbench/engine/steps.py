@@ -21,9 +21,13 @@ from workbench.models import LoadedModel
 class Decoder:
     """Cells that grow by one row per step over a shared base (see the module docstring)."""
 
-    def __init__(self, model: LoadedModel, base: KVCache, cells: list[Cell], steps: int, hooks=None):
+    def __init__(self, model: LoadedModel, base: KVCache, cells: list[Cell], steps: int, hooks=None,
+                 index: list[int] | None = None):
+        """index: the cells' indices among the caller's (`HookPoint.cells`; default 0, 1, ...)."""
         ad, device = model.adapter, model.device
         self.model, self.base, self.hooks = model, base, Hooks.of(hooks, ad.n_layers)
+        index = list(index) if index is not None else list(range(len(cells)))
+        self.index = torch.tensor(index, dtype=torch.long, device=device)  # [cell]
         known = [int(c.known_positions.numel()) for c in cells]
         capacity = max(known) + steps
         shape = (base.n_layers, len(cells), ad.n_kv_heads, capacity, ad.head_dim)
@@ -42,7 +46,7 @@ class Decoder:
         """Drop every cell but `cells` (indices into the current ones)."""
         index = torch.tensor(cells, device=self.kpos.device)
         self.keys, self.values = self.keys.index_select(1, index), self.values.index_select(1, index)
-        self.kpos, self.length = self.kpos[index], self.length[index]
+        self.kpos, self.length, self.index = self.kpos[index], self.length[index], self.index[index]
         self.hidden_base = self.hidden_base[index]
 
     @torch.inference_mode()
@@ -66,7 +70,7 @@ class Decoder:
             return attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
                           self.keys[l], self.values[l], masks[l], key_pos, pattern)[:, 0]  # [cell, head * d_head]
 
-        rows = Rows.one_row_each(pos) if self.hooks else None
+        rows = Rows.one_row_each(pos, self.index) if self.hooks else None
         h = run_layers(ad, ids.to(device).long(), pos, rows, attend_step, self.hooks)  # [cell, hidden]
         slot = self.length  # [cell]: where each cell's new row goes
         cells = torch.arange(n_cells, device=device)
