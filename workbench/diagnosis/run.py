@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import pandas as pd
 import torch
@@ -79,7 +78,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
     (a drawn one's first draw).
     """
-    config = replace(config or DiagnoseConfig(), **overrides).checked()
+    config = (config or DiagnoseConfig()).with_(**overrides).checked()
     if ctx is not None and ctx.dense is None:
         raise WorkbenchError("diagnose needs a dense reference (its flips, residuals and graded outcomes are "
                              "judged against the dense answer); the context given has none (dense=None)")
