@@ -3,7 +3,7 @@
 A seed reaches torch generators, numpy's SeedSequence and int64 parquet columns (the curve's
 prompt seeds), directly or through a hash. `torch.Generator.manual_seed` overflows past 64 bits,
 so an unchecked huge `--seed` failed only after the whole computation; every command that takes
-a seed checks it here first (`DiagnoseConfig`, the curve, the fidelity probe, the pipeline).
+a seed checks it here first (`SignalOptions` in a `DiagnoseConfig`, the curve, the fidelity probe, the pipeline).
 """
 
 from __future__ import annotations

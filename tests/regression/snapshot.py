@@ -28,7 +28,7 @@ CHANGED_ON_PURPOSE = {"selectors": ("random",), "summary_columns": ("ref_p_holm"
 
 def snapshot(model, golden: dict, out: Path) -> dict:
     """Run the sweep `golden` describes and return the same record."""
-    config = SweepConfig(dataset=golden["dataset"], n=golden["n"], diagnose=DiagnoseConfig(
+    config = SweepConfig(dataset=golden["dataset"], n=golden["n"], diagnose=DiagnoseConfig.of(
         selectors=tuple(golden["selectors"]), budgets=tuple(golden["budgets"]), seed=golden["seed"],
         max_new_tokens=golden["max_new_tokens"], attribution=False, **LEGACY))
     run_sweep(model, config, out, progress=False)

@@ -26,7 +26,7 @@ def ctx(model):
 
 
 def run(model, ctx, selectors, budgets=(0.2,), **settings):
-    config = DiagnoseConfig(selectors=selectors, budgets=budgets, attribution=False, coin_draws=2, **settings)
+    config = DiagnoseConfig.of(selectors=selectors, budgets=budgets, attribution=False, coin_draws=2, **settings)
     return diagnose(model, ctx.example, config, ctx=ctx, progress=False)
 
 
@@ -135,7 +135,7 @@ def test_epic_has_no_other_unit_and_bad_settings_are_refused(model, ctx):
         parse_selector("epic:chunk")
     for bad in ({"epic_k": 0}, {"epic_k": 2.5}, {"relaxkv_context": 1.5}, {"relaxkv_context": True}):
         with pytest.raises(wb.WorkbenchError, match=next(iter(bad))):
-            DiagnoseConfig(selectors=("epic",), **bad).checked()
+            DiagnoseConfig.of(selectors=("epic",), **bad).checked()
 
 
 def test_the_methods_and_the_attention_relaxkv_saved_reach_the_report(model, ctx):

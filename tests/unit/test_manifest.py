@@ -14,7 +14,7 @@ from workbench.runstore import (
 from workbench.runstore.manifest import KEYS
 
 MODEL = {"name": "tiny", "dtype": "float32", "fingerprint": {"config_sha256": "abc", "weights_sha256": "def"}}
-CONFIG = DiagnoseConfig(selectors=("none", "random", "bcr:grow"), budgets=(0.1, 0.3), seed=7).to_dict()
+CONFIG = DiagnoseConfig.of(selectors=("none", "random", "bcr:grow"), budgets=(0.1, 0.3), seed=7).to_dict()
 SWEEP_ARGS = {"dataset": "synthetic", "n": 3, "diagnose": CONFIG}
 
 

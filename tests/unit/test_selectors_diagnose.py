@@ -229,8 +229,8 @@ def test_a_matched_coin_recomputes_its_selectors_row_count_on_every_example_and_
     specs = ("bcr:single", "coin:bcr:single", "cacheblend:chunk", "coin:cacheblend:chunk", "bcr:grow",
              "coin:bcr:grow")
     for example in (small_example(3, "m0"), small_example(4, "m1")):
-        d = diagnose(model, example, DiagnoseConfig(selectors=specs, budgets=(0.2, 0.5), coin_draws=3,
-                                                     chunk_size=4),
+        d = diagnose(model, example, DiagnoseConfig.of(selectors=specs, budgets=(0.2, 0.5), coin_draws=3,
+                                                        chunk_size=4),
                      progress=False)
         out = d.tables["outcomes"]
         for spec in specs[1::2]:

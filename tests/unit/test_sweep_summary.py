@@ -79,8 +79,7 @@ def test_a_killed_run_resumes_where_it_stopped_and_matches_a_fresh_one(model, fi
 
 
 def test_other_arguments_on_an_existing_run_are_refused_with_the_differences(model, finished):
-    other = SweepConfig(**{**CONFIG.__dict__, "diagnose": DiagnoseConfig(**{**DIAGNOSE.__dict__, "seed": 7,
-                                                                             "budgets": (0.3,)})})
+    other = SweepConfig(**{**CONFIG.__dict__, "diagnose": DIAGNOSE.with_(seed=7, budgets=(0.3,))})
     with pytest.raises(wb.WorkbenchError, match=r"diagnose\.budgets: \[0\.2, 0\.5\] in the run vs \[0\.3\] now; diagnose\.seed: 0 in the run vs 7 now"):
         run_sweep(model, other, finished, progress=False)
 

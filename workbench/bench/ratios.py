@@ -153,7 +153,7 @@ def diagnosis_ratio(model: LoadedModel, examples: int = 3, lengths=(None,), budg
     from workbench.diagnosis import DiagnoseConfig, diagnose
     from workbench.selectors import default_selectors
 
-    config = DiagnoseConfig(selectors=default_selectors(), budgets=tuple(budgets), seed=seed, attribution=False)
+    config = DiagnoseConfig.of(selectors=default_selectors(), budgets=tuple(budgets), seed=seed, attribution=False)
     rows = []
     jobs = [(length, i) for length in lengths for i in range(examples)]
     for length, i in tqdm(jobs, desc="examples", disable=not progress):

@@ -32,15 +32,22 @@ def add_arguments(p) -> None:
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
 
 
+def diagnose_config(args):
+    """The DiagnoseConfig the options ask for, validated."""
+    from workbench.diagnosis import DiagnoseConfig
+    from workbench.selectors import default_selectors
+
+    return DiagnoseConfig.of(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
+                             seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
+
+
 def command(args) -> int:
     """Diagnose one example: signals, every selector at every budget, outcomes; write it to --out."""
     from workbench import runstore
-    from workbench.diagnosis import DiagnoseConfig, diagnose
+    from workbench.diagnosis import diagnose
     from workbench.models import model_identity
-    from workbench.selectors import default_selectors
 
-    config = DiagnoseConfig(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
-                            seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
+    config = diagnose_config(args)
     out = runstore.check_out(args.out, kind="diagnosis", force=args.force) if args.out is not None else None
     model, example = load_example_for(args)
     diagnosis = diagnose(model, example, config, layer_effects=args.layer_effects)

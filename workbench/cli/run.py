@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 
 from workbench.cli.common import (
     add_dataset_argument, add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
@@ -54,9 +53,9 @@ def sweep_config(args):
     from workbench.experiments.sweep import SWEEP_DIAGNOSE, SweepConfig
     from workbench.selectors import default_selectors
 
-    diagnose = replace(SWEEP_DIAGNOSE, selectors=tuple(args.selectors or default_selectors()),
-                       budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
-                       max_new_tokens=args.max_new_tokens, **diagnose_settings(args))
+    diagnose = SWEEP_DIAGNOSE.with_(selectors=tuple(args.selectors or default_selectors()),
+                                    budgets=tuple(args.budgets), seed=args.seed, attribution=args.attribution,
+                                    max_new_tokens=args.max_new_tokens, **diagnose_settings(args))
     return SweepConfig(dataset=args.dataset, n=args.n, diagnose=diagnose, dataset_options=dataset_options(args)).checked()
 
 

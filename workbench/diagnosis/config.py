@@ -1,29 +1,37 @@
 """`DiagnoseConfig`: everything that decides what a Diagnosis computes, typed and validated once.
 
     config = DiagnoseConfig(selectors=("cadence-grad", "bcr:grow"), budgets=(0.1, 0.2))
+    config = DiagnoseConfig.of(selectors=("bcr:grow",), draft_k=3, tau=0.5)  # flat names, routed
     d = diagnose(model, example, config)
 
-The same object is recorded in every Diagnosis and, inside a `SweepConfig`, in every run
-manifest; `to_dict` / `from_dict` round-trip it through JSON.
+It holds the signals' knobs as `signal_options` (`SignalOptions`) and the units' as
+`unit_options` (`UnitOptions`); each class checks its own. `of` / `with_` take the flat names
+(`FLAT_KEYS`) and put each where it lives. The same object is recorded in every Diagnosis and,
+inside a `SweepConfig`, in every run manifest; `to_dict` / `from_dict` round-trip it through
+JSON as one flat dict (the manifests' "diagnose" entry and a resumed run's identity).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
+from workbench.checks import check_int
 from workbench.errors import WorkbenchError
-from workbench.seeds import check_seed
 from workbench.kv import REROTATIONS
 from workbench.layout import POOLS
 from workbench.repair import budget_rows
 from workbench.selectors import UnitOptions, default_selectors, parse_selectors
-from workbench.selectors.units import CHUNK_SCOPES
 from workbench.signals import SignalOptions
 
 DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
-_SIGNALS, _UNITS = SignalOptions(), UnitOptions()  # the defaults live there, once
 MAX_COIN_DRAWS = 100  # a draw costs a full set of repairs: more only slows a run (see DiagnoseConfig.checked)
+SIGNAL_KEYS = tuple(f.name for f in fields(SignalOptions))
+UNIT_KEYS = ("chunk_size", "chunk_scope", "tau", "grow_max_span")  # chunk_counting: Algorithm 1 only (see checked)
+HELD = {"signal_options": (SignalOptions, SIGNAL_KEYS), "unit_options": (UnitOptions, UNIT_KEYS)}  # held: class, keys
+# Every flat setting, in the order `to_dict` writes them (the run manifests' order: keep it).
+FLAT_KEYS = ("selectors", "budgets", "seed", "check_layer", "draft_k", "patch_max_tokens", "pool", "coin_draws",
+             "chunk_size", "chunk_scope", "tau", "grow_max_span", "max_new_tokens", "attribution", "rerotation",
+             "epic_k", "relaxkv_context")
 
 
 def check_budgets(budgets) -> tuple[float, ...]:
@@ -39,10 +47,10 @@ def check_budgets(budgets) -> tuple[float, ...]:
     return tuple(sorted(set(out)))
 
 
-def _positive_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise WorkbenchError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+def _refuse_unknown(names, known) -> None:
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise WorkbenchError(f"unknown diagnose settings {unknown}; known: {sorted(known)}")
 
 
 @dataclass(frozen=True)
@@ -51,81 +59,70 @@ class DiagnoseConfig:
 
     selectors: tuple[str, ...] = field(default_factory=lambda: default_selectors(expensive=True))
     budgets: tuple[float, ...] = DEFAULT_BUDGETS
-    seed: int = 0  # the coin and the attribution sample
-    check_layer: int = _SIGNALS.check_layer  # CacheBlend's check layer
-    draft_k: int = _SIGNALS.draft_k  # BCR's draft length
-    patch_max_tokens: int = _SIGNALS.patch_max_tokens  # tokens the attribution check patches
     pool: str = "changed"  # the candidate rows a budget is a fraction of: "changed" or "all" (see Layout)
     coin_draws: int = 5  # draws of a seeded control (the coin): BCR's five-seed coin mean
-    chunk_size: int = _UNITS.chunk_size  # B of the chunk unit
-    chunk_scope: str = _UNITS.chunk_scope  # chunks over the whole candidate span (BCR) or "passage" (within each)
-    tau: float = _UNITS.tau  # threshold of the grow unit
-    grow_max_span: int | None = _UNITS.grow_max_span  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
     max_new_tokens: int = 24  # greedy answer limit
-    attribution: bool = True  # run the attribution-patching check (3 x patch_max_tokens forwards)
+    attribution: bool = True  # run the attribution-patching check (3 x signal_options.patch_max_tokens forwards)
     rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"
-    epic_k: int | None = None  # EPIC: the first k rows of every passage (None: the budget spread over passages)
-    relaxkv_context: float | None = None  # RelaxKV: share of passage rows in its context (None: the budget's)
+    signal_options: SignalOptions = field(default_factory=SignalOptions)  # seed, check layer, draft k, EPIC, RelaxKV
+    unit_options: UnitOptions = field(default_factory=UnitOptions)  # chunk size and scope, grow tau and span cap
+
+    @classmethod
+    def of(cls, **settings) -> DiagnoseConfig:
+        """A config from flat settings, as `to_dict` writes them (`of(budgets=(0.2,), draft_k=3)`)."""
+        return cls().with_(**settings)
+
+    def with_(self, **settings) -> DiagnoseConfig:
+        """This config with `settings` replaced: a flat name goes into the options that hold it
+        (`draft_k` into `signal_options`, `tau` into `unit_options`); `signal_options=` /
+        `unit_options=` replace the held options whole, before any flat name. Unknown names are refused."""
+        _refuse_unknown(settings, FLAT_KEYS + tuple(HELD))
+        out = replace(self, **{k: v for k, v in settings.items() if k not in SIGNAL_KEYS + UNIT_KEYS})
+        for name, (_, keys) in HELD.items():
+            flat = {k: settings[k] for k in keys if k in settings}
+            if flat:
+                out = replace(out, **{name: replace(out._held(name), **flat)})
+        return out
+
+    def _held(self, name: str):
+        """The held option object `name`, refused when it is not of its class."""
+        value, cls = getattr(self, name), HELD[name][0]
+        if not isinstance(value, cls):
+            raise WorkbenchError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        return value
 
     def checked(self) -> DiagnoseConfig:
-        """A validated, normalized copy (selector specs canonical, budgets sorted); raises on bad input."""
+        """A validated, normalized copy (selector specs canonical, budgets sorted, tau a float); raises on bad input."""
         specs = parse_selectors(self.selectors)
-        check_seed(self.seed)
-        _positive_int(self.check_layer, "check_layer", 0)
-        _positive_int(self.draft_k, "draft_k")
-        _positive_int(self.patch_max_tokens, "patch_max_tokens")
-        _positive_int(self.chunk_size, "chunk_size")
-        _positive_int(self.max_new_tokens, "max_new_tokens")
-        if _positive_int(self.coin_draws, "coin_draws") > MAX_COIN_DRAWS:
+        signals = self._held("signal_options").checked()
+        units = self._held("unit_options").checked()
+        if units.chunk_counting != UnitOptions.chunk_counting:
+            raise WorkbenchError(f"unit_options.chunk_counting must be {UnitOptions.chunk_counting!r} in a diagnosis "
+                                 f"(its chunks are counted by BCR Algorithm 1), got {units.chunk_counting!r}")
+        check_int(self.max_new_tokens, "max_new_tokens")
+        if check_int(self.coin_draws, "coin_draws") > MAX_COIN_DRAWS:
             raise WorkbenchError(f"coin_draws must be at most {MAX_COIN_DRAWS}, got {self.coin_draws!r}: each draw "
                                  f"repairs every budget once more, so a run's time grows with it (BCR averages 5)")
-        if self.grow_max_span is not None:
-            _positive_int(self.grow_max_span, "grow_max_span")
-        if self.epic_k is not None:
-            _positive_int(self.epic_k, "epic_k")
-        share = self.relaxkv_context
-        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
-                                  or not 0.0 <= share <= 1.0):
-            raise WorkbenchError(f"relaxkv_context must be a fraction in [0, 1] (or None: the budget's), got {share!r}")
         if self.pool not in POOLS:
             raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
-        if self.chunk_scope not in CHUNK_SCOPES:
-            raise WorkbenchError(f"chunk_scope must be one of {', '.join(CHUNK_SCOPES)}, got {self.chunk_scope!r}")
-        try:
-            tau = float(self.tau)
-        except (TypeError, ValueError):
-            raise WorkbenchError(f"tau must be a number in (0, 1], got {self.tau!r}") from None
-        if not (math.isfinite(tau) and 0.0 < tau <= 1.0):
-            raise WorkbenchError(f"tau must be in (0, 1], got {self.tau!r}")
         if self.rerotation not in REROTATIONS:
             raise WorkbenchError(f"rerotation must be one of {', '.join(REROTATIONS)}, got {self.rerotation!r}")
         if not isinstance(self.attribution, bool):
             raise WorkbenchError(f"attribution must be True or False, got {self.attribution!r}")
-        return replace(self, selectors=tuple(s.label for s in specs), budgets=check_budgets(self.budgets), tau=tau)
-
-    @property
-    def signal_options(self) -> SignalOptions:
-        return SignalOptions(check_layer=self.check_layer, draft_k=self.draft_k,
-                             patch_max_tokens=self.patch_max_tokens, seed=self.seed, epic_k=self.epic_k,
-                             relaxkv_context=self.relaxkv_context)
-
-    @property
-    def unit_options(self) -> UnitOptions:
-        return UnitOptions(chunk_size=self.chunk_size, tau=self.tau, grow_max_span=self.grow_max_span,
-                           chunk_scope=self.chunk_scope)
+        return replace(self, selectors=tuple(s.label for s in specs), budgets=check_budgets(self.budgets),
+                       signal_options=signals, unit_options=units)
 
     def to_dict(self) -> dict:
-        """JSON-safe: tuples become lists."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Flat and JSON-safe (tuples become lists): the held options' knobs beside the config's own, as `FLAT_KEYS`."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in HELD}
+        for name, (_, keys) in HELD.items():
+            values.update({k: getattr(getattr(self, name), k) for k in keys})
+        return {k: list(values[k]) if isinstance(values[k], tuple) else values[k] for k in FLAT_KEYS}
 
     @classmethod
     def from_dict(cls, data: dict) -> DiagnoseConfig:
         """From `to_dict` output (unknown keys are refused, missing ones take their defaults)."""
         if not isinstance(data, dict):
             raise WorkbenchError(f"a diagnose config must be a JSON object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise WorkbenchError(f"unknown diagnose settings {unknown}; known: {sorted(known)}")
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return cls(**values)
+        _refuse_unknown(data, FLAT_KEYS)
+        return cls.of(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})

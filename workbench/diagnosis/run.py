@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import pandas as pd
 import torch
@@ -81,7 +80,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     (a drawn one's first draw), read by hooks from the cells' pass (after `hooks`: it sees what
     they left) and the dense one, not run again.
     """
-    config = replace(config or DiagnoseConfig(), **overrides).checked()
+    config = (config or DiagnoseConfig()).with_(**overrides).checked()
     if ctx is not None and ctx.dense is None:
         raise WorkbenchError("diagnose needs a dense reference (its flips, residuals and graded outcomes are "
                              "judged against the dense answer); the context given has none (dense=None)")

@@ -81,7 +81,7 @@ def _run(diagnosis: Diagnosis, manifest: Manifest | None) -> dict:
         "model": model, "workbench_version": diagnosis.workbench_version,
         "versions": versions or {"kv-repair-workbench": diagnosis.workbench_version},
         "versions_source": "run manifest" if versions else "diagnosis",
-        "seed": diagnosis.config.seed, "config": diagnosis.config.to_dict(),
+        "seed": diagnosis.config.signal_options.seed, "config": diagnosis.config.to_dict(),
         "git_revision": manifest.git_revision if manifest is not None else None, "run": run,
         "timing": asdict(diagnosis.timing),
     })

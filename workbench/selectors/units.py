@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from workbench.checks import check_int
 from workbench.errors import WorkbenchError
 
 UNITS = ("single", "chunk", "grow")
 CHUNK_COUNTINGS = ("algorithm1", "table8")
 CHUNK_SCOPES = ("span", "passage")
 
-__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "matched_coin", "random_scores",
-           "select_rows"]
+__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "check_tau", "matched_coin",
+           "random_scores", "select_rows"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,18 @@ class UnitOptions:
     grow_max_span: int | None = 64  # BCR Table 12: a grown region holds at most 64 rows (None: no cap)
     chunk_counting: str = "algorithm1"  # or "table8" (BCR Table 8: no skip, max(1, round(share * n_chunks)))
     chunk_scope: str = "span"  # "span": over the whole candidate span, as BCR; "passage": within each passage
+
+    def checked(self) -> UnitOptions:
+        """A validated copy (tau as a float); a one-line error naming the first knob out of range."""
+        check_int(self.chunk_size, "chunk_size")
+        if self.grow_max_span is not None:
+            check_int(self.grow_max_span, "grow_max_span")
+        if self.chunk_counting not in CHUNK_COUNTINGS:
+            raise WorkbenchError(f"chunk_counting must be one of {', '.join(CHUNK_COUNTINGS)}, "
+                                 f"got {self.chunk_counting!r}")
+        if self.chunk_scope not in CHUNK_SCOPES:
+            raise WorkbenchError(f"chunk_scope must be one of {', '.join(CHUNK_SCOPES)}, got {self.chunk_scope!r}")
+        return replace(self, tau=check_tau(self.tau))
 
 
 @dataclass(frozen=True)
@@ -90,6 +103,17 @@ def _as_int(value, name: str) -> int:
         return operator.index(value)
     except TypeError:
         raise WorkbenchError(f"{name} must be an integer, got {type(value).__name__} ({value!r})") from None
+
+
+def check_tau(tau) -> float:
+    """The grow threshold as a float in (0, 1]; a one-line error otherwise."""
+    try:
+        value = float(tau)
+    except (TypeError, ValueError):
+        raise WorkbenchError(f"tau must be a number in (0, 1], got {tau!r}") from None
+    if not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise WorkbenchError(f"tau must be in (0, 1], got {tau!r}")
+    return value
 
 
 def _check_scores(scores) -> torch.Tensor:
@@ -274,12 +298,7 @@ def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
     chunk_size = _as_int(chunk_size, "chunk_size")
     if chunk_size < 1:
         raise WorkbenchError(f"chunk_size must be >= 1, got {chunk_size}")
-    try:
-        tau = float(tau)
-    except (TypeError, ValueError):
-        raise WorkbenchError(f"tau must be a number in (0, 1], got {tau!r}") from None
-    if not (math.isfinite(tau) and 0.0 < tau <= 1.0):
-        raise WorkbenchError(f"tau must be in (0, 1], got {tau}")
+    tau = check_tau(tau)
     seg_spans = _check_segments(segments, n)
 
     if n_rows == 0 and unit != "chunk":

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import torch
 
+from workbench.checks import check_int
 from workbench.context import Context
 from workbench.errors import WorkbenchError
+from workbench.seeds import check_seed
 from workbench.signals.registry import Cost, get_signal, signals_of
 
 
@@ -28,6 +30,20 @@ class SignalOptions:
     seed: int = 0  # the run's seed: the coin's draws and the attribution sample derive from it
     epic_k: int | None = None  # EPIC: rows per passage (None: the budget spread over the pool's passages)
     relaxkv_context: float | None = None  # RelaxKV: share of passage rows in the context (None: the budget's)
+
+    def checked(self) -> SignalOptions:
+        """These options when every knob is in range; a one-line error naming the first that is not."""
+        check_seed(self.seed)
+        check_int(self.check_layer, "check_layer", 0)
+        check_int(self.draft_k, "draft_k")
+        check_int(self.patch_max_tokens, "patch_max_tokens")
+        if self.epic_k is not None:
+            check_int(self.epic_k, "epic_k")
+        share = self.relaxkv_context
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
+                                  or not 0.0 <= share <= 1.0):
+            raise WorkbenchError(f"relaxkv_context must be a fraction in [0, 1] (or None: the budget's), got {share!r}")
+        return self
 
 
 class SignalSet:
