@@ -130,7 +130,7 @@ class Selection:
     budget: float
     draw: int | None  # None: not a drawn selector
     positions: torch.Tensor  # [n_recomputed] the absolute positions it recomputes, ascending
-    context: torch.Tensor | None  # bool [suffix_start]: the keys its rows may attend to (None: every key)
+    context: torch.Tensor | None  # bool [key]: the keys its rows may attend to (None: every key)
     unit_record: dict  # `choose`'s record: n_requested, n_units, skipped, budget_matched
     n_spent_exact: int  # positions recomputed that the splice left exact (outside the changed ones)
     attention: dict  # attention_pairs, attention_saved (`_attention`)
@@ -172,9 +172,9 @@ def _selections(model: LoadedModel, specs: list[SelectorSpec], signals: SignalSe
                 positions = pool[rows]  # [n_recomputed]: positions from here on, never pool rows
                 context = _context(spec, signals, positions, scores, budget, seed)
                 n_spent_exact = int((~torch.isin(positions, ctx.layout.changed_positions)).sum())
+                attention = _attention(model, positions, ctx.layout.suffix_start, context)
                 selections.append(Selection(spec.label, spec.unit, budget, draw, positions, context, unit_record,
-                                            n_spent_exact, _attention(model, positions, ctx.layout.suffix_start,
-                                                                      context)))
+                                            n_spent_exact, attention))
     return selections
 
 
