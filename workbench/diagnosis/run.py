@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -28,7 +29,7 @@ from workbench.diagnosis.record import (
 from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
-from workbench.engine.answers import answer_cells
+from workbench.engine.answers import CellAnswer, answer_cells
 from workbench.engine.hooks import compose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
@@ -79,6 +80,9 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
     (a drawn one's first draw), read by hooks from the cells' pass (after `hooks`: it sees what
     they left) and the dense one, not run again.
+
+    Stages: `_selections` (every selector, draw and budget as a `Selection`), `_cells` (the
+    distinct cells in one batched pass, and dense's), `_outcomes` (a row per selection), `_tables`.
     """
     config = (config or DiagnoseConfig()).with_(**overrides).checked()
     if ctx is not None and ctx.dense is None:
@@ -96,98 +100,15 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
 
     pool = ctx.layout.pool_positions(config.pool)  # [n_pool]
-    exact = ~torch.isin(pool, ctx.layout.changed_positions)  # [n_pool]: rows exact by construction
-    in_reused = torch.searchsorted(ctx.reused_positions, pool)  # [n_pool]: where each sits among the scores
-    selections, chosen = [], {}  # chosen: (label, budget, draw) -> (positions, context mask or None)
-    for i, spec in enumerate(specs):
-        report("signals", i, len(specs))
-        for draw in range(config.coin_draws) if spec.info.drawn else (None,):
-            # [n_reused]: signals are computed once and serve every selector, draw and budget
-            if spec.matches is not None:  # a matched coin places the units of the selector it copies
-                scores = spec.matches.info.score(signals)
-            else:
-                scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
-            for budget in config.budgets:
-                seed = signals.coin_seed(draw) if spec.matches is not None else None
-                rows, meta = choose(spec, scores[in_reused], budget, pool, config.unit_options, coin_seed=seed,
-                                    signals=signals)
-                positions = pool[rows]
-                context = _context(spec, signals, positions, scores, budget, seed)
-                chosen[spec.label, budget, draw] = positions, context
-                selections.append({"selector": spec.label, "unit": spec.unit, "budget": budget, "draw": draw,
-                                   **meta, "n_recomputed": len(positions), "n_spent_exact": int(exact[rows].sum()),
-                                   **_attention(model, positions, ctx.layout.suffix_start, context),
-                                   "positions": positions.tolist()})
-    # One cell per distinct (rows, context); the empty set answers for the splice.
-    row_sets = {((), None): (torch.empty(0, dtype=torch.long), None)}
-    for positions, context in chosen.values():
-        row_sets.setdefault(_cell_key(positions, context), (positions, context))
-    # layer_effects: the suffix's residuals of the splice, each selection (a drawn one's first draw) and dense,
-    # kept from the passes below (after the user's hooks) rather than run again
-    effects = {(label, budget): list(row_sets).index(_cell_key(*picked))
-               for (label, budget, draw), picked in chosen.items() if not draw} if layer_effects else {}
-    capture = SuffixCapture(ctx, [0, *effects.values()]) if layer_effects else None
-    dense_capture = SuffixCapture(ctx) if layer_effects else None
-    t_repairs = time.perf_counter()
-    cells = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()], ctx.suffix_ids,
-                         dense_ids, config.max_new_tokens, progress=lambda done, total: report("repairs", done, total),
-                         contexts=[context for _, context in row_sets.values()],
-                         hooks=compose(hooks, capture.hooks()) if capture else hooks)
-    # The dense cache through the same pass: the first-token distribution the graded outcomes read.
-    (dense_cell,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[(), None][0]], ctx.suffix_ids, dense_ids,
-                                 config.max_new_tokens, hooks=dense_capture.hooks() if dense_capture else None)
-    t_repairs = time.perf_counter() - t_repairs
-    by_rows = dict(zip(row_sets, cells))
-    spliced = _record(by_rows[(), None].answer, example)
-    meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
-    attention = {(r["selector"], r["budget"], r["draw"]): r for r in selections}
-
-    outcomes, residuals = [], []
-    for (label, budget, draw), (positions, context) in chosen.items():
-        unit = parse_selectors([label])[0].unit
-        cell = by_rows[_cell_key(positions, context)]
-        pairs = attention[label, budget, draw]
-        answer = _record(cell.answer, example)
-        flip, flip_strict = answer.flips(dense)
-        outcomes.append({"example_id": example.id, "selector": label, "unit": unit, "budget": budget, "draw": draw,
-                         "pool": config.pool, "n_pool": len(pool), "n_reused": ctx.n_reused,
-                         "n_recomputed": len(positions), "n_spent_exact": int((~torch.isin(
-                             positions, ctx.layout.changed_positions)).sum()), "dense_answer": dense.text,
-                         "answer": answer.text, "flip": flip, "flip_strict": flip_strict, "em": answer.em,
-                         "f1": answer.f1, "contains": answer.contains, "dense_logprob": cell.reference_logprob,
-                         **graded(cell, dense.text, dense_ids, dense_cell.first_logp),
-                         "attention_pairs": pairs["attention_pairs"], "attention_saved": pairs["attention_saved"],
-                         "seconds": t_repairs / len(cells)})
-        residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
-        residuals += residual_rows(label, unit, budget, residual, draw)
-    costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
-
-    check = signals["attribution"] if config.attribution else None
-    tables = {
-        "tokens": tokens_table(ctx),
-        "token_signals": token_signals_table(signals),
-        "layer_signals": layer_signals_table(signals),
-        "deviation": deviation_frame(ctx).drop(columns=["example_id"], errors="ignore"),
-        "selections": _with_draws(pd.DataFrame(selections)),
-        "outcomes": _with_draws(pd.DataFrame(outcomes)),
-        "residual": _with_draws(pd.DataFrame(residuals)),
-        "costs": pd.DataFrame(costs),
-        "signal_costs": pd.DataFrame([{"signal": name, **cost.to_dict()} for name, cost in signals.costs.items()],
-                                     columns=["signal", *Cost().to_dict()]),
-        "attribution": check.frame if check else pd.DataFrame(columns=ATTRIBUTION_COLUMNS),
-        "answer_tokens": _with_draws(answer_tokens_table(
-            model.tokenizer, dense_ids, [("dense", None, None, dense_cell), ("spliced", None, None, by_rows[(), None]),
-                                         *((label, budget, draw, by_rows[_cell_key(*cell)])
-                                           for (label, budget, draw), cell in chosen.items())])),
-    }
-    if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
-        by_cell = {cell: capture.residuals(cell) for cell in {0, *effects.values()}}
-        tables["layer_effects"] = effects_table(ctx, by_cell[0], dense_capture.residuals(0),
-                                                {key: by_cell[cell] for key, cell in effects.items()})
+    selections = _selections(model, specs, signals, config, pool, report)
+    cells = _cells(model, ctx, selections, dense_ids, config, hooks, layer_effects, report)
+    spliced = _record(cells.answers[SPLICE].answer, example)
+    rows = _outcomes(example, ctx, config, len(pool), selections, cells, dense, dense_ids)
+    tables, check = _tables(model, signals, specs, config, dense_ids, selections, cells, rows)
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
-                    repairs_s=t_repairs, n_repairs=len(cells), total_s=time.perf_counter() - started)
-    report("repairs", len(cells), len(cells))
+                    repairs_s=cells.seconds, n_repairs=len(cells.answers), total_s=time.perf_counter() - started)
+    report("repairs", len(cells.answers), len(cells.answers))
     return Diagnosis(
         example=example, config=config, model=model.describe(), answers=Answers(dense, spliced),
         context=ContextSummary(ctx.layout.n_tokens, ctx.n_reused, segments, ctx.layer0_error(), ctx.rerotation,
@@ -200,14 +121,159 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         workbench_version=__version__, ctx=ctx)
 
 
+@dataclass(frozen=True, eq=False)
+class Selection:
+    """One selector's choice at one budget (a drawn one's: at one draw), in absolute positions."""
+
+    selector: str  # its label, e.g. "bcr:grow"
+    unit: str
+    budget: float
+    draw: int | None  # None: not a drawn selector
+    positions: torch.Tensor  # [n_recomputed] the absolute positions it recomputes, ascending
+    context: torch.Tensor | None  # bool [key]: the keys its rows may attend to (None: every key)
+    unit_record: dict  # `choose`'s record: n_requested, n_units, skipped, budget_matched
+    n_spent_exact: int  # positions recomputed that the splice left exact (outside the changed ones)
+    attention: dict  # attention_pairs, attention_saved (`_attention`)
+
+    @property
+    def cell(self) -> tuple:
+        """What makes two repairs the same cell: their rows and the keys their rows may attend to."""
+        context = None if self.context is None else tuple(self.context.nonzero().flatten().tolist())
+        return tuple(self.positions.tolist()), context
+
+    def row(self) -> dict:
+        """Its row of the "selections" table."""
+        return {"selector": self.selector, "unit": self.unit, "budget": self.budget, "draw": self.draw,
+                **self.unit_record, "n_recomputed": len(self.positions), "n_spent_exact": self.n_spent_exact,
+                **self.attention, "positions": self.positions.tolist()}
+
+
+SPLICE = ((), None)  # the cell of the empty row set: the splice's own answer
+
+
+def _selections(model: LoadedModel, specs: list[SelectorSpec], signals: SignalSet, config: DiagnoseConfig,
+                pool: torch.Tensor, report: ProgressFn) -> list[Selection]:
+    """Every selector's `Selection` at every draw (a drawn one's) and budget, in that order. pool: [n_pool]"""
+    ctx = signals.ctx
+    in_reused = torch.searchsorted(ctx.reused_positions, pool)  # [n_pool]: where each sits among the scores
+    selections = []
+    for i, spec in enumerate(specs):
+        report("signals", i, len(specs))
+        for draw in range(config.coin_draws) if spec.info.drawn else (None,):
+            # [n_reused]: signals are computed once and serve every selector, draw and budget
+            if spec.matches is not None:  # a matched coin places the units of the selector it copies
+                scores = spec.matches.info.score(signals)
+            else:
+                scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
+            for budget in config.budgets:
+                seed = signals.coin_seed(draw) if spec.matches is not None else None
+                rows, unit_record = choose(spec, scores[in_reused], budget, pool, config.unit_options,
+                                           coin_seed=seed, signals=signals)
+                positions = pool[rows]  # [n_recomputed]: positions from here on, never pool rows
+                context = _context(spec, signals, positions, scores, budget, seed)
+                n_spent_exact = int((~torch.isin(positions, ctx.layout.changed_positions)).sum())
+                attention = _attention(model, positions, ctx.layout.suffix_start, context)
+                selections.append(Selection(spec.label, spec.unit, budget, draw, positions, context, unit_record,
+                                            n_spent_exact, attention))
+    return selections
+
+
+@dataclass(frozen=True, eq=False)
+class Cells:
+    """The batched pass's answers: one per distinct cell (`Selection.cell`, and `SPLICE`), dense's."""
+
+    answers: dict  # cell -> CellAnswer, the splice's first
+    dense: CellAnswer  # the dense cache through the same pass: its first-token distribution
+    seconds: float  # the two passes'
+    layer_effects: pd.DataFrame | None  # the "layer_effects" table, when asked for
+
+
+def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_ids: list[int],
+           config: DiagnoseConfig, hooks, layer_effects: bool, report: ProgressFn) -> Cells:
+    """Every distinct cell of `selections` (the empty row set answers for the splice) in one batched
+    pass under `hooks`, the dense cache through the same pass without them, and the layer effects."""
+    row_sets = {SPLICE: (torch.empty(0, dtype=torch.long), None)}
+    for s in selections:
+        row_sets.setdefault(s.cell, (s.positions, s.context))
+    index = {cell: i for i, cell in enumerate(row_sets)}  # cell -> its place in the pass
+    # layer_effects: the suffix's residuals of the splice, each selection (a drawn one's first draw) and dense,
+    # kept from the passes below (after the user's hooks) rather than run again
+    effects = {(s.selector, s.budget): index[s.cell] for s in selections if not s.draw} if layer_effects else {}
+    capture = SuffixCapture(ctx, [0, *effects.values()]) if layer_effects else None
+    dense_capture = SuffixCapture(ctx) if layer_effects else None
+    started = time.perf_counter()
+    answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
+                           ctx.suffix_ids, dense_ids, config.max_new_tokens,
+                           progress=lambda done, total: report("repairs", done, total),
+                           contexts=[context for _, context in row_sets.values()],
+                           hooks=compose(hooks, capture.hooks()) if capture else hooks)
+    # The dense cache through the same pass: the first-token distribution the graded outcomes read.
+    (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, dense_ids,
+                            config.max_new_tokens, hooks=dense_capture.hooks() if dense_capture else None)
+    seconds = time.perf_counter() - started
+    table = None
+    if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
+        by_cell = {cell: capture.residuals(cell) for cell in {0, *effects.values()}}
+        table = effects_table(ctx, by_cell[0], dense_capture.residuals(0),
+                              {key: by_cell[cell] for key, cell in effects.items()})
+    return Cells(dict(zip(row_sets, answers)), dense, seconds, table)
+
+
+def _outcomes(example: Example, ctx: Context, config: DiagnoseConfig, n_pool: int, selections: list[Selection],
+              cells: Cells, dense: AnswerRecord, dense_ids: list[int]) -> tuple[list[dict], list[dict]]:
+    """The "outcomes" rows (one per selection: its answer against dense and gold) and the "residual"
+    rows (the deviation its repair left at every layer)."""
+    meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
+    outcomes, residuals = [], []
+    for s in selections:
+        cell = cells.answers[s.cell]
+        answer = _record(cell.answer, example)
+        flip, flip_strict = answer.flips(dense)
+        outcomes.append({"example_id": example.id, "selector": s.selector, "unit": s.unit, "budget": s.budget,
+                         "draw": s.draw, "pool": config.pool, "n_pool": n_pool, "n_reused": ctx.n_reused,
+                         "n_recomputed": len(s.positions), "n_spent_exact": s.n_spent_exact,
+                         "dense_answer": dense.text, "answer": answer.text, "flip": flip, "flip_strict": flip_strict,
+                         "em": answer.em, "f1": answer.f1, "contains": answer.contains,
+                         "dense_logprob": cell.reference_logprob,
+                         **graded(cell, dense.text, dense_ids, cells.dense.first_logp),
+                         **s.attention, "seconds": cells.seconds / len(cells.answers)})
+        residual = meter.of(cell.repaired.positions, cell.repaired.keys, cell.repaired.values)
+        residuals += residual_rows(s.selector, s.unit, s.budget, residual, s.draw)
+    return outcomes, residuals
+
+
+def _tables(model: LoadedModel, signals: SignalSet, specs: list[SelectorSpec], config: DiagnoseConfig,
+            dense_ids: list[int], selections: list[Selection], cells: Cells, rows: tuple[list[dict], list[dict]]):
+    """The Diagnosis's tables, and the attribution check (None unless `config.attribution`). The
+    costs are read before the check runs: a selector's cost is that of the records it read."""
+    ctx = signals.ctx
+    outcomes, residuals = rows
+    costs = [{"selector": spec.label, **spec.info.cost(signals).to_dict()} for spec in specs]
+    check = signals["attribution"] if config.attribution else None
+    tables = {
+        "tokens": tokens_table(ctx),
+        "token_signals": token_signals_table(signals),
+        "layer_signals": layer_signals_table(signals),
+        "deviation": deviation_frame(ctx).drop(columns=["example_id"], errors="ignore"),
+        "selections": _with_draws(pd.DataFrame([s.row() for s in selections])),
+        "outcomes": _with_draws(pd.DataFrame(outcomes)),
+        "residual": _with_draws(pd.DataFrame(residuals)),
+        "costs": pd.DataFrame(costs),
+        "signal_costs": pd.DataFrame([{"signal": name, **cost.to_dict()} for name, cost in signals.costs.items()],
+                                     columns=["signal", *Cost().to_dict()]),
+        "attribution": check.frame if check else pd.DataFrame(columns=ATTRIBUTION_COLUMNS),
+        "answer_tokens": _with_draws(answer_tokens_table(model.tokenizer, dense_ids, [
+            ("dense", None, None, cells.dense), ("spliced", None, None, cells.answers[SPLICE]),
+            *((s.selector, s.budget, s.draw, cells.answers[s.cell]) for s in selections)])),
+    }
+    if cells.layer_effects is not None:
+        tables["layer_effects"] = cells.layer_effects
+    return tables, check
+
+
 def _with_draws(table: pd.DataFrame) -> pd.DataFrame:
     """The `draw` column as nullable integers (missing for selectors that are not drawn)."""
     return table.assign(draw=table["draw"].astype("Int64")) if "draw" in table else table
-
-
-def _cell_key(positions: torch.Tensor, context: torch.Tensor | None) -> tuple:
-    """What makes two repairs the same cell: their rows and the keys their rows may attend to."""
-    return tuple(positions.tolist()), None if context is None else tuple(context.nonzero().flatten().tolist())
 
 
 def _context(spec: SelectorSpec, signals: SignalSet, positions: torch.Tensor, scores: torch.Tensor, budget: float,
