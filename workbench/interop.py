@@ -18,7 +18,7 @@ TransformerLens: `transformer_lens_names(cache)` names our K/V as a `Transformer
 and `blocks.{l}.attn.hook_v`, each `[batch=1, pos, kv_head, d_head]`. The bridge's hooks keep
 grouped-query K/V at the model's kv heads (SmolLM2-135M: 3, not its 9 query heads); its
 `hook_pattern` is `[batch, head, query, key]` over query heads, which `attention_pattern`
-reproduces from a dense prefill.
+reproduces from the engine's dense prefill (`hook_rot_q`, `hook_rot_k`).
 
 The workbench's own passes (the repair, the batched cells, their decode steps) carry hook
 points of the same names (`engine.hooks`): `ctx.repair(rows, hooks=...)`,
@@ -36,9 +36,11 @@ from nnsight.tracing.tracer import skip_context, skippable
 
 from workbench.context import Context
 from workbench.diagnosis import Diagnosis
+from workbench.engine.hooks import caching_hooks
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, hf_cache
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
+from workbench.repair import recompute_rows
 from workbench.signals.attention import attention_rows
 
 CACHE_NAMES = ("dense", "spliced")
@@ -164,20 +166,26 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     """Attention of a dense prefill of `ids` ([pos]) as TransformerLens names it, fp32.
 
     `blocks.{l}.attn.hook_pattern`: [1, head, query, key], computed by the workbench's own
-    `attention_rows` from each layer's queries (recorded attention input, projected and
-    rotated by the family adapter) over the prefill's post-RoPE keys. `layers`: default all.
+    `attention_rows` from each layer's post-RoPE queries and keys, read at the engine's
+    `hook_rot_q` / `hook_rot_k` of the prefill (a `hook_pattern` would swap the fused kernel for
+    the written-out softmax and round later layers differently). `layers`: default all.
     """
     ad = model.adapter
     layers = range(ad.n_layers) if layers is None else list(layers)
     bad = [l for l in layers if not 0 <= l < ad.n_layers]
     if bad:
         raise WorkbenchError(f"layers {bad} out of range [0, {ad.n_layers})")
-    with ad.record_attention_inputs() as recorded:
-        out = model.hf(input_ids=ids.to(model.device)[None], cache=hf_cache(), use_cache=True)
+    if not layers:
+        return {}
+    shape = (ad.n_layers, ad.n_kv_heads, 0, ad.head_dim)
+    empty = KVCache(*(torch.zeros(shape, dtype=model.dtype, device=model.device) for _ in "kv"))
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
+    acts: dict[str, torch.Tensor] = {}
+    names = [f"blocks.{l}.attn.hook_rot_{x}" for l in layers for x in "qk"]
+    recompute_rows(model, empty, ids, positions, n_layers=max(layers) + 1, hooks=caching_hooks(names, acts))
     patterns = {}
     for l in layers:
-        q = ad.rotated_qkv(l, recorded[l][0], positions)[0]  # [pos, head, d_head]
-        keys = out.cache.layers[l].keys[0]  # [kv_head, pos, d_head]
+        q = acts[f"blocks.{l}.attn.hook_rot_q"][0]  # [pos, head, d_head]
+        keys = acts[f"blocks.{l}.attn.hook_rot_k"][0].transpose(0, 1)  # [kv_head, pos, d_head]
         patterns[f"blocks.{l}.attn.hook_pattern"] = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])[None]
     return patterns

@@ -8,13 +8,14 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from tests.conftest import small_example, tiny_model
+from tests.conftest import FAMILIES, small_example, tiny_model
 from workbench import interop
 from workbench.context import build_context
 from workbench.diagnosis import diagnose
 from workbench.diagnosis import Diagnosis
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache
+from workbench.kv import KVCache, hf_cache
+from workbench.signals.attention import attention_rows
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +137,29 @@ def test_attention_pattern_is_causal_and_normalized(model):
     assert p.triu(1).abs().max() == 0
     with pytest.raises(WorkbenchError, match="out of range"):
         interop.attention_pattern(model, ids, layers=[3])
+
+
+def rebuilt_from_hidden(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The former `attention_pattern`: an HF prefill records each layer's attention input, whose
+    queries the family adapter projects and rotates, over the HF cache's keys."""
+    ad = model.adapter
+    with torch.inference_mode():
+        with ad.record_attention_inputs() as recorded:
+            out = model.hf(input_ids=ids[None], cache=hf_cache(), use_cache=True)
+        positions = torch.arange(len(ids))
+        return {f"blocks.{l}.attn.hook_pattern": attention_rows(
+                    ad.rotated_qkv(l, recorded[l][0], positions)[0], out.cache.layers[l].keys[0], positions,
+                    ad.scaling, ad.windows[l])[None] for l in range(ad.n_layers)}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_pattern_from_hook_points_equals_the_queries_rebuilt_from_hidden_states(family):
+    model = tiny_model(family)
+    ids = build_context(model, small_example()).layout.ids
+    got, want = interop.attention_pattern(model, ids), rebuilt_from_hidden(model, ids)
+    assert got.keys() == want.keys()
+    assert all(torch.equal(got[name], want[name]) for name in want)
+    assert interop.attention_pattern(model, ids, layers=[1]).keys() == {"blocks.1.attn.hook_pattern"}
 
 
 @pytest.mark.parametrize("family", ["llama", "qwen3"])

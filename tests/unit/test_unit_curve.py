@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import FAMILIES, tiny_model
 from workbench.context import context_of_length
 from workbench.errors import WorkbenchError
 from workbench.experiments.unit_curve import attention_probe, random_seed_for, run_curve
 from workbench.runstore import load_curve, new_manifest
 from workbench.selectors import random_scores, select_rows
-from workbench.signals.attention import draft_attention
+from workbench.signals.attention import draft_attention, record_queries
 
 
 def table8(scores, unit, budget):
@@ -33,6 +33,25 @@ def ctx(model):
 @pytest.fixture(scope="module")
 def probe(ctx):
     return attention_probe(ctx)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_probe_reads_the_suffix_queries_at_hook_points_equal_to_the_rebuilt_ones(family):
+    """The former probe: an HF prefill of the suffix over the dense cache records each layer's
+    attention input, whose queries the family adapter projects and rotates; keys and values
+    come from the HF cache."""
+    ctx = context_of_length(tiny_model(family), 96, seed=0)
+    ad, n = ctx.model.adapter, ctx.layout.suffix_start
+    got = attention_probe(ctx)
+    with torch.inference_mode():
+        rec = record_queries(ctx.model, ctx.dense, ctx.suffix_ids, None)
+        positions = torch.arange(n, n + rec.hidden[0].shape[0])
+        queries = [ad.rotated_qkv(l, rec.hidden[l], positions)[0].float() for l in range(ad.n_layers)]
+    layers = rec.hf_cache.layers
+    assert torch.equal(got.query_positions, positions)
+    assert all(torch.equal(a, b) for a, b in zip(got.queries, queries, strict=True))
+    assert all(torch.equal(a, l.keys[0, :, n:].float()) for a, l in zip(got.suffix_keys, layers, strict=True))
+    assert all(torch.equal(a, l.values[0, :, n:].float()) for a, l in zip(got.suffix_values, layers, strict=True))
 
 
 @pytest.fixture(scope="module")

@@ -22,14 +22,16 @@ import pandas as pd
 import torch
 
 from workbench.context import context_of_length
+from workbench.engine.hooks import caching_hooks
 from workbench.errors import WorkbenchError
 from workbench.seeds import check_seed
 from workbench.layout import POOLS
 from workbench.kv import KVCache
 from workbench.models import LoadedModel, model_identity
+from workbench.repair import recompute_rows
 from workbench.runstore import check_out, finished, new_manifest, write_run
 from workbench.selectors import random_scores, select_rows
-from workbench.signals.attention import attention_rows, draft_attention, record_queries
+from workbench.signals.attention import attention_rows, draft_attention
 from workbench.stats import paired_t
 
 DEFAULT_UNITS = (1, 16, 64, 256, 1024)
@@ -160,19 +162,18 @@ class AttentionProbe:
 def attention_probe(ctx) -> AttentionProbe:
     """Record the question suffix's queries over the dense cache and the dense attention outputs.
 
-    Uses `workbench.signals.attention.record_queries` (k=None: every suffix row, nothing drafted).
+    The suffix runs through the engine over the dense cache (`repair.recompute_rows`); its queries
+    are read at `hook_rot_q`, its keys and values from the cache the pass grows.
     """
     model, ad, dense = ctx.model, ctx.model.adapter, ctx.reference("attention_probe")
     n = ctx.layout.suffix_start
-    rec = record_queries(model, dense, ctx.suffix_ids, None)
-    hidden, hf_cache = rec.hidden, rec.hf_cache
-    query_pos = torch.arange(n, n + hidden[0].shape[0], device=model.device)  # [row]
-    queries, s_keys, s_values = [], [], []
-    for l in range(ad.n_layers):
-        queries.append(ad.rotated_qkv(l, hidden[l], query_pos)[0].float())  # [row, head, d_head]
-        layer = hf_cache.layers[l]
-        s_keys.append(layer.keys[0, :, n:].float())
-        s_values.append(layer.values[0, :, n:].float())
+    query_pos = torch.arange(n, ctx.layout.n_tokens, device=model.device)  # [row]
+    acts: dict[str, torch.Tensor] = {}
+    names = [f"blocks.{l}.attn.hook_rot_q" for l in range(ad.n_layers)]
+    grown, _ = recompute_rows(model, dense, ctx.layout.ids, query_pos, hooks=caching_hooks(names, acts))
+    queries = [acts[name][0].float() for name in names]  # per layer [row, head, d_head]
+    s_keys = [k[:, n:].float() for k in grown.keys]  # per layer [kv_head, row, d_head]
+    s_values = [v[:, n:].float() for v in grown.values]
     probe = AttentionProbe(queries=queries, query_positions=query_pos, suffix_keys=s_keys,
                            suffix_values=s_values, dense=dense, spliced=ctx.spliced,
                            scaling=ad.scaling, windows=ad.windows, dense_outputs=[], dense_sq=0.0)

@@ -10,7 +10,9 @@ RelayCaching's code is not public; its description is "deviation x accumulated a
 influence". The workbench defines it precisely as: the same check-layer value deviation,
 times the attention the token receives at the check layer from every later token of the
 handed-off span (mean over query heads, sum over those later queries, causal softmax over
-the freshly recomputed keys). Both come out of one partial recompute of c + 1 layers.
+the freshly recomputed keys). Both come out of one partial recompute of c + 1 layers: the check
+layer's post-RoPE queries and keys and its values are read at its hook points (`hook_rot_q`,
+`hook_rot_k`, `hook_v`), the very tensors the recompute attends with.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
+from workbench.engine.hooks import caching_hooks
 from workbench.errors import WorkbenchError
 from workbench.repair import recompute_rows
 from workbench.signals.attention import attention_rows
@@ -49,11 +52,13 @@ def check_layer_signals(ctx: Context, check_layer: int = 1) -> CheckLayerSignals
     start = time.perf_counter()
     n = ctx.layout.suffix_start
     rows = torch.arange(n)
-    _, h = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer)
+    names = [f"blocks.{check_layer}.attn.hook_{name}" for name in ("rot_q", "rot_k", "v")]
+    acts: dict[str, torch.Tensor] = {}
+    recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer + 1,
+                   hooks=caching_hooks(names, acts))
+    q, k, v = (acts[name][0] for name in names)  # [pos, head | kv_head, d_head]
     pos = rows.to(ctx.model.device)
     with torch.inference_mode():
-        layer = ad.layers[check_layer]
-        q, k, v = ad.rotated_qkv(check_layer, layer.input_layernorm(h), pos)  # [pos, head|kv_head, d_head]
         probs = attention_rows(q, k.transpose(0, 1), pos, ad.scaling, ad.windows[check_layer])  # [head, query, key]
         received = probs.mean(0)  # [query, key]
         influence = received.tril(-1).sum(0)  # [key]: from strictly later queries
