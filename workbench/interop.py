@@ -182,7 +182,8 @@ def attention_pattern(model: LoadedModel, ids: torch.Tensor, layers=None) -> dic
     positions = torch.arange(ids.shape[0], device=model.device)  # [pos]
     acts: dict[str, torch.Tensor] = {}
     names = [f"blocks.{l}.attn.hook_rot_{x}" for l in layers for x in "qk"]
-    recompute_rows(model, empty, ids, positions, n_layers=max(layers) + 1, hooks=caching_hooks(names, acts))
+    recompute_rows(model, empty, ids, positions, n_layers=max(layers) + 1, hooks=caching_hooks(names, acts),
+                   stop_after_qkv=True)  # the last layer asked for: its q and k only
     patterns = {}
     for l in layers:
         q = acts[f"blocks.{l}.attn.hook_rot_q"][0]  # [pos, head, d_head]

@@ -48,7 +48,8 @@ def attention_pairs(model: LoadedModel, positions: torch.Tensor, n_keys: int,
 
 def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
                    positions: torch.Tensor, n_layers: int | None = None,
-                   context: torch.Tensor | None = None, hooks=None) -> tuple[KVCache, torch.Tensor]:
+                   context: torch.Tensor | None = None, hooks=None,
+                   stop_after_qkv: bool = False) -> tuple[KVCache, torch.Tensor]:
     """Exactly recompute rows `positions` of `cache` (ids: the context's token ids, [pos]).
 
     Returns (new cache, hidden states of the rows after the last layer run, [row, hidden]).
@@ -56,7 +57,9 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     cache's end extend it. `n_layers` stops after that many layers (CacheBlend's partial
     recompute up to its check layer); layers above keep the input cache's rows. `context`
     narrows what the rows attend to (the module docstring). `hooks` ({name: fn}, `engine.hooks`)
-    see the rows as one cell: `[1, row, ...]`.
+    see the rows as one cell: `[1, row, ...]`. `stop_after_qkv`: the last layer run stops after
+    its q, k, v hook points (`engine.layers.run_layers`): its cache rows stay the input's, and the
+    hidden states returned are those entering it.
     """
     ad = model.adapter
     device = model.device
@@ -85,7 +88,7 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
 
     with torch.inference_mode():
         rows = Rows.one_cell(pos) if hooks else None
-        h = run_layers(ad, ids.to(device)[pos], pos, rows, attend, hooks, n_layers)
+        h = run_layers(ad, ids.to(device)[pos], pos, rows, attend, hooks, n_layers, stop_after_qkv)
     return KVCache(keys, values), h
 
 

@@ -8,8 +8,9 @@ import workbench as wb
 from tests.conftest import FAMILIES, small_example, tiny_model
 from workbench.diagnosis import diagnose
 from workbench.engine.answers import answer_cells
-from workbench.engine.hooks import LAYER_HOOKS, HookPoint, Hooks, compose, hook_names
+from workbench.engine.hooks import LAYER_HOOKS, HookPoint, Hooks, caching_hooks, compose, hook_names
 from workbench.family import visible_keys
+from workbench.repair import recompute_rows
 
 LAYER = 3  # the issue's blocks.3
 
@@ -184,3 +185,26 @@ def test_diagnose_passes_hooks_to_every_cell():
                  hooks={"hook_embed": lambda x, hook: seen.append(hook.positions.shape[0])})
     cells = {tuple(p) for p in d.selections["positions"]} | {()}  # the repairs' row sets and the splice's
     assert seen[0] == len(cells) > 2  # the first pass holds every cell
+
+
+@pytest.mark.parametrize("stop", [1, LAYER])
+def test_stop_after_qkv_ends_the_last_layer_at_its_rotated_keys(ctx, stop):
+    """`stop_after_qkv`: the last layer fires its hook points up to hook_rot_k and nothing after;
+    the layers below run whole, and what they fire and return is the full pass's, bit for bit."""
+    ad, rows = ctx.model.adapter, ctx.reused_positions[:10]
+    every = hook_names(ad.n_layers)
+    full_acts, cut_acts = {}, {}
+    full, h_full = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=stop + 1,
+                                  hooks=caching_hooks(every, full_acts))
+    cut, h_cut = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=stop + 1,
+                                hooks=caching_hooks(every, cut_acts), stop_after_qkv=True)
+    last = [f"blocks.{stop}.{name}" for name in LAYER_HOOKS]
+    fired = last[:LAYER_HOOKS.index("attn.hook_rot_k") + 1]  # resid_pre, q, k, v, rot_q, rot_k
+    assert list(cut_acts) == [n for n in full_acts if n not in last or n in fired]  # the same order, cut short
+    assert all(torch.equal(cut_acts[n], full_acts[n]) for n in cut_acts)
+    assert torch.equal(h_cut[None], full_acts[f"blocks.{stop}.hook_resid_pre"])  # the rows entering layer stop
+    assert torch.equal(cut.keys[:stop], full.keys[:stop]) and torch.equal(cut.values[:stop], full.values[:stop])
+    assert torch.equal(cut.keys[stop], ctx.spliced.keys[stop])  # the stopped layer never attended: rows kept
+    _, bare = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=stop + 1, stop_after_qkv=True)
+    _, below = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=stop)
+    assert torch.equal(bare, below)  # without hooks (no hook_pattern below) it returns the rows entering layer stop

@@ -10,9 +10,10 @@ RelayCaching's code is not public; its description is "deviation x accumulated a
 influence". The workbench defines it precisely as: the same check-layer value deviation,
 times the attention the token receives at the check layer from every later token of the
 handed-off span (mean over query heads, sum over those later queries, causal softmax over
-the freshly recomputed keys). Both come out of one partial recompute of c + 1 layers: the check
-layer's post-RoPE queries and keys and its values are read at its hook points (`hook_rot_q`,
-`hook_rot_k`, `hook_v`), the very tensors the recompute attends with.
+the freshly recomputed keys). Both come out of one partial recompute of layers 0..c that stops
+at layer c right after its q, k, v (`stop_after_qkv`): the check layer's post-RoPE queries and
+keys and its values are read at its hook points (`hook_rot_q`, `hook_rot_k`, `hook_v`), the very
+tensors the full recompute would attend with.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def check_layer_signals(ctx: Context, check_layer: int = 1) -> CheckLayerSignals
     names = [f"blocks.{check_layer}.attn.hook_{name}" for name in ("rot_q", "rot_k", "v")]
     acts: dict[str, torch.Tensor] = {}
     recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer + 1,
-                   hooks=caching_hooks(names, acts))
+                   hooks=caching_hooks(names, acts), stop_after_qkv=True)  # layer c: no attention, MLP
     q, k, v = (acts[name][0] for name in names)  # [pos, head | kv_head, d_head]
     pos = rows.to(ctx.model.device)
     with torch.inference_mode():
