@@ -3,7 +3,6 @@ progress (one job per process, on the model gate with Live's jobs: see `jobs`)."
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -372,7 +372,7 @@ def test_repair_on_top_of_a_predicted_final_call(model):
 
 
 def test_bcr_repairs_chunks_of_a_reused_call_and_its_coin_draws_other_chunks(model, spec):
-    from workbench.pipeline.bcr import CHUNK, bcr, bcr_coin
+    from workbench.pipeline.bcr import UNITS, bcr, bcr_coin
 
     pool = AnchorPool(gamma=1.0)
     for seed in range(3):
@@ -388,7 +388,7 @@ def test_bcr_repairs_chunks_of_a_reused_call_and_its_coin_draws_other_chunks(mod
     served = kvcomm_call(model, pool, 2, layout, slots).cache
     dense = dense_call(model, layout)
     for result in results.values():
-        assert result.reused and result.n_repaired >= CHUNK  # ρM >= B here: Algorithm 1 repairs
+        assert result.reused and result.n_repaired >= UNITS.chunk_size  # ρM >= B here: Algorithm 1 repairs
         changed = (result.cache.values != served.values).any(dim=(0, 1, 3)).nonzero()[:, 0]  # [pos]
         assert len(changed) == result.n_repaired
         fixed = repair(model, served, layout.ids, changed)  # the serial reference over the served cache

@@ -30,7 +30,6 @@ from workbench.signals import SignalSet
 RHO = 0.2  # BCR's recompute ratio in its multi-agent runs
 BCR, COIN = parse_selectors("bcr,random:chunk")  # the draft-attention selector and a coin, both in chunks
 UNITS = UnitOptions()  # the diagnosis defaults: BCR's B = 64 (the draft's k: SignalOptions().draft_k = 2)
-CHUNK = UNITS.chunk_size
 
 
 def scored(call: CallContext, served: CallResult, drawn: bool) -> tuple[SelectorSpec, torch.Tensor]:
