@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from workbench.engine.batching import pack_sizes
+from workbench.batching import pack_sizes
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy, stop_token_ids
 from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
 from workbench.errors import WorkbenchError
 from workbench.layout import Layout
 from workbench.models import LoadedModel
@@ -107,12 +108,17 @@ def prefill(model: LoadedModel, ids: torch.Tensor, past: KVCache | None = None) 
 
 @torch.inference_mode()
 def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | None = None,
-                 batch: int = 16) -> list[KVCache]:
-    """`prefill(model, ids_i, past)` for each i, in right-padded batches (causal attention keeps
-    the padding out of every real row); each result covers past + ids_i."""
-    out: list[KVCache] = []
-    for first in range(0, len(ids), batch):
-        group = ids[first:first + batch]
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> list[KVCache]:
+    """`prefill(model, ids_i, past)` for each i, in the input's order, run as right-padded batches
+    of similar length (causal attention keeps the padding out of every real row) whose caches
+    (past expanded per row, plus the padded ids) fit in `max_bytes`; each covers past + ids_i."""
+    base = 0 if past is None else past.n_positions
+    per_position = model.adapter.n_layers * model.adapter.n_kv_heads * model.adapter.head_dim * 2 * 4  # K+V, fp32
+    sizes = [len(x) for x in ids]
+    groups = pack_sizes(sizes, lambda members: len(members) * (base + sizes[members[-1]]) * per_position <= max_bytes)
+    out: list[KVCache | None] = [None] * len(ids)
+    for members in groups:
+        group = [ids[i] for i in members]
         width = max(len(x) for x in group)
         rows = torch.stack([F.pad(x, (0, width - len(x))) for x in group]).to(model.device)  # [B, width]
         cache = hf_cache()
@@ -123,9 +129,8 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
         result = model.hf(input_ids=rows, cache=cache, use_cache=True, logits_to_keep=1).cache
         keys = torch.stack([layer.keys for layer in result.layers])  # [layer, B, kv_head, pos, d_head]
         values = torch.stack([layer.values for layer in result.layers])
-        base = 0 if past is None else past.n_positions
-        for b, x in enumerate(group):
-            out.append(KVCache(keys[:, b, :, :base + len(x)].clone(), values[:, b, :, :base + len(x)].clone()))
+        for b, (i, x) in enumerate(zip(members, group)):
+            out[i] = KVCache(keys[:, b, :, :base + len(x)].clone(), values[:, b, :, :base + len(x)].clone())
     return out
 
 

@@ -3,7 +3,7 @@
 import torch
 
 from workbench.byte_tokenizer import byte_tokenizer
-from workbench.engine.batching import pack, pack_sizes
+from workbench.batching import pack, pack_sizes
 from workbench.engine.decode import StopRule, Walk, decode_greedy
 
 STOP = 0

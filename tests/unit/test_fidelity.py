@@ -158,13 +158,17 @@ def test_batched_reading_matches_greedy_answer_one_by_one(probe):
     assert greedy_answers(model, caches, suffix, max_new_tokens=6, chunk=1) == want
 
 
-def test_prefill_many_matches_prefill(probe):
+@pytest.mark.parametrize("max_bytes", [1, None])  # a group per passage; all in one group
+def test_prefill_many_matches_prefill(probe, max_bytes):
     model, items, *_ = probe
     prefix = _prefix(model)
-    ids = [it.layout.ids[it.start:it.fact_end] for it in items]
-    for got, x in zip(prefill_many(model, ids, past=prefix), ids):
+    ids = [it.layout.ids[it.start:it.fact_end] for it in items][::-1]  # not in order of length
+    assert len({len(x) for x in ids}) > 1
+    kw = {} if max_bytes is None else {"max_bytes": max_bytes}
+    for got, x in zip(prefill_many(model, ids, past=prefix, **kw), ids, strict=True):
         want = prefill(model, x, past=prefix)
-        assert got.n_positions == want.n_positions and torch.allclose(got.keys, want.keys, atol=1e-5)
+        assert got.n_positions == want.n_positions
+        assert torch.allclose(got.keys, want.keys, atol=1e-5) and torch.allclose(got.values, want.values, atol=1e-5)
 
 
 def test_metric_is_gold_contained_after_normalization():

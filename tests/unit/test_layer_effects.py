@@ -11,7 +11,7 @@ from workbench.diagnosis.layer_effects import (
     COLUMNS, SuffixCapture, layer_effects, layer_effects_table, selected_rows, suffix_residuals,
 )
 from workbench.engine.answers import answer_cells
-from workbench.engine.cells import DEFAULT_MAX_BYTES
+from workbench.batching import DEFAULT_MAX_BYTES
 
 
 @pytest.fixture(scope="module")

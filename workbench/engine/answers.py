@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.engine.batching import pack_sizes
-from workbench.engine.cells import DEFAULT_MAX_BYTES, Cell, CellRows, run_cells
+from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
+from workbench.engine.cells import Cell, CellRows, run_cells
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy
 from workbench.engine.hooks import Hooks
 from workbench.engine.masks import check_context, check_positions

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.engine.attention import attend
-from workbench.engine.batching import pack_sizes
+from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import run_layers
 from workbench.engine.masks import check_context, context_allows
@@ -42,7 +42,6 @@ from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
-DEFAULT_MAX_BYTES = 512 << 20  # attention scores of one group of cells, fp32
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ Conditions (docs/FIDELITY.md):
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from workbench.decode import greedy_answers
 from workbench.experiments import fidelity_conditions as conditions
 from workbench.kv import KVCache, prefill, sender_cache
 from workbench.models import LoadedModel
+from workbench.seeds import derive_seed
 from workbench.tasks import Example
 
 GENUINE_VARIANTS = ("kv", "k", "v", "fact")
@@ -61,8 +61,7 @@ class ProbeItem:
 
 
 def _generator(seed: int, *parts) -> torch.Generator:
-    digest = hashlib.sha256(":".join(map(str, (seed, *parts))).encode()).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+    return torch.Generator().manual_seed(derive_seed(seed, *parts))
 
 
 @dataclass
@@ -157,7 +156,7 @@ def _augment(setup: ProbeSetup, item: ProbeItem, native: KVCache, floor: KVCache
     else:
         sender = sender_cache(model, setup.prefix, item.layout.ids[item.start:item.fact_end])
         masked = sender_cache(model, setup.prefix, item.masked_ids[item.start:item.fact_end])
-    rng = random.Random(f"fidelity-pool:{args.seed}:{item.example.id}")
+    rng = random.Random(derive_seed(args.seed, item.example.id, "pool"))
     order = rng.sample(range(len(bank.spans)), max(args.pool_sizes))
     own = floor.slice(0, item.suffix_start)
     out = []

@@ -24,7 +24,7 @@ import torch
 from workbench.context import context_of_length
 from workbench.engine.hooks import caching_hooks
 from workbench.errors import WorkbenchError
-from workbench.seeds import check_seed
+from workbench.seeds import check_seed, derive_seed
 from workbench.layout import POOLS
 from workbench.kv import KVCache
 from workbench.models import LoadedModel, model_identity
@@ -45,7 +45,7 @@ PROTOCOL = {
     "error": "||O_restored - O_dense|| / ||O_dense||, pooled over layers, heads, queries",
     "units": "consecutive unit-row chunks over the reused rows; keep max(1, round(budget*n_chunks)) by mean score",
     "informed": "draft_attention(ctx) on the splice, .scores(reused_positions)",
-    "random": "random_scores(n_segment, SeedSequence([seed, prompt, draw]))",
+    "random": "random_scores(n_segment, derive_seed(seed, 'curve', prompt, draw))",
     "budget_matched": f"every prompt's share within {MATCH_TOLERANCE:.0%} (relative) of the budget",
 }
 
@@ -89,8 +89,7 @@ def check_curve_args(tokens, prompts, units, budget, seeds, seed) -> tuple[int, 
 
 def random_seed_for(seed: int, prompt: int, draw: int) -> int:
     """The generator seed of random draw `draw` on prompt `prompt` of a run with `seed`."""
-    state = np.random.SeedSequence([seed, prompt, draw]).generate_state(1, np.uint64)[0]
-    return int(state) >> 1  # 63 bits: a valid torch seed and a parquet int64
+    return derive_seed(seed, "curve", prompt, draw)
 
 
 # ----------------------------------------------------------------------------- restore + probe

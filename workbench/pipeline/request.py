@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -23,6 +22,7 @@ from workbench.pipeline.calls import AGENT_FORMAT, agent_example, template_ids
 from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.repair import repair_call
 from workbench.pipeline.spec import PipelineSpec
+from workbench.seeds import derive_seed
 from workbench.tasks import Example
 
 
@@ -84,8 +84,7 @@ def task_text(example: Example) -> str:
 
 def call_seed(seed: int, example_id: str, agent: int) -> int:
     """A drawn policy's seed for one call: from the run seed, the request's id and the agent."""
-    digest = hashlib.sha256(f"{seed}/{example_id}/{agent}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
+    return derive_seed(seed, example_id, "agent", agent)
 
 
 def run_request(model: LoadedModel, spec: PipelineSpec, example: Example, method: str, state: MethodState,

@@ -7,7 +7,6 @@ shares one draft.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 
@@ -16,7 +15,7 @@ import torch
 from workbench.checks import check_int
 from workbench.context import Context
 from workbench.errors import WorkbenchError
-from workbench.seeds import check_seed
+from workbench.seeds import check_seed, derive_seed
 from workbench.signals.registry import Cost, get_signal, signals_of
 
 
@@ -111,8 +110,7 @@ class SignalSet:
     def coin_seed(self, draw: int) -> int:
         """The seed of a coin's draw on this example: derived from (run seed, example id, draw), so
         every example and draw gets its own pattern and a rerun gets the same one."""
-        digest = hashlib.sha256(f"{self.options.seed}:{self.ctx.example.id}:{draw}".encode()).digest()
-        return int.from_bytes(digest[:8], "little") >> 1  # 63 bits: a valid torch seed
+        return derive_seed(self.options.seed, self.ctx.example.id, draw)
 
     def token(self, name: str) -> torch.Tensor:
         """The token signal `name` ([n_reused]), computing the records it reads if needed."""

@@ -1,8 +1,14 @@
-"""The one batcher: items packed into groups under a budget (memory, rows, a batch size)."""
+"""The one batcher: items packed into groups under a budget (memory, rows, a batch size).
+
+Below every module that batches (the KV prefill, the engine's cells, answers and decoder), so
+that each of them packs the same way; it imports nothing of the workbench.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
+DEFAULT_MAX_BYTES = 512 << 20  # what one group of a batched pass may hold (its caches, masks, scores), fp32
 
 
 def pack(n: int, fits: Callable[[list[int]], bool], key: Callable[[int], object] | None = None) -> list[list[int]]:
