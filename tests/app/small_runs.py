@@ -65,7 +65,8 @@ def build_runs(base: Path) -> dict:
 
 
 WIDE_SELECTORS = ("none", "full", "random", "cacheblend", "relay", "densedev", "cadence", "cadence-grad", "bcr",
-                  "bcr:grow", "qattn", "coin:bcr")  # ten that are not references
+                  "bcr:grow", "bcr:single", "qattn", "epic", "prophetkv", "relaxkv",
+                  "coin:bcr")  # the sixteen of RESULTS 10.4's study: fourteen that are not references
 WIDE_BUDGETS = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 

@@ -92,6 +92,22 @@ def colors_slot() -> float:
     return SLOT
 
 
+STUDY_SELECTORS = ["none", "full", "random", "cacheblend", "relay", "densedev", "cadence", "cadence-grad", "bcr",
+                   "bcr:grow", "bcr:single", "qattn", "epic", "prophetkv", "relaxkv", "coin:bcr"]  # RESULTS 10.4
+
+
+@pytest.mark.parametrize("make", [lambda s: plots.budget_curve(s), lambda s: plots.rows_vs_accuracy(s)])
+def test_a_curve_grows_to_show_every_legend_entry(make):
+    """Sixteen selectors (the studies' list) put 16 entries beside the plot: at the fixed 440 px
+    plotly scrolled the legend and hid the last ones (seen in the browser on a study run)."""
+    from workbench.plots.curves import LEGEND_ENTRY, LEGEND_FRAME
+    few, many = make(budget_summary(STUDY_SELECTORS[:6])), make(budget_summary(STUDY_SELECTORS))
+    entries = [t.name for t in many.data if t.showlegend is not False] + [s.name for s in many.layout.shapes
+                                                                         if s.showlegend]
+    assert len(entries) == len(STUDY_SELECTORS)
+    assert many.layout.height >= LEGEND_FRAME + LEGEND_ENTRY * len(entries) > few.layout.height
+
+
 def test_one_budget_sits_on_its_tick_and_many_stay_apart():
     one = budget_summary(["random", "cacheblend", "qattn", "bcr"])
     one = one[one["budget"] == 0.2]

@@ -20,6 +20,8 @@ from workbench.selectors.registry import reference_selectors
 
 SLOT = 0.6  # share of a budget's slot that its selectors' points spread over
 DODGE_ROWS = 0.06  # share of the rows axis's data range the points at one budget spread over
+LEGEND_ENTRY = 20  # px a legend entry takes beside the plot (plotly's default font, a marker and a line)
+LEGEND_FRAME = 200  # px of a figure outside its plot area: title, x-axis ticks and title, margins
 REFERENCE_NAMES = {"none": "reuse all (none)", "full": "full recompute (full)"}
 
 METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_dense": "F1 to the dense answer",
@@ -71,8 +73,16 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
         fig.add_vline(x=i - 0.5, line={"color": "#d0d0d0", "width": 1}, layer="below")
     fig.update_yaxes(title=METRIC_TITLES.get(metric, metric),
                      rangemode="tozero" if summary[metric].min() >= 0 else "normal")
-    fig.update_layout(title=title, height=440)
+    fig.update_layout(title=title, height=height_for_legend(fig, 440))
     return fig
+
+
+def height_for_legend(fig: go.Figure, least: int) -> int:
+    """`least`, or more where the legend beside the plot needs it: every entry shown without
+    scrolling (plotly scrolls a legend taller than the plot area and hides the rest)."""
+    entries = (sum(1 for t in fig.data if t.showlegend is not False and t.name)
+               + sum(1 for s in fig.layout.shapes if s.showlegend and s.name))  # reference lines
+    return max(least, LEGEND_FRAME + LEGEND_ENTRY * entries)
 
 
 def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figure:
@@ -95,7 +105,7 @@ def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> 
             **selector_style(label)))
     fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)", rangemode="tozero")
     fig.update_yaxes(title="exact match")
-    fig.update_layout(title=title, height=420)
+    fig.update_layout(title=title, height=height_for_legend(fig, 420))
     return fig
 
 
