@@ -113,7 +113,8 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
     of similar length (causal attention keeps the padding out of every real row) whose caches
     (past expanded per row, plus the padded ids) fit in `max_bytes`; each covers past + ids_i."""
     base = 0 if past is None else past.n_positions
-    per_position = model.adapter.n_layers * model.adapter.n_kv_heads * model.adapter.head_dim * 2 * 4  # K+V, fp32
+    ad = model.adapter
+    per_position = ad.n_layers * ad.n_kv_heads * ad.head_dim * 2 * model.dtype.itemsize  # K and V, one row
     sizes = [len(x) for x in ids]
     groups = pack_sizes(sizes, lambda members: len(members) * (base + sizes[members[-1]]) * per_position <= max_bytes)
     out: list[KVCache | None] = [None] * len(ids)
