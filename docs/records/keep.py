@@ -20,8 +20,9 @@ HERE = Path(__file__).resolve().parent
 KEPT = ("diagnosis.json", "outcomes.parquet")
 
 
-def save(run: Path) -> Path:
-    dest = HERE / run.name
+def save(run: Path, records: Path = HERE) -> Path:
+    """Copy what is kept of `run` into `records/NAME`; files kept already are left as they are."""
+    dest = records / run.name
     (dest / "diagnoses").mkdir(parents=True, exist_ok=True)
     shutil.copy2(run / "manifest.json", dest / "manifest.json")
     n = 0
@@ -37,11 +38,12 @@ def save(run: Path) -> Path:
     return dest
 
 
-def restore(name: str) -> Path:
+def restore(name: str, records: Path = HERE, runs: Path = Path("runs")) -> Path:
+    """Copy `records/NAME` into `runs/NAME` and rebuild its tables (refused if it exists)."""
     from workbench.runstore.manifest import read_manifest
     from workbench.runstore.writers import SweepStore
 
-    src, run = HERE / name, Path("runs") / name
+    src, run = records / name, runs / name
     if run.exists():
         raise SystemExit(f"{run} exists; move it aside first")
     shutil.copytree(src, run)
