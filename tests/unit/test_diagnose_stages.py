@@ -12,8 +12,10 @@ from __future__ import annotations
 import gzip
 import pickle
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -36,11 +38,31 @@ def tables_of(family: str) -> dict:
             "n_repairs": d.timing.n_repairs}
 
 
+# Absolute rounding floors of the columns that are differences of large float32 numbers: `actual` is
+# a difference of answer log-probabilities of tens of nats (float32 spacing there ~2e-6; CI's AMD
+# EPYC read up to 1.9e-5 away from the fixture's machine), `first_kl` a KL of two near-equal
+# distributions (up to 3.5e-7 away). Every other float column: 1e-5 of its largest magnitude.
+ROUNDING_FLOOR = {"actual": 1e-4, "first_kl": 1e-6}
+
+
 def same_table(got: pd.DataFrame, want: pd.DataFrame, name: str) -> None:
+    """Non-float columns exactly; float columns to rtol 1e-5 plus an absolute floor of float32
+    rounding: 1e-5 of the column's largest magnitude (per signal in a long table), or the column's
+    ROUNDING_FLOOR. A score that cancels to ~1e-9 on a column whose scale is ~3 is rounding, and its
+    digits differ between CPUs (CI read 3e-8 where the fixture's machine read 5e-9)."""
     assert list(got.columns) == list(want.columns), name
     assert got.dtypes.equals(want.dtypes), (name, got.dtypes, want.dtypes)
     keep = [c for c in want.columns if c != TIMED]
-    pd.testing.assert_frame_equal(got[keep], want[keep], check_exact=False, rtol=1e-5, obj=name)
+    floats = list(want[keep].select_dtypes("floating").columns)
+    exact = [c for c in keep if c not in floats]
+    pd.testing.assert_frame_equal(got[exact], want[exact], check_exact=True, obj=name)
+    groups = want.groupby("signal").groups.values() if "signal" in want.columns else [want.index]
+    for rows in groups:
+        for column in floats:
+            w, g = want.loc[rows, column], got.loc[rows, column]
+            scale = float(np.nan_to_num(w.abs().max()))
+            atol = max(1e-5 * scale, ROUNDING_FLOOR.get(column, 0.0), 1e-8)
+            pd.testing.assert_series_equal(g, w, check_exact=False, rtol=1e-5, atol=atol, obj=f"{name}.{column}")
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +77,13 @@ def test_every_table_is_the_one_function_versions(family, expected):
     assert list(got["tables"]) == list(want["tables"])
     for name, table in want["tables"].items():
         same_table(got["tables"][name], table, f"{family}: {name}")
-    for key in ("answers", "context", "draft_ids", "n_repairs"):
+    for key in ("answers", "draft_ids", "n_repairs"):
         assert got[key] == want[key], (family, key)
+    # the context's rounding measurements are the CPU's digits: to 10%, the rest exactly
+    rounding = {"layer0_error": {}, "rope_floor": (), "splice_tolerance": {}}
+    assert replace(got["context"], **rounding) == replace(want["context"], **rounding), family
+    for name in rounding:
+        assert getattr(got["context"], name) == pytest.approx(getattr(want["context"], name), rel=0.1), name
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
