@@ -106,6 +106,12 @@ def prefill(model: LoadedModel, ids: torch.Tensor, past: KVCache | None = None) 
     return KVCache.from_hf(out.cache)
 
 
+def kv_bytes_per_position(model: LoadedModel) -> int:
+    """Bytes one cached position holds: K and V over every layer and KV head, in the model's dtype."""
+    ad = model.adapter
+    return ad.n_layers * ad.n_kv_heads * ad.head_dim * 2 * model.dtype.itemsize
+
+
 @torch.inference_mode()
 def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | None = None,
                  max_bytes: int = DEFAULT_MAX_BYTES) -> list[KVCache]:
@@ -113,7 +119,7 @@ def prefill_many(model: LoadedModel, ids: list[torch.Tensor], past: KVCache | No
     of similar length (causal attention keeps the padding out of every real row) whose caches
     (past expanded per row, plus the padded ids) fit in `max_bytes`; each covers past + ids_i."""
     base = 0 if past is None else past.n_positions
-    per_position = model.kv_bytes_per_position
+    per_position = kv_bytes_per_position(model)
     sizes = [len(x) for x in ids]
     groups = pack_sizes(sizes, lambda members: len(members) * (base + sizes[members[-1]]) * per_position <= max_bytes)
     out: list[KVCache | None] = [None] * len(ids)

@@ -99,12 +99,6 @@ class LoadedModel:
         return self.hf.config
 
     @property
-    def kv_bytes_per_position(self) -> int:
-        """Bytes one cached position holds: K and V over every layer and KV head, in the model's dtype."""
-        ad = self.adapter
-        return ad.n_layers * ad.n_kv_heads * ad.head_dim * 2 * self.dtype.itemsize
-
-    @property
     def max_positions(self) -> int:
         return int(getattr(self.hf.config, "max_position_embeddings", 0) or 1 << 30)
 

@@ -28,7 +28,7 @@ from workbench.engine.hooks import Hooks
 from workbench.engine.masks import check_context, check_positions
 from workbench.engine.steps import Decoder
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache
+from workbench.kv import KVCache, kv_bytes_per_position
 from workbench.models import LoadedModel
 
 
@@ -116,7 +116,7 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
             rule: StopRule, max_bytes: int, hooks: Hooks | None) -> None:
     """Decode the walks that left the reference, one batched row per step, in groups whose known
     rows fit in `max_bytes`."""
-    per_row = model.kv_bytes_per_position
+    per_row = kv_bytes_per_position(model)
     order = list(known)
     sizes = [known[c].positions.numel() for c in order]
     groups = pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens) * per_row
