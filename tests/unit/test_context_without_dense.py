@@ -1,5 +1,6 @@
 """A Context without a dense reference (a served cache at serve time): what reads dense refuses in
-one line naming itself; what reads only the cache (draft attention and the rest) works as with one."""
+one line naming itself; what reads only the cache (draft attention, CADENCE-Grad's gradients and
+the rest) works as with one."""
 
 from dataclasses import replace
 
@@ -31,7 +32,7 @@ def contexts(tiny_llama):
 def test_every_signal_that_reads_dense_refuses_by_name(contexts, per):
     _, bare = contexts
     needing = {info.name for info in signals_of(per) if info.needs_dense}
-    assert needing >= ({"deviation", "saliency", "patch"} if per == "record" else {"densedev", "cadence", "cadence_grad"})
+    assert needing >= ({"deviation", "patch", "attribution"} if per == "record" else {"densedev", "cadence", "first_order"})
     signals = SignalSet(bare)
     for name in needing:
         with pytest.raises(WorkbenchError, match=f"^signal '{name}' {NEEDS_DENSE}"):
@@ -43,9 +44,26 @@ def test_the_signals_that_read_only_the_cache_are_the_same_without_dense(context
     ctx, bare = contexts
     with_dense, without = SignalSet(ctx), SignalSet(bare)
     free = [info.name for info in signals_of("token") if not info.needs_dense]
-    assert "draft_attention" in free and "cacheblend" in free
+    assert {"draft_attention", "cacheblend", "cadence_grad"} <= set(free)
     for name in free:
         assert torch.equal(without.token(name), with_dense.token(name)), name
+    layers = without.values("layer")  # what was computed above, those that read dense left out
+    assert torch.equal(layers["grad_sq_k"], with_dense.values("layer")["grad_sq_k"])
+    assert "gated_k" not in layers and "gated_k" in with_dense.values("layer")
+    assert "cadence" not in without.values("token") and "cadence" in with_dense.values("token")
+
+
+def test_cadence_grad_needs_no_dense_reference_and_the_gated_score_says_it_does(contexts):
+    ctx, bare = contexts
+    with_dense, without = decision_saliency(ctx), decision_saliency(bare)
+    assert without.answer_ids == with_dense.answer_ids and without.gated_k is None
+    assert torch.equal(without.cadence_grad, with_dense.cadence_grad)
+    with pytest.raises(WorkbenchError, match="^the gated CADENCE score needs a dense reference"):
+        without.cadence
+    for context, read_dense in ((bare, False), (ctx, True)):  # the record's cost says whether it read dense
+        signals = SignalSet(context)
+        signals["saliency"]
+        assert signals.costs["saliency"].needs_dense is read_dense
 
 
 @pytest.mark.parametrize("call, name", [
@@ -53,7 +71,6 @@ def test_the_signals_that_read_only_the_cache_are_the_same_without_dense(context
     (lambda ctx: ctx.splice_tolerance(), "splice_tolerance"),
     (lambda ctx: ctx.check_splice(), "check_splice"),
     (lambda ctx: deviation_frame(ctx), "deviation_frame"),
-    (lambda ctx: decision_saliency(ctx), "decision_saliency"),
     (lambda ctx: patch_effects(ctx, ctx.reused_positions[:2], [1]), "patch_effects"),
     (lambda ctx: layer_effects(ctx, ctx.reused_positions[:2]), "layer_effects"),
     (lambda ctx: check_exactness(ctx), "check_exactness"),

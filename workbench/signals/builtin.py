@@ -40,14 +40,14 @@ def suffix(signals):
 def _saliency_cost(signals, sal) -> Cost:
     rows = len(signals.ctx.suffix_ids) + len(sal.answer_ids)  # the teacher-forced pass with grad
     return Cost(forward_passes=1, backward_passes=1, decode_steps=len(sal.answer_ids),
-                layer_tokens=rows * signals.n_layers)
+                layer_tokens=rows * signals.n_layers, needs_dense=sal.gated_k is not None)
 
 
-@register_signal("saliency", per="record", needs_dense=True, cost=_saliency_cost,
-                 label="CADENCE decision saliency (one backward)")
+@register_signal("saliency", per="record", cost=_saliency_cost, label="CADENCE decision saliency (one backward)")
 def saliency(signals):
     """CADENCE gradients of the splice's own greedy answer (one backward), decoded on from the
-    shared suffix pass."""
+    shared suffix pass; gated by the deviation from dense where the context has a dense reference
+    (its cost then says it read dense), the gradients alone (CADENCE-Grad's) where it has none."""
     return decision_saliency(signals.ctx, greedy=signals["suffix"].answer(signals.ctx.model))
 
 
@@ -116,12 +116,13 @@ def cadence_grad(signals) -> torch.Tensor:
     return signals["saliency"].cadence_grad
 
 
-@register_signal("cadence", per="token", reads=("saliency",), log=True, label="gated CADENCE")
+@register_signal("cadence", per="token", reads=("saliency",), needs_dense=True, log=True, label="gated CADENCE")
 def cadence(signals) -> torch.Tensor:
     return signals["saliency"].cadence
 
 
-@register_signal("first_order", per="token", reads=("saliency",), label="first-order effect estimate (AtP)")
+@register_signal("first_order", per="token", reads=("saliency",), needs_dense=True,
+                 label="first-order effect estimate (AtP)")
 def first_order(signals) -> torch.Tensor:
     return signals["saliency"].first_order
 
@@ -171,14 +172,16 @@ def grad_sq_v(signals) -> torch.Tensor:
     return signals["saliency"].grad_sq_v
 
 
-@register_signal("gated_k", per="layer", reads=("saliency",), log=True, label="gated saliency, keys")
+@register_signal("gated_k", per="layer", reads=("saliency",), needs_dense=True, log=True,
+                 label="gated saliency, keys")
 def gated_k(signals) -> torch.Tensor:
-    return signals["saliency"].gated_k
+    return signals["saliency"].gated("k")
 
 
-@register_signal("gated_v", per="layer", reads=("saliency",), log=True, label="gated saliency, values")
+@register_signal("gated_v", per="layer", reads=("saliency",), needs_dense=True, log=True,
+                 label="gated saliency, values")
 def gated_v(signals) -> torch.Tensor:
-    return signals["saliency"].gated_v
+    return signals["saliency"].gated("v")
 
 
 @register_signal("draft_attention", per="layer", reads=("draft",), label="draft attention")

@@ -101,9 +101,18 @@ class Saliency:
     positions: torch.Tensor  # [n]: the reused positions scored
     grad_sq_k: torch.Tensor  # [layer, n]: ||dL/dK||^2
     grad_sq_v: torch.Tensor  # [layer, n]: ||dL/dV||^2
-    gated_k: torch.Tensor  # [layer, n]: <dL/dK, K_dense - K_cache>
-    gated_v: torch.Tensor  # [layer, n]: <dL/dV, V_dense - V_cache>
     seconds: float  # wall time: decode (when y_hat was not given), forward, backward
+    gated_k: torch.Tensor | None = None  # [layer, n]: <dL/dK, K_dense - K_cache>; None without dense
+    gated_v: torch.Tensor | None = None  # [layer, n]: <dL/dV, V_dense - V_cache>; None without dense
+
+    def gated(self, kind: str) -> torch.Tensor:
+        """The gated saliency of `kind` ("k" or "v"), [layer, n]; refuses in one line where it was
+        computed without a dense reference (serve time: only CADENCE-Grad's parts exist)."""
+        value = self.gated_k if kind == "k" else self.gated_v
+        if value is None:
+            raise WorkbenchError("the gated CADENCE score needs a dense reference; this saliency was computed "
+                                 "without one (only CADENCE-Grad's gradients exist)")
+        return value
 
     @property
     def cadence_grad(self) -> torch.Tensor:
@@ -113,12 +122,12 @@ class Saliency:
     @property
     def first_order_k(self) -> torch.Tensor:
         """First-order change in L from patching the dense keys in (all layers). [n]"""
-        return self.gated_k.sum(0)
+        return self.gated("k").sum(0)
 
     @property
     def first_order_v(self) -> torch.Tensor:
         """First-order change in L from patching the dense values in (all layers). [n]"""
-        return self.gated_v.sum(0)
+        return self.gated("v").sum(0)
 
     @property
     def first_order(self) -> torch.Tensor:
@@ -136,10 +145,11 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy
 
     `answer_ids` defaults to the greedy answer from the splice (`greedy`, a `decode.Answer`, when
     the caller has decoded it already), ending on its end-of-turn token when decoding stopped on
-    one. The deviation gate uses d = ctx.dense - cache.
+    one. The deviation gate uses d = ctx.dense - cache; on a context without a dense reference (a
+    served cache) only the gradients are kept: CADENCE-Grad's score, which needs no reference.
     """
-    cache, reference = ctx.spliced if cache is None else cache, ctx.reference("decision_saliency")
-    if cache.keys.shape != reference.keys.shape:
+    cache, reference = ctx.spliced if cache is None else cache, ctx.dense
+    if reference is not None and cache.keys.shape != reference.keys.shape:
         raise WorkbenchError(f"cache shape {tuple(cache.keys.shape)} does not match the context's "
                              f"dense cache {tuple(reference.keys.shape)}")
     start = time.perf_counter()
@@ -150,11 +160,13 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy
     grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids)
     pos = ctx.reused_positions
     parts = {}
-    for kind, g, dense, ours in (("k", grads.keys, reference.keys, cache.keys),
-                                 ("v", grads.values, reference.values, cache.values)):
+    dense_of = {} if reference is None else {"k": reference.keys, "v": reference.values}
+    for kind, g, ours in (("k", grads.keys, cache.keys), ("v", grads.values, cache.values)):
         g = g[:, :, pos.to(g.device)].float()  # [layer, kv_head, n, d_head]
-        delta = (dense[:, :, pos.to(dense.device)].float() - ours[:, :, pos.to(ours.device)].float()).to(g.device)
         parts[f"grad_sq_{kind}"] = g.square().sum((1, 3)).cpu()  # [layer, n]
-        parts[f"gated_{kind}"] = (g * delta).sum((1, 3)).cpu()  # [layer, n]
+        if kind in dense_of:
+            dense = dense_of[kind]  # [layer, kv_head, pos, d_head]
+            delta = (dense[:, :, pos.to(dense.device)].float() - ours[:, :, pos.to(ours.device)].float()).to(g.device)
+            parts[f"gated_{kind}"] = (g * delta).sum((1, 3)).cpu()  # [layer, n]
     return Saliency(answer_ids=grads.answer_ids, loss=grads.loss, positions=pos.clone(), **parts,
                     seconds=time.perf_counter() - start)

@@ -121,11 +121,12 @@ class SignalSet:
 
     def values(self, per: str) -> dict[str, torch.Tensor]:
         """Every registered token (`[n_reused]`) or layer (`[layer, n_reused]`) signal whose records
-        were computed, by name; nothing is computed here."""
+        were computed, by name (those that read dense only where the context has it); nothing is
+        computed here."""
         if per not in ("token", "layer"):
             raise WorkbenchError(f"per must be 'token' or 'layer', got {per!r}")
         out = {}
         for info in signals_of(per):
-            if all(r in self._values for r in info.reads):
+            if all(r in self._values for r in info.reads) and (self.ctx.dense is not None or not info.needs_dense):
                 out[info.name] = info.compute(self)
         return out
