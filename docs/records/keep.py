@@ -48,7 +48,7 @@ def restore(name: str, records: Path = HERE, runs: Path = Path("runs")) -> Path:
         raise SystemExit(f"{run} exists; move it aside first")
     shutil.copytree(src, run)
     store = SweepStore(run, read_manifest(run, kind="sweep"))
-    ids = sorted(store._rows, key=lambda i: (len(i), i))  # the generators' ids are 0, 1, 2, ...
+    ids = sorted(store.done_ids, key=lambda i: (len(i), i))  # the generators' ids are 0, 1, 2, ...
     store.write_tables(ids)
     print(f"restored {store.n_done} examples into {run}")
     return run

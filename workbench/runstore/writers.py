@@ -103,6 +103,11 @@ class SweepStore:
     def n_done(self) -> int:
         return len(self._rows)
 
+    @property
+    def done_ids(self) -> tuple[str, ...]:
+        """The ids of the finished examples, in the order they were read back or saved."""
+        return tuple(self._rows)
+
     def save(self, diagnosis: Diagnosis, order: list[str]) -> None:
         """Save one example's Diagnosis and rewrite the run's tables (rows in `order` of ids)."""
         name = folder_name(diagnosis.example_id)
