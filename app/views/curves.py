@@ -1,5 +1,6 @@
-"""Budget curves: accuracy and flip rate against budget per selector with Wilson intervals,
-recomputed rows against accuracy, and the summary table with McNemar b/c and Holm-corrected p."""
+"""Budget curves: accuracy, the share of the EM gap closed and flip rate against budget per selector
+with their intervals, recomputed rows against accuracy, and the summary table with McNemar b/c and
+Holm-corrected p."""
 
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ shown = st.multiselect("Selectors in the figures (the references, reuse all and 
                        labels, key="curves_selectors") or labels
 show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
             f"accuracy-{run.name}", "curves_em")
+show_figure(plots.gap_curve(summary, "Share of the EM gap closed against budget (paired bootstrap 95%)", selectors=shown),
+            f"gap-{run.name}", "curves_gap")
 show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)", selectors=shown),
             f"flips-{run.name}", "curves_flips")
 graded = [c for c in plots.METRIC_TITLES if c not in ("em", "flip_rate") and summary[c].notna().any()]

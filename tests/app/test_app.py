@@ -199,7 +199,7 @@ def test_budget_curves_numbers_come_from_the_run(world):
     at = open_page("views/curves.py")
     at.selectbox(key="curves_run").set_value("tiny").run()
     ok(at)
-    assert len(at.get("plotly_chart")) == 4  # exact match, flips, a graded outcome, rows
+    assert len(at.get("plotly_chart")) == 5  # exact match, the gap closed, flips, a graded outcome, rows
     assert at.selectbox(key="curves_graded").value == "f1_to_dense"
     at.selectbox(key="curves_graded").set_value("first_kl").run()
     ok(at)

@@ -326,7 +326,7 @@ def test_summary_of_a_run_and_its_html_figures(one_selector_run, tmp_path, capsy
     assert run_cli(["summary", out, "--html", html]) == 0
     assert "no reference selector" in capsys.readouterr().out.lower()
     written = {p.name for p in html.iterdir()}
-    assert {"accuracy.html", "flips.html", "rows.html", "index.html", "manifest.json"} <= written
+    assert {"accuracy.html", "gap.html", "flips.html", "rows.html", "index.html", "manifest.json"} <= written
     assert run_cli(["summary", out, "--html", html]) == 0  # figures an earlier --html wrote are refreshed
     assert run_cli(["summary", out, "--html", out]) == 2  # never into the run itself
     assert "not figures of `kvwb summary --html`" in capsys.readouterr().err
@@ -442,8 +442,8 @@ def test_summary_html_on_a_full_disk_leaves_nothing_and_the_rerun_works(one_sele
     assert tree(tmp_path) == {}, "a half-written HTML folder was left"
     monkeypatch.setattr(go.Figure, "to_html", real)
     assert run_cli(["summary", out, "--html", html]) == 0
-    assert {p.name for p in html.iterdir()} == {"accuracy.html", "flips.html", "rows.html", "index.html",
-                                                 "manifest.json"}
+    assert {p.name for p in html.iterdir()} == {"accuracy.html", "gap.html", "flips.html", "rows.html",
+                                                 "index.html", "manifest.json"}
 
 
 SIGTERM_SCRIPT = """

@@ -86,6 +86,25 @@ def test_coinciding_curves_are_dodged_and_hover_shows_the_true_budget():
     assert tuple(rows.data[0].x) != tuple(rows.data[1].x)
 
 
+def test_the_gap_curve_draws_each_share_with_its_interval_between_the_references():
+    summary = budget_summary(["none", "full", "cacheblend", "cadence-grad"])
+    dense, splice = 0.6, 0.2  # the share of the gap: (EM - splice) / (dense - splice)
+    summary["gap_recovered"] = (summary["em"] - splice) / (dense - splice)
+    summary.loc[summary["selector"] == "none", "gap_recovered"] = 0.0
+    summary.loc[summary["selector"] == "full", "gap_recovered"] = 1.0
+    summary["gap_recovered_low"] = summary["gap_recovered"] - 0.2
+    summary["gap_recovered_high"] = summary["gap_recovered"] + 0.3
+    fig = plots.gap_curve(summary, "gap")
+    line = next(t for t in fig.data if t.name == "cadence-grad")
+    want = summary[summary["selector"] == "cadence-grad"]
+    assert list(line.y) == pytest.approx(list(want["gap_recovered"]))
+    assert list(line.error_y.array) == pytest.approx([0.3] * 3) and list(line.error_y.arrayminus) == pytest.approx([0.2] * 3)
+    assert sorted(s.y0 for s in fig.layout.shapes if s.name) == [0.0, 1.0]  # reuse all and full recompute
+    assert "gap closed" in fig.layout.yaxis.title.text and plots.figure_problems(fig) == []
+    none = plots.gap_curve(summary.assign(gap_recovered=np.nan, gap_recovered_low=np.nan, gap_recovered_high=np.nan))
+    assert not none.data and "no EM gap" in none.layout.title.text and plots.figure_problems(none) == []
+
+
 def colors_slot() -> float:
     from workbench.plots.curves import SLOT
 

@@ -11,8 +11,8 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.contrasts import MEASURES
 
 NAME = "summary"
-FIGURES = {"accuracy": "Exact match against budget", "flips": "Flip rate against dense",
-           "rows": "Rows recomputed against exact match"}
+FIGURES = {"accuracy": "Exact match against budget", "gap": "Share of the EM gap closed against budget",
+           "flips": "Flip rate against dense", "rows": "Rows recomputed against exact match"}
 
 
 def _fraction(text: str) -> float:
@@ -117,11 +117,12 @@ def check_html_out(path) -> Path:
 
 
 def write_figures(out: Path, run, table) -> None:
-    """The three curves, an index and a manifest, as one folder that appears whole or not at all
+    """The four curves, an index and a manifest, as one folder that appears whole or not at all
     (`runstore.write_run`): a full disk leaves no figure behind."""
     from workbench import plots, runstore
 
     figures = {"accuracy": plots.budget_curve(table, "em", FIGURES["accuracy"]),
+               "gap": plots.gap_curve(table, FIGURES["gap"]),
                "flips": plots.budget_curve(table, "flip_rate", FIGURES["flips"]),
                "rows": plots.rows_vs_accuracy(table, FIGURES["rows"])}
     pages = {f"{name}.html": fig.to_html(include_plotlyjs=True) for name, fig in figures.items()}

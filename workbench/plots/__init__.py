@@ -8,7 +8,7 @@ measurements and read no files: they take tables (or a Diagnosis) and return fig
 
 from workbench.plots.axes import annotation_problems, axis_problems, figure_problems
 from workbench.plots.colors import method_color, method_style, selector_color, selector_style, selector_symbol, series_color
-from workbench.plots.curves import METRIC_TITLES, budget_curve, flip_matrix_figure, rows_vs_accuracy
+from workbench.plots.curves import METRIC_TITLES, budget_curve, flip_matrix_figure, gap_curve, rows_vs_accuracy
 from workbench.plots.diagnosis import (
     deviation_figure,
     diagnosis_figures,
@@ -34,7 +34,7 @@ from workbench.plots.unit_curve import unit_curve_figure
 __all__ = [
     "agent_graph", "annotation_problems", "axis_problems", "figure_problems", "method_color", "method_style",
     "series_color", "budget_curve", "deviation_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
-    "METRIC_TITLES", "flip_matrix_figure", "gate_entropy", "layer_effects_figure", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
+    "METRIC_TITLES", "flip_matrix_figure", "gap_curve", "gate_entropy", "layer_effects_figure", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
     "residual_by_layer", "residual_figure", "reuse_vs_accuracy", "rows_vs_accuracy", "selector_color", "selector_style",
     "selector_symbol", "show_diagnosis", "strip_figure", "token_strip", "unit_curve_figure",
 ]
