@@ -72,7 +72,7 @@ def test_bcr_and_its_coin_choose_and_repair_exactly_as_before(reused_call, drawn
         assert served.reused
         pool = fresh(seed).layout.reused_positions  # [n]
         old_scores = _old_scores(fresh(seed), served, drawn)
-        spec, scores = scored(fresh(seed), served, drawn)
+        spec, scores = scored(fresh(seed), served, drawn, len(pool))
         assert torch.equal(scores, old_scores)
         old = _old_positions(pool, old_scores)
         assert len(old) >= 64  # ρM >= B here: Algorithm 1 repairs, so the comparison is not of two empty sets

@@ -32,10 +32,10 @@ BCR, COIN = parse_selectors("bcr,random:chunk")  # the draft-attention selector 
 UNITS = UnitOptions()  # the diagnosis defaults: BCR's B = 64 (the draft's k: SignalOptions().draft_k = 2)
 
 
-def scored(call: CallContext, served: CallResult, drawn: bool) -> tuple[SelectorSpec, torch.Tensor]:
-    """The selector BCR (or, `drawn`, its coin) chooses with, and its scores over every slot row [n]."""
+def scored(call: CallContext, served: CallResult, drawn: bool, n: int) -> tuple[SelectorSpec, torch.Tensor]:
+    """The selector BCR (or, `drawn`, its coin) chooses with, and its scores over the `n` slot rows [n]."""
     if drawn:
-        return COIN, random_scores(len(call.layout.pool_positions("all")), call.seed)  # the call's own coin
+        return COIN, random_scores(n, call.seed)  # the call's own coin
     # no dense reference exists at serve time: the draft prefills the suffix over the handed-off span
     ctx = Context(call.model, call.example, call.layout, spliced=served.span(call.layout))
     return BCR, BCR.info.score(SignalSet(ctx))  # [n_reused]: every slot row
@@ -44,7 +44,7 @@ def scored(call: CallContext, served: CallResult, drawn: bool) -> tuple[Selector
 def chosen_positions(call: CallContext, served: CallResult, drawn: bool) -> torch.Tensor:
     """The slot rows BCR (or its coin) repairs in the served cache: [k] absolute positions."""
     pool = call.layout.pool_positions("all")  # [n]: every slot row (all of them are predicted)
-    spec, scores = scored(call, served, drawn)
+    spec, scores = scored(call, served, drawn, len(pool))
     rows, _ = choose(spec, scores, RHO, pool, UNITS)
     return pool[rows]
 
