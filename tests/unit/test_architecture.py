@@ -83,7 +83,7 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
 
     blocks = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "ARCHITECTURE.md").read_text(), re.S)
     hook_example = [b for b in blocks if "run_with_cache" in b]
-    assert len(blocks) == 5 and len(hook_example) == 1
+    assert len(blocks) == 6 and len(hook_example) == 1
     try:
         for block in blocks:
             if block not in hook_example:
@@ -100,6 +100,10 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
         method = get_method("kvcomm-leaf-only")
         result = run_request(tiny_llama, spec, small_example(), method.name, method.make_state(), max_new_tokens=2)
         assert [c.reused for c in result.calls] == [False, False]  # a fresh pool holds no anchor yet
+        for name in ("qattn", "qattn-coin"):  # the served-repair example's two methods serve a pipeline
+            method = get_method(name)
+            result = run_request(tiny_llama, spec, small_example(), name, method.make_state(), max_new_tokens=2)
+            assert [c.reused for c in result.calls] == [False, False]
         records = [{"id": "t1", "passages": ["A is B.", "B is C.", "C is D."], "question": "A?", "answers": ["D"]}]
         (tmp_path / "trivia.json").write_text(json.dumps(records))
         [example] = load_dataset(f"triviaqa:{tmp_path / 'trivia.json'}", max_passages=2)
@@ -107,5 +111,6 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
     finally:
         selectors._REGISTRY.pop("late-value-dev", None)
         signals._REGISTRY.pop(("token", "late_grad_v"), None)
-        METHODS.pop("kvcomm-leaf-only", None)
+        for name in ("kvcomm-leaf-only", "qattn", "qattn-coin"):
+            METHODS.pop(name, None)
         datasets._DATASETS.pop("triviaqa", None)

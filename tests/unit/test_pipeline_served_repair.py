@@ -1,6 +1,10 @@
-"""The pipeline's BCR as the `bcr` selector: on a tiny model of every family, `bcr` and `bcr-coin`
-choose the rows and build the caches the hand-made path before `selectors.choose` did (a draft over
-a stand-in dense, `select_rows` in 64-row chunks at ρ = 0.2), bit for bit."""
+"""The pipeline's repairs of a served cache, on a tiny model of every family.
+
+`bcr` and `bcr-coin` choose the rows and build the caches the hand-made path before
+`selectors.choose` did (a draft over a stand-in dense, `select_rows` in 64-row chunks at ρ = 0.2),
+bit for bit. `cadence-grad` repairs the ρ = 0.2 slot rows with the largest ‖∂L/∂KV‖² of the call's
+own greedy answer over the served cache, computed here from `cache_gradients` directly, with no
+dense reference anywhere; its coin spends as many single rows by the call's seed."""
 
 import pytest
 import torch
@@ -8,7 +12,9 @@ import torch
 from conftest import FAMILIES, tiny_model
 from workbench.context import Context
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, kvcomm_call
+from workbench.engine.decode import stop_token_ids
 from workbench.pipeline.bcr import UNITS, bcr, bcr_coin, chosen_positions, scored
+from workbench.pipeline.cadence_grad import cadence_grad, cadence_grad_coin
 from workbench.pipeline.calls import agent_example
 from workbench.pipeline.methods import CallContext, MethodState, kvcomm_result
 from workbench.pipeline.request import task_text
@@ -16,6 +22,7 @@ from workbench.repair import budget_rows, repair
 from workbench.selectors import choose
 from workbench.selectors.units import random_scores, select_rows
 from workbench.signals.attention import draft_attention
+from workbench.signals.saliency import cache_gradients
 from workbench.tasks import synthetic_examples
 
 TASK_CUT = 400  # characters (= tokens, byte tokenizer): over 320 slot rows, so ρM >= B and chunks are chosen
@@ -83,3 +90,40 @@ def test_bcr_and_its_coin_choose_and_repair_exactly_as_before(reused_call, drawn
         got = method(fresh(seed))
         assert got.n_repaired == len(old)
         assert torch.equal(got.cache.keys, want.keys) and torch.equal(got.cache.values, want.values)
+
+
+def _gradient_rows(call: CallContext, served) -> torch.Tensor:
+    """CADENCE-Grad's ρ = 0.2 slot rows, by hand: the served span's gradients of the greedy answer
+    decoded over it, ||dL/dK||^2 + ||dL/dV||^2 summed over layers, heads and dims: [k] positions."""
+    span = served.span(call.layout)
+    ctx = Context(call.model, call.example, call.layout, spliced=span)  # no dense reference
+    greedy = ctx.generate(span)
+    grads = cache_gradients(call.model, span, ctx.suffix_ids, greedy.token_ids,
+                            stop_token_ids(call.model) if greedy.stopped else None)
+    pool = call.layout.pool_positions("all")  # [n]
+    scores = sum(g[:, :, pool].float().square().sum((0, 1, 3)) for g in (grads.keys, grads.values))  # [n]
+    return pool[scores.topk(budget_rows(0.2, len(pool))).indices].sort().values
+
+
+def test_cadence_grad_repairs_the_rows_its_gradients_rank_first_with_no_dense_reference(reused_call):
+    model, fresh = reused_call
+    served = kvcomm_result(fresh(5))
+    assert served.reused
+    want = _gradient_rows(fresh(5), served)  # [k]
+    got = cadence_grad(fresh(5))
+    assert got.n_repaired == len(want) > 0
+    expected = repair(model, served.cache, fresh(5).layout.ids, want)
+    assert torch.equal(got.cache.keys, expected.keys) and torch.equal(got.cache.values, expected.values)
+
+
+def test_cadence_grads_coin_spends_as_many_single_rows_by_the_calls_seed(reused_call):
+    model, fresh = reused_call
+    for seed in (5, 11):
+        served = kvcomm_result(fresh(seed))
+        pool = fresh(seed).layout.pool_positions("all")  # [n]
+        k = budget_rows(0.2, len(pool))
+        want = pool[random_scores(len(pool), seed).topk(k).indices].sort().values
+        got = cadence_grad_coin(fresh(seed))
+        assert got.n_repaired == k
+        expected = repair(model, served.cache, fresh(seed).layout.ids, want)
+        assert torch.equal(got.cache.keys, expected.keys) and torch.equal(got.cache.values, expected.values)
