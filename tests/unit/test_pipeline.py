@@ -372,7 +372,8 @@ def test_repair_on_top_of_a_predicted_final_call(model):
 
 
 def test_bcr_repairs_chunks_of_a_reused_call_and_its_coin_draws_other_chunks(model, spec):
-    from workbench.pipeline.bcr import UNITS, bcr, bcr_coin
+    from workbench.pipeline.bcr import bcr, bcr_coin
+    from workbench.pipeline.served_repair import UNITS
 
     pool = AnchorPool(gamma=1.0)
     for seed in range(3):

@@ -13,11 +13,12 @@ from conftest import FAMILIES, tiny_model
 from workbench.context import Context
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, kvcomm_call
 from workbench.engine.decode import stop_token_ids
-from workbench.pipeline.bcr import UNITS, bcr, bcr_coin, chosen_positions, scored
+from workbench.pipeline.bcr import DRAFT, DRAWN, bcr, bcr_coin
 from workbench.pipeline.cadence_grad import cadence_grad, cadence_grad_coin
 from workbench.pipeline.calls import agent_example
 from workbench.pipeline.methods import CallContext, MethodState, kvcomm_result
 from workbench.pipeline.request import task_text
+from workbench.pipeline.served_repair import UNITS, chosen_positions
 from workbench.repair import budget_rows, repair
 from workbench.selectors import choose
 from workbench.selectors.units import random_scores, select_rows
@@ -79,11 +80,12 @@ def test_bcr_and_its_coin_choose_and_repair_exactly_as_before(reused_call, drawn
         assert served.reused
         pool = fresh(seed).layout.reused_positions  # [n]
         old_scores = _old_scores(fresh(seed), served, drawn)
-        spec, scores = scored(fresh(seed), served, drawn, len(pool))
+        scorer = DRAWN if drawn else DRAFT
+        spec, scores = scorer(fresh(seed), served, len(pool))
         assert torch.equal(scores, old_scores)
         old = _old_positions(pool, old_scores)
         assert len(old) >= 64  # ρM >= B here: Algorithm 1 repairs, so the comparison is not of two empty sets
-        assert torch.equal(chosen_positions(fresh(seed), served, drawn), old)
+        assert torch.equal(chosen_positions(fresh(seed), served, scorer), old)
         for rho in (0.13, 0.3, 0.5, 0.8):  # the same choice at budgets that take other numbers of chunks
             assert torch.equal(pool[choose(spec, scores, rho, pool, UNITS)[0]], _old_positions(pool, old_scores, rho))
         want = repair(model, served.cache, fresh(seed).layout.ids, old)  # the former method's cache

@@ -10,30 +10,13 @@ seed), no draft (`random:chunk`).
 
 from __future__ import annotations
 
-import torch
-
-from workbench.pipeline import served_repair
-from workbench.pipeline.methods import CallContext, CallResult
-from workbench.pipeline.served_repair import UNITS, coin_scorer, register_repair, selector_scorer
-from workbench.selectors import SelectorSpec, parse_selectors
-
-__all__ = ["UNITS", "bcr", "bcr_coin", "chosen_positions", "scored"]
+from workbench.pipeline.served_repair import coin_scorer, register_repair, selector_scorer
+from workbench.selectors import parse_selectors
 
 BCR, COIN = parse_selectors("bcr,random:chunk")  # the draft-attention selector and a coin, both in chunks
-_SCORERS = {False: selector_scorer(BCR), True: coin_scorer(COIN)}
+DRAFT, DRAWN = selector_scorer(BCR), coin_scorer(COIN)
 
-
-def scored(call: CallContext, served: CallResult, drawn: bool, n: int) -> tuple[SelectorSpec, torch.Tensor]:
-    """The selector BCR (or, `drawn`, its coin) chooses with, and its scores over the `n` slot rows [n]."""
-    return _SCORERS[drawn](call, served, n)
-
-
-def chosen_positions(call: CallContext, served: CallResult, drawn: bool) -> torch.Tensor:
-    """The slot rows BCR (or its coin) repairs in the served cache: [k] absolute positions."""
-    return served_repair.chosen_positions(call, served, _SCORERS[drawn])
-
-
-bcr = register_repair("bcr", _SCORERS[False], "KVComm γ = 0.3, then BCR's draft-attention repair of ρ = 0.2 "
-                      "of the slot rows in 64-row chunks on every reused call (Algorithm 1)")
-bcr_coin = register_repair("bcr-coin", _SCORERS[True], "the same chunks at the same budget chosen by a seeded coin, "
-                           "no draft (BCR's matched control)")
+bcr = register_repair("bcr", DRAFT, "KVComm γ = 0.3, then BCR's draft-attention repair of ρ = 0.2 of the slot "
+                      "rows in 64-row chunks on every reused call (Algorithm 1)")
+bcr_coin = register_repair("bcr-coin", DRAWN, "the same chunks at the same budget chosen by a seeded coin, no "
+                           "draft (BCR's matched control)")

@@ -25,7 +25,6 @@ from workbench.signals import SignalSet
 
 RHO = 0.2  # BCR's recompute ratio in its multi-agent runs
 UNITS = UnitOptions()  # the diagnosis defaults: BCR's B = 64 (the draft's k: SignalOptions().draft_k = 2)
-GAMMA = 0.3  # the gate of the KVComm call underneath (`kvcomm`'s)
 
 # (call, served, n slot rows) -> the selector that spends the scores, and its scores [n]
 Scorer = Callable[[CallContext, CallResult, int], tuple[SelectorSpec, torch.Tensor]]
@@ -68,4 +67,4 @@ def register_repair(name: str, scorer: Scorer, description: str) -> Callable[[Ca
     the slot rows on every reused call."""
     def method(call: CallContext) -> CallResult:
         return repaired(call, kvcomm_result(call), scorer)
-    return register_method(name, description, kvcomm_state(GAMMA))(method)
+    return register_method(name, description, kvcomm_state())(method)  # `kvcomm`'s gate, γ = KVCOMM_GAMMA
