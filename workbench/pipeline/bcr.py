@@ -10,13 +10,14 @@ seed), no draft (`random:chunk`).
 
 from __future__ import annotations
 
-from workbench.pipeline.served_repair import coin_scorer, register_repair, selector_scorer
+from workbench.pipeline.anchors import KVCOMM_GAMMA
+from workbench.pipeline.served_repair import RHO, UNITS, coin_scorer, register_repair, selector_scorer
 from workbench.selectors import parse_selectors
 
 BCR, COIN = parse_selectors("bcr,random:chunk")  # the draft-attention selector and a coin, both in chunks
 DRAFT, DRAWN = selector_scorer(BCR), coin_scorer(COIN)
 
-bcr = register_repair("bcr", DRAFT, "KVComm γ = 0.3, then BCR's draft-attention repair of ρ = 0.2 of the slot "
-                      "rows in 64-row chunks on every reused call (Algorithm 1)")
+bcr = register_repair("bcr", DRAFT, f"KVComm γ = {KVCOMM_GAMMA:g}, then BCR's draft-attention repair of ρ = {RHO:g} of "
+                      f"the slot rows in {UNITS.chunk_size}-row chunks on every reused call (Algorithm 1)")
 bcr_coin = register_repair("bcr-coin", DRAWN, "the same chunks at the same budget chosen by a seeded coin, no "
                            "draft (BCR's matched control)")

@@ -7,14 +7,15 @@ by a seeded coin (the call's own seed).
 
 from __future__ import annotations
 
-from workbench.pipeline.served_repair import coin_scorer, register_repair, selector_scorer
+from workbench.pipeline.anchors import KVCOMM_GAMMA
+from workbench.pipeline.served_repair import RHO, coin_scorer, register_repair, selector_scorer
 from workbench.selectors import parse_selectors
 
 CADENCE_GRAD, COIN = parse_selectors("cadence-grad,random:single")  # the same unit, single rows
 
 cadence_grad = register_repair(
     "cadence-grad", selector_scorer(CADENCE_GRAD),
-    "KVComm γ = 0.3, then CADENCE-Grad's repair of ρ = 0.2 of the slot rows (the largest ‖∂L/∂KV‖² of the "
+    f"KVComm γ = {KVCOMM_GAMMA:g}, then CADENCE-Grad's repair of ρ = {RHO:g} of the slot rows (the largest ‖∂L/∂KV‖² of the "
     "call's own greedy answer over the served cache) on every reused call")
 cadence_grad_coin = register_repair(
     "cadence-grad-coin", coin_scorer(COIN),
