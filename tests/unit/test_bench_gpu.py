@@ -2,10 +2,13 @@
 its exactness checks, the wheels it carries and `bench/gpu.sh` end to end, a forced failure
 included."""
 
+import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -130,3 +133,50 @@ def test_gpu_sh_runs_the_parts_asked_and_compares_versions_with_the_manifest(tmp
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["versions.json"]
     versions = json.loads((tmp_path / "out" / "versions.json").read_text())
     assert versions["differ"] == ["transformers"] and "(here: 0.0.1)" in done.stdout
+
+
+def run_probe(out: Path, *args: str) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_probe.py"), str(out), *args], env=environ,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_gpu_probe_rehearsal_times_each_part_of_cadence_grad_and_reruns_the_sync_check(tmp_path):
+    """`bench/gpu_probe.py` on CPU (the tiny shape): every part of the scoring is timed and the
+    profile written; the host-sync check alone, three times, finds nothing on CPU."""
+    done = run_probe(tmp_path / "first")
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "first" / "probe.md").read_text()
+    values = dict(re.findall(r"^- (\w+): ([\d.]+)$", text, re.M))
+    for part in ("dense_ttft_ms", "greedy_ms", "greedy_step_ms", "fwd_bwd_ms", "fwd_bwd_6_ms",
+                 "saliency_given_6_ms", "saliency_ms", "draft_ms"):
+        assert float(values[part]) > 0, part
+    assert "profile of decision_saliency" in text and "Self CPU time total" in text
+
+    third = run_probe(tmp_path / "third", "--third")
+    assert third.returncode == 0, third.stderr[-3000:]
+    text = (tmp_path / "third" / "probe.md").read_text()
+    assert "## error mode first\n\n```\nnone" in text
+    assert text.count("'cuda_syncs': []") == 2 and "warn mode, call 2" in text
+
+
+def test_gpu_probe_keeps_the_python_stack_of_a_sync_warning_only():
+    spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "bench" / "gpu_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    probe._StackedWarning.kept.clear()
+
+    def raise_two():
+        warnings.warn("called a synchronizing CUDA operation")
+        warnings.warn("something else")
+
+    original = warnings.WarningMessage
+    warnings.WarningMessage = probe._StackedWarning
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            raise_two()
+    finally:
+        warnings.WarningMessage = original
+    assert len(caught) == 2 and len(probe._StackedWarning.kept) == 1
+    assert "in raise_two" in probe._StackedWarning.kept[0]

@@ -1,0 +1,192 @@
+"""What the first GPU run (docs/BENCHMARKS.md, "GPU") left open, in one device call:
+
+1. where the batched repair's layer loop synchronises in bfloat16 (torch's sync debug mode set to
+   "error" inside exactness.host_syncs, so the sync raises with its Python traceback);
+2. what CADENCE-Grad's scoring time is made of: the greedy ŷ decode (per step) against the
+   teacher-forced forward + backward with ŷ given, beside dense TTFT and BCR's draft;
+3. a torch.profiler table of decision_saliency with ŷ given.
+
+    python bench/gpu_probe.py OUT_DIR [--shapes llama-3.2-1b,llama-3.1-8b] [--length 4096]
+
+`--second` runs the second call instead: check_exactness as the first run ran it (llama-3.2-1b,
+2048 tokens, bf16) with the Python stack of every sync warning kept, then a profile of the greedy
+decode (4 tokens) on llama-3.1-8b at 4096 tokens.
+
+Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a rehearsal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import torch
+
+from workbench import exactness
+from workbench.bench.gpu import random_model
+from workbench.bench.ratios import _time
+from workbench.context import context_of_length
+from workbench.signals.attention import draft_attention
+from workbench.signals.saliency import cache_gradients, decision_saliency
+
+
+def _ms(fn, repeats: int = 3) -> float:
+    fn()
+    return 1000 * statistics.median(_time(fn) for _ in range(repeats))
+
+
+def sync_traceback(ctx) -> str:
+    """The traceback of the first host sync inside the batched repair's layer loop, or 'none'."""
+    original = torch.cuda.set_sync_debug_mode
+    torch.cuda.set_sync_debug_mode = lambda mode: original("error" if mode == "warn" else mode)
+    r = ctx.reused_positions
+    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
+    dense = ctx.generate(ctx.dense, 8)
+    wrong = [(t + 1) % ctx.model.hf.config.vocab_size for t in dense.token_ids] or [1]
+    try:
+        exactness.host_syncs(ctx, row_sets, wrong, 8)
+        return "none"
+    except RuntimeError:
+        return "".join(traceback.format_exc().splitlines(keepends=True)[-40:])
+    finally:
+        torch.cuda.set_sync_debug_mode = original
+        if torch.cuda.is_available():
+            original("default")
+
+
+def parts(ctx) -> dict:
+    """dense TTFT; greedy ŷ (24 tokens at most) and its steps; forward + backward with ŷ given
+    (all of it, and its first 6 tokens); decision_saliency with ŷ given; BCR's draft."""
+    model = ctx.model
+    greedy = ctx.generate(ctx.spliced, 24)
+    y = list(greedy.token_ids)
+    row = {"n_tokens": ctx.layout.n_tokens, "answer_tokens": len(y)}
+    with torch.inference_mode():
+        row["dense_ttft_ms"] = _ms(lambda: model.hf(input_ids=ctx.layout.ids.to(model.device)[None],
+                                                     logits_to_keep=1))
+    row["greedy_ms"] = _ms(lambda: ctx.generate(ctx.spliced, 24))
+    row["greedy_step_ms"] = row["greedy_ms"] / max(1, len(y))
+    row["fwd_bwd_ms"] = _ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y))
+    row["fwd_bwd_6_ms"] = _ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y[:6]))
+    row["saliency_given_6_ms"] = _ms(lambda: decision_saliency(ctx, answer_ids=y[:6]))
+    row["saliency_ms"] = _ms(lambda: decision_saliency(ctx))
+    row["draft_ms"] = _ms(lambda: draft_attention(ctx))
+    return row
+
+
+def profile(ctx, y6) -> str:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if torch.cuda.is_available():
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    decision_saliency(ctx, answer_ids=y6)
+    with torch.profiler.profile(activities=activities) as prof:
+        decision_saliency(ctx, answer_ids=y6)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    sort = "self_cuda_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    return (prof.key_averages().table(sort_by="cpu_time_total", row_limit=18, max_name_column_width=60) + "\n"
+            + prof.key_averages().table(sort_by=sort, row_limit=12, max_name_column_width=60))
+
+
+class _StackedWarning(warnings.WarningMessage):
+    """A warning that keeps the Python stack it was raised from (sync warnings only)."""
+    kept: list = []
+
+    def __init__(self, message, *args, **kwargs):
+        super().__init__(message, *args, **kwargs)
+        if "synchroniz" in str(message):
+            _StackedWarning.kept.append("".join(traceback.format_stack()[-14:-1]))
+
+
+def second(out: Path, emit, cuda: bool) -> None:
+    device = "cuda" if cuda else "cpu"
+    warnings.WarningMessage = _StackedWarning
+    model = random_model("llama-3.2-1b" if cuda else "tiny", device, torch.bfloat16)
+    report = exactness.check_exactness(context_of_length(model, 2048 if cuda else 600))
+    emit(f"## check_exactness, bf16: host_syncs {report['checks']['host_syncs']}")
+    for stack in dict.fromkeys(_StackedWarning.kept):
+        emit(f"```\n{stack}\n```")
+    del model
+    model = random_model("llama-3.1-8b" if cuda else "tiny", device, torch.bfloat16)
+    ctx = context_of_length(model, 4096 if cuda else 600)
+    hf = ctx.spliced.to_hf
+    emit(f"- to_hf: {_ms(hf):.3f} ms; generate 4: {_ms(lambda: ctx.generate(ctx.spliced, 4)):.3f} ms; "
+         f"generate 1: {_ms(lambda: ctx.generate(ctx.spliced, 1)):.3f} ms")
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        ctx.generate(ctx.spliced, 4)
+        if cuda:
+            torch.cuda.synchronize()
+    emit("## greedy decode, 4 tokens, llama-3.1-8b\n\n```\n"
+         + prof.key_averages().table(sort_by="cpu_time_total", row_limit=25, max_name_column_width=60) + "\n```")
+
+
+def third(emit, cuda: bool) -> None:
+    """host_syncs three times on one bf16 context: sync mode "error" (the traceback), then "warn" twice."""
+    warnings.WarningMessage = _StackedWarning
+    model = random_model("llama-3.2-1b" if cuda else "tiny", "cuda" if cuda else "cpu", torch.bfloat16)
+    ctx = context_of_length(model, 2048 if cuda else 600)
+    emit(f"## error mode first\n\n```\n{sync_traceback(ctx)}\n```")
+    r = ctx.reused_positions
+    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
+    wrong = [(t + 1) % model.hf.config.vocab_size for t in ctx.generate(ctx.dense, 8).token_ids] or [1]
+    for i in range(2):
+        _StackedWarning.kept.clear()
+        emit(f"- warn mode, call {i + 1}: {exactness.host_syncs(ctx, row_sets, wrong, 8)}")
+        for stack in dict.fromkeys(_StackedWarning.kept):
+            emit(f"```\n{stack}\n```")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("out", type=Path)
+    p.add_argument("--shapes", default=None)
+    p.add_argument("--length", type=int, default=None)
+    p.add_argument("--deadline-s", type=float, default=200.0)
+    p.add_argument("--second", action="store_true")
+    p.add_argument("--third", action="store_true")
+    a = p.parse_args(argv)
+    cuda = torch.cuda.is_available()
+    device, shapes = ("cuda", a.shapes or "llama-3.2-1b,llama-3.1-8b") if cuda else ("cpu", a.shapes or "tiny")
+    length = a.length or (4096 if cuda else 600)
+    a.out.mkdir(parents=True, exist_ok=True)
+    report = a.out / "probe.md"
+    start, lines = time.monotonic(), [f"# GPU probe ({device}, torch {torch.__version__})\n"]
+
+    def emit(text: str):
+        print(text, flush=True)
+        lines.append(text)
+        report.write_text("\n".join(lines) + "\n")
+
+    if a.second or a.third:
+        second(a.out, emit, cuda) if a.second else third(emit, cuda)
+        emit(f"done in {time.monotonic() - start:.0f} s")
+        return 0
+    for i, shape in enumerate(shapes.split(",")):
+        if time.monotonic() - start > a.deadline_s:
+            emit(f"- {shape}: not run (deadline)")
+            continue
+        model = random_model(shape, device, torch.bfloat16)
+        ctx = context_of_length(model, length)
+        if i == 0 and cuda:
+            emit(f"## {shape}: the bf16 sync\n\n```\n{sync_traceback(ctx)}\n```")
+        row = parts(ctx)
+        emit(f"## {shape} at {length} tokens (bf16)\n\n" + "\n".join(f"- {k}: {v:.3f}" if isinstance(v, float)
+                                                                    else f"- {k}: {v}" for k, v in row.items()))
+        if i == 0:
+            y6 = list(ctx.generate(ctx.spliced, 24).token_ids)[:6]
+            emit(f"## {shape}: profile of decision_saliency, ŷ given (6 tokens)\n\n```\n{profile(ctx, y6)}\n```")
+        del model, ctx
+        if cuda:
+            torch.cuda.empty_cache()
+    emit(f"done in {time.monotonic() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
