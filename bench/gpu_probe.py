@@ -99,7 +99,7 @@ class _StackedWarning(warnings.WarningMessage):
 
     def __init__(self, message, *args, **kwargs):
         super().__init__(message, *args, **kwargs)
-        if "synchroniz" in str(message):
+        if exactness.SYNC_WARNING in str(message):
             _StackedWarning.kept.append("".join(traceback.format_stack()[-14:-1]))
 
 

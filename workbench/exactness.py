@@ -36,6 +36,17 @@ KV_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 0.05, torch.float16: 0.01}
 SYNCING = {"item", "tolist", "__bool__", "__int__", "__float__", "__index__", "numpy", "cpu", "nonzero", "argwhere",
            "masked_select", "unique", "unique_consecutive"}
 
+# The warning torch's CUDA sync debug mode gives at each synchronising call (c10's
+# warn_or_error_on_sync). Only this counts: the mode's own once-per-process notice ("Synchronization
+# debug mode is a prototype feature and does not yet detect all synchronizing operations") is not a
+# sync, and matching "synchroniz" took it for one on the first GPU run.
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def sync_sites(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The file:line of each synchronising call among `caught` warnings, sorted, each once."""
+    return sorted({f"{Path(w.filename).name}:{w.lineno}" for w in caught if SYNC_WARNING in str(w.message)})
+
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     """|a - b| / |b| over the whole tensor (Frobenius norms, fp32)."""
@@ -101,8 +112,7 @@ def host_syncs(ctx: Context, row_sets: list[torch.Tensor], reference: list[int],
         run_cells(model, ctx.spliced, [Cell(s, ctx.layout.ids[s]) for s in row_sets])
         got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[:3], ctx.suffix_ids, reference,
                            max_new_tokens)
-    syncs = sorted({f"{Path(w.filename).name}:{w.lineno}" for w in caught if "synchroniz" in str(w.message)})
-    return {"calls": sorted(set(log.calls)), "cuda_syncs": syncs,
+    return {"calls": sorted(set(log.calls)), "cuda_syncs": sync_sites(caught),
             "decode_steps": sum(cell.decode_steps for cell in got)}
 
 
