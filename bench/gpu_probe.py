@@ -1,16 +1,18 @@
-"""What the first GPU run (docs/BENCHMARKS.md, "GPU") left open, in one device call:
+"""What the first GPU run (docs/BENCHMARKS.md, "GPU: the first run") left open, in short device calls:
 
-1. where the batched repair's layer loop synchronises in bfloat16 (torch's sync debug mode set to
-   "error" inside exactness.host_syncs, so the sync raises with its Python traceback);
+1. the host-sync check of the batched repair with torch's sync debug mode set to "error", so a
+   sync inside the layer loop raises with its Python traceback;
 2. what CADENCE-Grad's scoring time is made of: the greedy ŷ decode (per step) against the
    teacher-forced forward + backward with ŷ given, beside dense TTFT and BCR's draft;
 3. a torch.profiler table of decision_saliency with ŷ given.
 
     python bench/gpu_probe.py OUT_DIR [--shapes llama-3.2-1b,llama-3.1-8b] [--length 4096]
 
-`--second` runs the second call instead: check_exactness as the first run ran it (llama-3.2-1b,
-2048 tokens, bf16) with the Python stack of every sync warning kept, then a profile of the greedy
-decode (4 tokens) on llama-3.1-8b at 4096 tokens.
+`--second`: check_exactness as the first run ran it (llama-3.2-1b, 2048 tokens, bf16) with the
+Python stack of every sync warning kept, then a profile of the greedy decode (4 tokens) on
+llama-3.1-8b at 4096 tokens. `--third`: the host-sync check alone on one context, in "error"
+mode, then twice in "warn" mode. (These found that the first run's bf16 "sync" was the debug
+mode's own once-per-process notice; `exactness.sync_sites` now tells the two apart.)
 
 Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a rehearsal).
 """
