@@ -42,16 +42,20 @@ def _ms(fn, repeats: int = 3) -> float:
     return 1000 * statistics.median(_time(fn) for _ in range(repeats))
 
 
+def sync_inputs(ctx) -> tuple[list[torch.Tensor], list[int]]:
+    """check_exactness's row sets and an answer every cell leaves at once (its host-sync check's)."""
+    r = ctx.reused_positions
+    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
+    wrong = [(t + 1) % ctx.model.hf.config.vocab_size for t in ctx.generate(ctx.dense, 8).token_ids] or [1]
+    return row_sets, wrong
+
+
 def sync_traceback(ctx) -> str:
     """The traceback of the first host sync inside the batched repair's layer loop, or 'none'."""
     original = torch.cuda.set_sync_debug_mode
     torch.cuda.set_sync_debug_mode = lambda mode: original("error" if mode == "warn" else mode)
-    r = ctx.reused_positions
-    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
-    dense = ctx.generate(ctx.dense, 8)
-    wrong = [(t + 1) % ctx.model.hf.config.vocab_size for t in dense.token_ids] or [1]
     try:
-        exactness.host_syncs(ctx, row_sets, wrong, 8)
+        exactness.host_syncs(ctx, *sync_inputs(ctx), 8)
         return "none"
     except RuntimeError:
         return "".join(traceback.format_exc().splitlines(keepends=True)[-40:])
@@ -82,6 +86,7 @@ def parts(ctx) -> dict:
 
 
 def profile(ctx, y6) -> str:
+    """torch.profiler's tables (by CPU total, then by self device time) of decision_saliency, ŷ = y6 given."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -105,7 +110,8 @@ class _StackedWarning(warnings.WarningMessage):
             _StackedWarning.kept.append("".join(traceback.format_stack()[-14:-1]))
 
 
-def second(out: Path, emit, cuda: bool) -> None:
+def second(emit, cuda: bool) -> None:
+    """check_exactness with the stack of every sync warning kept; the 8B greedy decode, timed and profiled."""
     device = "cuda" if cuda else "cpu"
     warnings.WarningMessage = _StackedWarning
     model = random_model("llama-3.2-1b" if cuda else "tiny", device, torch.bfloat16)
@@ -114,7 +120,8 @@ def second(out: Path, emit, cuda: bool) -> None:
     for stack in dict.fromkeys(_StackedWarning.kept):
         emit(f"```\n{stack}\n```")
     del model
-    model = random_model("llama-3.1-8b" if cuda else "tiny", device, torch.bfloat16)
+    shape = "llama-3.1-8b" if cuda else "tiny"
+    model = random_model(shape, device, torch.bfloat16)
     ctx = context_of_length(model, 4096 if cuda else 600)
     hf = ctx.spliced.to_hf
     emit(f"- to_hf: {_ms(hf):.3f} ms; generate 4: {_ms(lambda: ctx.generate(ctx.spliced, 4)):.3f} ms; "
@@ -124,7 +131,7 @@ def second(out: Path, emit, cuda: bool) -> None:
         ctx.generate(ctx.spliced, 4)
         if cuda:
             torch.cuda.synchronize()
-    emit("## greedy decode, 4 tokens, llama-3.1-8b\n\n```\n"
+    emit(f"## greedy decode, 4 tokens, {shape}\n\n```\n"
          + prof.key_averages().table(sort_by="cpu_time_total", row_limit=25, max_name_column_width=60) + "\n```")
 
 
@@ -134,9 +141,7 @@ def third(emit, cuda: bool) -> None:
     model = random_model("llama-3.2-1b" if cuda else "tiny", "cuda" if cuda else "cpu", torch.bfloat16)
     ctx = context_of_length(model, 2048 if cuda else 600)
     emit(f"## error mode first\n\n```\n{sync_traceback(ctx)}\n```")
-    r = ctx.reused_positions
-    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
-    wrong = [(t + 1) % model.hf.config.vocab_size for t in ctx.generate(ctx.dense, 8).token_ids] or [1]
+    row_sets, wrong = sync_inputs(ctx)
     for i in range(2):
         _StackedWarning.kept.clear()
         emit(f"- warn mode, call {i + 1}: {exactness.host_syncs(ctx, row_sets, wrong, 8)}")
@@ -166,7 +171,7 @@ def main(argv=None) -> int:
         report.write_text("\n".join(lines) + "\n")
 
     if a.second or a.third:
-        second(a.out, emit, cuda) if a.second else third(emit, cuda)
+        (second if a.second else third)(emit, cuda)
         emit(f"done in {time.monotonic() - start:.0f} s")
         return 0
     for i, shape in enumerate(shapes.split(",")):

@@ -157,7 +157,8 @@ def run_probe(out: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_gpu_probe_rehearsal_times_each_part_of_cadence_grad_and_reruns_the_sync_check(tmp_path):
     """`bench/gpu_probe.py` on CPU (the tiny shape): every part of the scoring is timed and the
-    profile written; the host-sync check alone, three times, finds nothing on CPU."""
+    profile written; `--second` profiles the decode; the host-sync check alone, three times, finds
+    nothing on CPU."""
     done = run_probe(tmp_path / "first")
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "first" / "probe.md").read_text()
@@ -166,6 +167,11 @@ def test_gpu_probe_rehearsal_times_each_part_of_cadence_grad_and_reruns_the_sync
                  "saliency_given_6_ms", "saliency_ms", "draft_ms"):
         assert float(values[part]) > 0, part
     assert "profile of decision_saliency" in text and "Self CPU time total" in text
+
+    second = run_probe(tmp_path / "second", "--second")
+    assert second.returncode == 0, second.stderr[-3000:]
+    text = (tmp_path / "second" / "probe.md").read_text()
+    assert "'cuda_syncs': []" in text and "## greedy decode, 4 tokens, tiny" in text and "aten::" in text
 
     third = run_probe(tmp_path / "third", "--third")
     assert third.returncode == 0, third.stderr[-3000:]
