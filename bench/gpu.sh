@@ -75,7 +75,7 @@ part exactness exactness.json 100 --shape "${EXACT_SHAPE:-llama-3.2-1b}" --lengt
   --dtypes "${EXACT_DTYPES:-bfloat16,float32}"
 part timing timing.md 240 --shapes "$SHAPES" --lengths "${LENGTHS:-4096,2048,1024}" --dtype "${DTYPE:-bfloat16}" \
   --repeats "${REPEATS:-3}"
-part gemma gemma.md 60 --shape "${GEMMA_SHAPE:-gemma-3-1b}" --length "${GEMMA_LENGTH:-4096}" \
+part gemma gemma.md 120 --shape "${GEMMA_SHAPE:-gemma-3-1b}" --length "${GEMMA_LENGTH:-4096}" \
   --dtype "${DTYPE:-bfloat16}" --repeats "${REPEATS:-3}"
 
 [[ -n $SITE ]] && rm -rf "$SITE"
