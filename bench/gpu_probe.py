@@ -20,7 +20,6 @@ Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 import traceback
@@ -30,24 +29,16 @@ from pathlib import Path
 import torch
 
 from workbench import exactness
-from workbench.bench.gpu import random_model
-from workbench.bench.ratios import _time
+from workbench.bench.gpu import _median_ms, random_model
 from workbench.context import context_of_length
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
 
-def _ms(fn, repeats: int = 3) -> float:
-    fn()
-    return 1000 * statistics.median(_time(fn) for _ in range(repeats))
-
-
 def sync_inputs(ctx) -> tuple[list[torch.Tensor], list[int]]:
-    """check_exactness's row sets and an answer every cell leaves at once (its host-sync check's)."""
-    r = ctx.reused_positions
-    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
-    wrong = [(t + 1) % ctx.model.hf.config.vocab_size for t in ctx.generate(ctx.dense, 8).token_ids] or [1]
-    return row_sets, wrong
+    """check_exactness's row sets and the answer its host-sync check decodes against."""
+    dense_ids = ctx.generate(ctx.dense, 8).token_ids
+    return exactness.check_row_sets(ctx), exactness.answer_every_cell_leaves(ctx.model, dense_ids)
 
 
 def sync_traceback(ctx) -> str:
@@ -65,23 +56,21 @@ def sync_traceback(ctx) -> str:
             original("default")
 
 
-def parts(ctx) -> dict:
-    """dense TTFT; greedy ŷ (24 tokens at most) and its steps; forward + backward with ŷ given
+def parts(ctx, y: list[int]) -> dict:
+    """dense TTFT; greedy ŷ (`y`, 24 tokens at most) and its steps; forward + backward with ŷ given
     (all of it, and its first 6 tokens); decision_saliency with ŷ given; BCR's draft."""
     model = ctx.model
-    greedy = ctx.generate(ctx.spliced, 24)
-    y = list(greedy.token_ids)
     row = {"n_tokens": ctx.layout.n_tokens, "answer_tokens": len(y)}
     with torch.inference_mode():
-        row["dense_ttft_ms"] = _ms(lambda: model.hf(input_ids=ctx.layout.ids.to(model.device)[None],
+        row["dense_ttft_ms"] = _median_ms(lambda: model.hf(input_ids=ctx.layout.ids.to(model.device)[None],
                                                      logits_to_keep=1))
-    row["greedy_ms"] = _ms(lambda: ctx.generate(ctx.spliced, 24))
+    row["greedy_ms"] = _median_ms(lambda: ctx.generate(ctx.spliced, 24))
     row["greedy_step_ms"] = row["greedy_ms"] / max(1, len(y))
-    row["fwd_bwd_ms"] = _ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y))
-    row["fwd_bwd_6_ms"] = _ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y[:6]))
-    row["saliency_given_6_ms"] = _ms(lambda: decision_saliency(ctx, answer_ids=y[:6]))
-    row["saliency_ms"] = _ms(lambda: decision_saliency(ctx))
-    row["draft_ms"] = _ms(lambda: draft_attention(ctx))
+    row["fwd_bwd_ms"] = _median_ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y))
+    row["fwd_bwd_6_ms"] = _median_ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y[:6]))
+    row["saliency_given_6_ms"] = _median_ms(lambda: decision_saliency(ctx, answer_ids=y[:6]))
+    row["saliency_ms"] = _median_ms(lambda: decision_saliency(ctx))
+    row["draft_ms"] = _median_ms(lambda: draft_attention(ctx))
     return row
 
 
@@ -124,8 +113,8 @@ def second(emit, cuda: bool) -> None:
     model = random_model(shape, device, torch.bfloat16)
     ctx = context_of_length(model, 4096 if cuda else 600)
     hf = ctx.spliced.to_hf
-    emit(f"- to_hf: {_ms(hf):.3f} ms; generate 4: {_ms(lambda: ctx.generate(ctx.spliced, 4)):.3f} ms; "
-         f"generate 1: {_ms(lambda: ctx.generate(ctx.spliced, 1)):.3f} ms")
+    emit(f"- to_hf: {_median_ms(hf):.3f} ms; generate 4: {_median_ms(lambda: ctx.generate(ctx.spliced, 4)):.3f} ms; "
+         f"generate 1: {_median_ms(lambda: ctx.generate(ctx.spliced, 1)):.3f} ms")
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     with torch.profiler.profile(activities=activities) as prof:
         ctx.generate(ctx.spliced, 4)
@@ -182,12 +171,12 @@ def main(argv=None) -> int:
         ctx = context_of_length(model, length)
         if i == 0 and cuda:
             emit(f"## {shape}: the bf16 sync\n\n```\n{sync_traceback(ctx)}\n```")
-        row = parts(ctx)
+        y = list(ctx.generate(ctx.spliced, 24).token_ids)  # ŷ, decoded once
+        row = parts(ctx, y)
         emit(f"## {shape} at {length} tokens (bf16)\n\n" + "\n".join(f"- {k}: {v:.3f}" if isinstance(v, float)
                                                                     else f"- {k}: {v}" for k, v in row.items()))
         if i == 0:
-            y6 = list(ctx.generate(ctx.spliced, 24).token_ids)[:6]
-            emit(f"## {shape}: profile of decision_saliency, ŷ given (6 tokens)\n\n```\n{profile(ctx, y6)}\n```")
+            emit(f"## {shape}: profile of decision_saliency, ŷ given (6 tokens)\n\n```\n{profile(ctx, y[:6])}\n```")
         del model, ctx
         if cuda:
             torch.cuda.empty_cache()

@@ -100,6 +100,17 @@ def _layer_loop_watched(model, log: HostSyncs, cuda: bool):
             torch.cuda.set_sync_debug_mode("default")
 
 
+def check_row_sets(ctx: Context) -> list[torch.Tensor]:
+    """The reused rows the batched checks repair: empty, scattered, a span, every row, ... [n_i] each."""
+    r = ctx.reused_positions
+    return [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]
+
+
+def answer_every_cell_leaves(model, dense_ids) -> list[int]:
+    """An answer differing from `dense_ids` at every token, so each cell's decode leaves it at once."""
+    return [(t + 1) % model.hf.config.vocab_size for t in dense_ids] or [1]
+
+
 def host_syncs(ctx: Context, row_sets: list[torch.Tensor], reference: list[int], max_new_tokens: int = 8) -> dict:
     """Run the batched repair of `row_sets` and the batched answers of the first three with a
     `reference` every cell leaves at once (so the decode loop runs), recording host syncs inside
@@ -154,15 +165,12 @@ def check_exactness(ctx: Context, max_new_tokens: int = 8) -> dict:
     checks["full_repair"] = {"ok": max(kv.values()) <= tol and (answers["equal"] or answers["near_tie"]),
                              "kv_rel": kv, "tolerance": tol, "answers": answers}
 
-    r = ctx.reused_positions
-    row_sets = [r[:0], r[::3], r[5:40], r, r[::7], r[-1:]]  # empty, scattered, a span, every row, ...
+    row_sets = check_row_sets(ctx)
     cells = run_cells(model, ctx.spliced, [Cell(s, ctx.layout.ids[s]) for s in row_sets])
     worst = [max(_kv_errors(materialize(ctx.spliced, cell), ctx.repair(s)).values()) for s, cell in zip(row_sets, cells)]
     checks["batched_cells"] = {"ok": max(worst) <= tol, "kv_rel_per_cell": worst, "tolerance": tol}
 
-    vocab = model.hf.config.vocab_size
-    wrong = [(t + 1) % vocab for t in dense.token_ids] or [1]  # every cell leaves it at once
-    syncs = host_syncs(ctx, row_sets, wrong, max_new_tokens)
+    syncs = host_syncs(ctx, row_sets, answer_every_cell_leaves(model, dense.token_ids), max_new_tokens)
     checks["host_syncs"] = {"ok": not syncs["calls"] and not syncs["cuda_syncs"] and syncs["decode_steps"] > 0,
                             **syncs}
     return {"ok": all(c["ok"] for c in checks.values()), "dtype": str(dtype).removeprefix("torch."),

@@ -188,7 +188,7 @@ def test_gpu_probe_keeps_the_python_stack_of_a_sync_warning_only():
 
     def raise_two():
         warnings.warn(SYNC_NOTICE)
-        warnings.warn("called a synchronizing CUDA operation")
+        warnings.warn(SYNC_WARNING)
 
     original = warnings.WarningMessage
     warnings.WarningMessage = probe._StackedWarning

@@ -95,7 +95,7 @@ def random_model(shape: str, device: str, dtype: torch.dtype, seed: int = 0) -> 
     return wrap_model(hf, byte_tokenizer(), name=f"random-{shape}")
 
 
-def _median_ms(fn, repeats: int) -> float:
+def _median_ms(fn, repeats: int = 3) -> float:
     fn()  # warm-up
     return 1000 * statistics.median(_time(fn) for _ in range(repeats))
 
