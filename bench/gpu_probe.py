@@ -14,12 +14,22 @@ llama-3.1-8b at 4096 tokens. `--third`: the host-sync check alone on one context
 mode, then twice in "warn" mode. (These found that the first run's bf16 "sync" was the debug
 mode's own once-per-process notice; `exactness.sync_sites` now tells the two apart.)
 
+`--graphs`: the decode step captured as a CUDA graph (`engine.graphs`), per shape (default
+llama-3.2-1b, llama-3.1-8b, gemma-3-1b at 4096 tokens): ŷ over the splice (24 tokens) through
+HF's eager modules, the engine's uncaptured step and its captured one, their tokens and times;
+answer_cells' batched decode with and without the capture; then the timing row of
+`bench/gpu.sh` (CADENCE-Grad's TTFT ÷ dense) with the captured decode. `--ttft`: that timing row
+four times in one process per shape, ŷ decoded through HF's eager modules and through the
+captured step in turn (hf, graphed, hf, graphed), so the two are compared within one process.
+
 Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a rehearsal).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import time
 import traceback
@@ -29,8 +39,13 @@ from pathlib import Path
 import torch
 
 from workbench import exactness
-from workbench.bench.gpu import _median_ms, random_model
+from workbench.bench.gpu import _median_ms, random_model, time_context
 from workbench.context import context_of_length
+from workbench import decode as decode_module
+from workbench.decode import continue_greedy
+from workbench.engine.answers import answer_cells
+from workbench.engine.graphs import GRAPHS_ENV
+from workbench.kv import KVCache
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
@@ -138,6 +153,96 @@ def third(emit, cuda: bool) -> None:
             emit(f"```\n{stack}\n```")
 
 
+DECODES = {"hf": (False, False), "engine": (True, False), "graphed": (True, True)}  # name: (engine, graphs)
+
+
+def _graphs(on: bool) -> None:
+    os.environ[GRAPHS_ENV] = "1" if on else "0"
+
+
+def _contexts(emit, cuda: bool, shapes: list[str], length: int, deadline: float):
+    """(shape, model, context of `length` tokens) per shape, bf16, each freed before the next; a
+    shape is not started after `deadline` (time.monotonic())."""
+    for shape in shapes:
+        if time.monotonic() > deadline:
+            emit(f"- {shape}: not run (deadline)")
+            continue
+        model = random_model(shape, "cuda" if cuda else "cpu", torch.bfloat16)
+        yield shape, model, context_of_length(model, length)
+        del model
+        if cuda:
+            torch.cuda.empty_cache()
+
+
+def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+    """ŷ decoded three ways, answer_cells' decode with and without the capture, and the timing row
+    with the captured decode, per shape (see the module docstring)."""
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
+        with torch.inference_mode():
+            out = model.hf(input_ids=ctx.suffix_ids.to(model.device)[None], cache=ctx.spliced.to_hf(),
+                           use_cache=True, logits_to_keep=1)
+        logits, prefilled = out.logits[0, -1], KVCache.from_hf(out.cache)
+
+        def decode(engine: bool, graphed: bool):
+            _graphs(graphed)
+            return continue_greedy(model, logits, prefilled, 24, engine=engine)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            answers = {name: decode(*how).token_ids for name, how in DECODES.items()}
+        failed = [str(w.message) for w in caught if "could not be captured" in str(w.message)]
+        times = {name: _median_ms(lambda how=how: decode(*how)) for name, how in DECODES.items()}
+        lead = next((i for i, (a, b) in enumerate(zip(answers["hf"], answers["graphed"])) if a != b),
+                    min(len(answers["hf"]), len(answers["graphed"])))
+        emit(f"## {shape} at {ctx.layout.n_tokens} tokens (bf16): ŷ over the splice\n\n"
+             + "\n".join(f"- {name}_ms: {times[name]:.3f} ({times[name] / max(1, len(answers[name])):.3f} a token, "
+                         f"{len(answers[name])} tokens)" for name in DECODES)
+             + f"\n- graphed = engine: {answers['graphed'] == answers['engine']}; graphed = hf for the first {lead} "
+               f"of {len(answers['hf'])} tokens\n- capture failed: {failed or 'no'}")
+        row_sets = exactness.check_row_sets(ctx)
+        leave = exactness.answer_every_cell_leaves(model, ctx.generate(ctx.dense, 8).token_ids)
+
+        def cells(graphed: bool):
+            _graphs(graphed)
+            return answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, leave, 24)
+
+        same = [a.answer == b.answer for a, b in zip(cells(True), cells(False))]
+        emit(f"- answer_cells, {len(row_sets)} cells decoding on: captured {_median_ms(lambda: cells(True)):.3f} ms, "
+             f"uncaptured {_median_ms(lambda: cells(False)):.3f} ms; the same answers: {sum(same)} of {len(same)}")
+        _graphs(True)
+        if time.monotonic() < deadline:
+            row = time_context(model, ctx, repeats=3, diagnosis=False)
+            emit(f"- timing row with the captured decode: " + ", ".join(
+                f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+        del prefilled, out
+
+
+@contextlib.contextmanager
+def hf_decode():
+    """Every greedy answer decoded through HF's eager modules, as before the captured step."""
+    original = decode_module.continue_greedy
+    decode_module.continue_greedy = lambda *args, **kwargs: original(*args, **{**kwargs, "engine": False})
+    try:
+        yield
+    finally:
+        decode_module.continue_greedy = original
+
+
+TTFT_KEYS = ("dense_ttft_ms", "cadence_grad_ms", "cadence_ttft_ms", "cadence_ttft_vs_dense", "draft_ms",
+             "bcr_ttft_ms", "bcr_ttft_vs_dense", "repair_0.2_ms")
+
+
+def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+    """The timing row per shape, ŷ through HF and through the captured step in turn (module docstring)."""
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
+        emit(f"## {shape} at {ctx.layout.n_tokens} tokens (bf16): ŷ through HF, then captured, twice\n\n"
+             f"| decode | {' | '.join(TTFT_KEYS)} |\n|---|{'---|' * len(TTFT_KEYS)}")
+        for how in ("hf", "graphed", "hf", "graphed"):
+            with hf_decode() if how == "hf" else contextlib.nullcontext():
+                row = time_context(model, ctx, repeats=3, diagnosis=False)
+            emit(f"| {how} | " + " | ".join(f"{row[k]:.3f}" for k in TTFT_KEYS) + " |")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
@@ -146,6 +251,8 @@ def main(argv=None) -> int:
     p.add_argument("--deadline-s", type=float, default=200.0)
     p.add_argument("--second", action="store_true")
     p.add_argument("--third", action="store_true")
+    p.add_argument("--graphs", action="store_true")
+    p.add_argument("--ttft", action="store_true")
     a = p.parse_args(argv)
     cuda = torch.cuda.is_available()
     device, shapes = ("cuda", a.shapes or "llama-3.2-1b,llama-3.1-8b") if cuda else ("cpu", a.shapes or "tiny")
@@ -159,6 +266,11 @@ def main(argv=None) -> int:
         lines.append(text)
         report.write_text("\n".join(lines) + "\n")
 
+    if a.graphs or a.ttft:
+        (graphs if a.graphs else ttft)(emit, cuda, (a.shapes or ("llama-3.2-1b,llama-3.1-8b,gemma-3-1b" if cuda else "tiny,tiny-gemma3"))
+               .split(","), length, start + a.deadline_s)
+        emit(f"done in {time.monotonic() - start:.0f} s")
+        return 0
     if a.second or a.third:
         (second if a.second else third)(emit, cuda)
         emit(f"done in {time.monotonic() - start:.0f} s")

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from workbench.batching import pack_sizes
+from workbench.engine.answers import continue_answer
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy, stop_token_ids
 from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
@@ -36,7 +37,8 @@ class TeacherForced:
 @torch.inference_mode()
 def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                   max_new_tokens: int = 24, stop_at_newline: bool = True) -> Answer:
-    """Prefill `suffix_ids` ([pos]) over `cache`, then decode greedily until end of turn."""
+    """Prefill `suffix_ids` ([pos]) over `cache`, then decode greedily until end of turn
+    (`continue_greedy`: on CUDA through the engine's captured step)."""
     out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
                    logits_to_keep=1)  # only the last position's logits are read
     return continue_greedy(model, out.logits[0, -1], out.cache, max_new_tokens, stop_at_newline)
@@ -44,10 +46,19 @@ def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
 
 @torch.inference_mode()
 def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tokens: int = 24,
-                    stop_at_newline: bool = True) -> Answer:
+                    stop_at_newline: bool = True, engine: bool | None = None) -> Answer:
     """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) and
-    its HF `cache`, which the decoding extends."""
+    its cache (an HF cache, which HF's decoding extends, or a `KVCache`, never changed).
+
+    `engine`: decode through the engine's `Decoder` (`engine.answers.continue_answer`), whose steps
+    are captured once as a CUDA graph and replayed; default on CUDA, where HF's eager step is
+    bound by the host's kernel launches. Otherwise HF's modules step by step. The two give the
+    same tokens up to float rounding (tests/unit/test_graphs.py)."""
     rule = StopRule.of(model, max_new_tokens, stop_at_newline)
+    if engine if engine is not None else model.device.type == "cuda":
+        prefilled = cache if isinstance(cache, KVCache) else KVCache.from_hf(cache)
+        return rule.answer(continue_answer(model, prefilled, logits, rule))
+    cache = cache.to_hf() if isinstance(cache, KVCache) else cache
     walk = Walk()
     if max_new_tokens < 1:
         return rule.answer(walk)

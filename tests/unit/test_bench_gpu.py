@@ -180,6 +180,26 @@ def test_gpu_probe_rehearsal_times_each_part_of_cadence_grad_and_reruns_the_sync
     assert text.count("'cuda_syncs': []") == 2 and "warn mode, call 2" in text
 
 
+def test_gpu_probe_graphs_rehearsal_decodes_three_ways_and_times_the_row(tmp_path):
+    """`--graphs` on CPU (tiny Llama and Gemma 3 shapes): HF's decode, the engine's and the static
+    step give one answer; answer_cells gives the same answers both ways; the timing row follows.
+    `--ttft`: the timing row four times, ŷ through HF and the engine in turn."""
+    done = run_probe(tmp_path / "graphs", "--graphs")
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "graphs" / "probe.md").read_text()
+    for shape in ("tiny", "tiny-gemma3"):
+        section = text.split(f"## {shape} at ")[1].split("## ")[0]
+        for name in ("hf", "engine", "graphed"):
+            assert float(re.search(rf"^- {name}_ms: ([\d.]+) ", section, re.M)[1]) > 0, (shape, name)
+        assert "graphed = engine: True" in section and "capture failed: no" in section
+        assert re.search(r"the same answers: (\d+) of \1$", section, re.M), section
+        assert "cadence_ttft_vs_dense" in section
+    ttft = run_probe(tmp_path / "ttft", "--ttft", "--shapes", "tiny")
+    assert ttft.returncode == 0, ttft.stderr[-3000:]
+    rows = re.findall(r"^\| (hf|graphed) \| ([\d.]+) \|", (tmp_path / "ttft" / "probe.md").read_text(), re.M)
+    assert [how for how, _ in rows] == ["hf", "graphed", "hf", "graphed"] and all(float(v) > 0 for _, v in rows)
+
+
 def test_gpu_probe_keeps_the_python_stack_of_a_sync_warning_only():
     spec = importlib.util.spec_from_file_location("gpu_probe", ROOT / "bench" / "gpu_probe.py")
     probe = importlib.util.module_from_spec(spec)

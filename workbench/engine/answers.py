@@ -24,6 +24,7 @@ import torch
 from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
 from workbench.engine.cells import Cell, CellRows, run_cells
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy
+from workbench.engine.graphs import StaticStep, graphs_wanted
 from workbench.engine.hooks import Hooks
 from workbench.engine.masks import check_context, check_positions
 from workbench.engine.steps import Decoder
@@ -126,14 +127,44 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
         decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                                              known[c].positions, known[c].keys, known[c].values) for c in cells],
                           rule.max_new_tokens, hooks, cells)
-        alive = list(cells)
+        decode_greedy(rule, [walks[c] for c in cells], _advance(model, decoder, [walks[c] for c in cells], first, hooks))
 
-        def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-            nonlocal alive
-            if len(keep) < len(alive):
+
+@torch.inference_mode()
+def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor, rule: StopRule) -> Walk:
+    """Greedy decoding on from a prefill that already ran, one row a step through the engine (its
+    steps captured as a CUDA graph on CUDA: `engine.graphs`): the prefill's last position's
+    `logits` ([vocab]) over `prefilled` (context and suffix, [layer, kv_head, pos, d_head])."""
+    walk = Walk()
+    if rule.max_new_tokens < 1:
+        return walk
+    none = torch.zeros(0, dtype=torch.long)
+    empty = prefilled.keys.new_zeros(prefilled.n_layers, prefilled.keys.shape[1], 0, prefilled.keys.shape[3])
+    decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens)
+    decode_greedy(rule, [walk], _advance(model, decoder, [walk], prefilled.n_positions, None), logits[None])
+    return walk
+
+
+def _advance(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int, hooks: Hooks | None):
+    """The `advance` of `decode_greedy` for `walks` on `decoder`, whose cells are theirs in order.
+    Eager steps drop the cells whose answers ended; a static step (`engine.graphs`, on CUDA) keeps
+    every cell and reads the logits of those still decoding."""
+    static = graphs_wanted(model, hooks)
+    alive = list(range(len(walks)))
+    if static:
+        step = StaticStep(decoder, capture=model.device.type == "cuda")
+        tokens_of = torch.zeros(len(walks), dtype=torch.long)  # [cell] an ended cell repeats its last token
+
+    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
+        nonlocal alive
+        if len(keep) < len(alive):
+            if not static:
                 decoder.keep(keep)
-                alive = [alive[i] for i in keep]
-            positions = torch.tensor([first + len(walks[c].generated) - 1 for c in alive])
-            return model.adapter.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [cell, vocab]
-
-        decode_greedy(rule, [walks[c] for c in cells], advance)
+            alive = [alive[i] for i in keep]
+        positions = [first + len(walks[c].generated) - 1 for c in (alive if not static else range(len(walks)))]
+        if not static:
+            return model.adapter.logits(decoder.step(torch.tensor(positions), torch.tensor(tokens))).float()
+        tokens_of[alive] = torch.tensor(tokens)
+        logits = step(torch.tensor(positions), tokens_of)  # [cell, vocab]
+        return logits if len(alive) == len(walks) else logits[torch.tensor(alive, device=logits.device)]
+    return advance

@@ -78,5 +78,5 @@ class Decoder:
         self.keys[:, cells, :, slot] = torch.stack(new_k, dim=1).to(self.keys.dtype)
         self.values[:, cells, :, slot] = torch.stack(new_v, dim=1).to(self.values.dtype)
         self.kpos[cells, slot] = pos
-        self.length = self.length + 1
+        self.length += 1  # in place: a captured step (`engine.graphs`) replays this too
         return h

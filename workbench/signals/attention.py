@@ -74,7 +74,7 @@ class SuffixPass:
     def answer(self, model: LoadedModel, max_new_tokens: int = 24) -> Answer:
         """The greedy answer over the input cache, as `decode.greedy_answer` gives it, decoded on
         from the end of the suffix."""
-        return continue_greedy(model, self.last_logits, self.prefilled.to_hf(), max_new_tokens)
+        return continue_greedy(model, self.last_logits, self.prefilled, max_new_tokens)
 
 
 def draft_attention(ctx: Context, cache: KVCache | None = None, k: int = 2) -> AttentionScores:
