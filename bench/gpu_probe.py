@@ -21,6 +21,8 @@ answer_cells' batched decode with and without the capture; then the timing row o
 `bench/gpu.sh` (CADENCE-Grad's TTFT ÷ dense) with the captured decode. `--ttft`: that timing row
 four times in one process per shape, ŷ decoded through HF's eager modules and through the
 captured step in turn (hf, graphed, hf, graphed), so the two are compared within one process.
+`--diagnosis`: a whole Diagnosis (the timing row's: default selectors, four budgets) per shape,
+with the capture off and on in turn, twice, in one process, and whether their answers agree.
 
 Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a rehearsal).
 """
@@ -40,6 +42,9 @@ import torch
 
 from workbench import exactness
 from workbench.bench.gpu import _median_ms, random_model, time_context
+from workbench.bench.ratios import _time
+from workbench.diagnosis import DiagnoseConfig, diagnose
+from workbench.selectors import default_selectors
 from workbench.context import context_of_length
 from workbench import decode as decode_module
 from workbench.decode import continue_greedy
@@ -243,6 +248,24 @@ def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> N
             emit(f"| {how} | " + " | ".join(f"{row[k]:.3f}" for k in TTFT_KEYS) + " |")
 
 
+def diagnoses(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+    """A whole Diagnosis per shape, the capture off then on (module docstring)."""
+    config = DiagnoseConfig(selectors=default_selectors(), budgets=(0.1, 0.2, 0.3, 0.5), attribution=False)
+    warm_up = DiagnoseConfig(selectors=default_selectors()[:2], budgets=(0.1,), attribution=False)
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
+        diagnose(model, ctx.example, warm_up, progress=False)  # first calls' lazy set-up, out of the timing
+        seconds, answers = {False: [], True: []}, {}
+        for on in (False, True, False, True):
+            _graphs(on)
+            done = []
+            seconds[on].append(_time(lambda: done.append(diagnose(model, ctx.example, config, progress=False))))
+            answers[on] = done[0].outcomes["answer"].tolist()
+        same = sum(a == b for a, b in zip(answers[False], answers[True]))
+        emit(f"- {shape} at {ctx.layout.n_tokens} tokens: a whole Diagnosis, uncaptured "
+             f"{', '.join(f'{t:.1f}' for t in seconds[False])} s, captured {', '.join(f'{t:.1f}' for t in seconds[True])}"
+             f" s (in turn); the same answer in {same} of {len(answers[True])} outcomes")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("out", type=Path)
@@ -253,6 +276,7 @@ def main(argv=None) -> int:
     p.add_argument("--third", action="store_true")
     p.add_argument("--graphs", action="store_true")
     p.add_argument("--ttft", action="store_true")
+    p.add_argument("--diagnosis", action="store_true")
     a = p.parse_args(argv)
     cuda = torch.cuda.is_available()
     device, shapes = ("cuda", a.shapes or "llama-3.2-1b,llama-3.1-8b") if cuda else ("cpu", a.shapes or "tiny")
@@ -266,8 +290,8 @@ def main(argv=None) -> int:
         lines.append(text)
         report.write_text("\n".join(lines) + "\n")
 
-    if a.graphs or a.ttft:
-        (graphs if a.graphs else ttft)(emit, cuda, (a.shapes or ("llama-3.2-1b,llama-3.1-8b,gemma-3-1b" if cuda else "tiny,tiny-gemma3"))
+    if a.graphs or a.ttft or a.diagnosis:
+        (graphs if a.graphs else ttft if a.ttft else diagnoses)(emit, cuda, (a.shapes or ("llama-3.2-1b,llama-3.1-8b,gemma-3-1b" if cuda else "tiny,tiny-gemma3"))
                .split(","), length, start + a.deadline_s)
         emit(f"done in {time.monotonic() - start:.0f} s")
         return 0

@@ -180,10 +180,12 @@ def test_gpu_probe_rehearsal_times_each_part_of_cadence_grad_and_reruns_the_sync
     assert text.count("'cuda_syncs': []") == 2 and "warn mode, call 2" in text
 
 
+@pytest.mark.slow
 def test_gpu_probe_graphs_rehearsal_decodes_three_ways_and_times_the_row(tmp_path):
     """`--graphs` on CPU (tiny Llama and Gemma 3 shapes): HF's decode, the engine's and the static
     step give one answer; answer_cells gives the same answers both ways; the timing row follows.
-    `--ttft`: the timing row four times, ŷ through HF and the engine in turn."""
+    `--ttft`: the timing row four times, ŷ through HF and the engine in turn; `--diagnosis`: a whole
+    Diagnosis four times, the static step off and on in turn, with the same answers."""
     done = run_probe(tmp_path / "graphs", "--graphs")
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "graphs" / "probe.md").read_text()
@@ -198,6 +200,11 @@ def test_gpu_probe_graphs_rehearsal_decodes_three_ways_and_times_the_row(tmp_pat
     assert ttft.returncode == 0, ttft.stderr[-3000:]
     rows = re.findall(r"^\| (hf|graphed) \| ([\d.]+) \|", (tmp_path / "ttft" / "probe.md").read_text(), re.M)
     assert [how for how, _ in rows] == ["hf", "graphed", "hf", "graphed"] and all(float(v) > 0 for _, v in rows)
+    whole = run_probe(tmp_path / "diagnosis", "--diagnosis", "--shapes", "tiny")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    line = re.search(r"uncaptured ([\d.]+), ([\d.]+) s, captured ([\d.]+), ([\d.]+) s \(in turn\); the same answer in "
+                     r"(\d+) of (\d+) outcomes", (tmp_path / "diagnosis" / "probe.md").read_text())
+    assert line and all(float(t) > 0 for t in line.groups()[:4]) and line[5] == line[6], line
 
 
 def test_gpu_probe_keeps_the_python_stack_of_a_sync_warning_only():
