@@ -40,17 +40,18 @@ from pathlib import Path
 
 import torch
 
+from workbench import decode as decode_module
 from workbench import exactness
 from workbench.bench.gpu import _median_ms, random_model, time_context
 from workbench.bench.ratios import _time
-from workbench.diagnosis import DiagnoseConfig, diagnose
-from workbench.selectors import default_selectors
 from workbench.context import context_of_length
-from workbench import decode as decode_module
 from workbench.decode import continue_greedy
+from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.engine.answers import answer_cells
 from workbench.engine.graphs import GRAPHS_ENV
 from workbench.kv import KVCache
+from workbench.selectors import default_selectors
+from workbench.signals import attention as attention_module
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
@@ -217,20 +218,22 @@ def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float) ->
         _graphs(True)
         if time.monotonic() < deadline:
             row = time_context(model, ctx, repeats=3, diagnosis=False)
-            emit(f"- timing row with the captured decode: " + ", ".join(
+            emit("- timing row with the captured decode: " + ", ".join(
                 f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
         del prefilled, out
 
 
 @contextlib.contextmanager
 def hf_decode():
-    """Every greedy answer decoded through HF's eager modules, as before the captured step."""
+    """Every answer `continue_greedy` decodes (`greedy_answer`'s and the suffix record's) through
+    HF's eager modules, as before the captured step."""
     original = decode_module.continue_greedy
-    decode_module.continue_greedy = lambda *args, **kwargs: original(*args, **{**kwargs, "engine": False})
+    hf = lambda *args, **kwargs: original(*args, **{**kwargs, "engine": False})  # noqa: E731
+    decode_module.continue_greedy = attention_module.continue_greedy = hf
     try:
         yield
     finally:
-        decode_module.continue_greedy = original
+        decode_module.continue_greedy = attention_module.continue_greedy = original
 
 
 TTFT_KEYS = ("dense_ttft_ms", "cadence_grad_ms", "cadence_ttft_ms", "cadence_ttft_vs_dense", "draft_ms",

@@ -1,10 +1,12 @@
 """Answering from a cache: greedy decoding (one cache or a batch) and teacher forcing.
 
 Each prefills the receiver's suffix (question, generation prompt, answer lead-in) over the
-handed-off cache through the HF model, then decodes. The cache passed in is never changed:
-it is wrapped in a fresh DynamicCache that grows by concatenation. The greedy loop and its
-stopping rule are the engine's (`engine.decode`): an end-of-turn token (not kept), a newline in
-the answer, or `max_new_tokens`.
+handed-off cache through the HF model, then decodes: through HF's modules, except that a single
+cache's answer on CUDA (`greedy_answer`, `continue_greedy`) steps through the engine's
+`Decoder`, whose step is captured as a CUDA graph (`engine.graphs`). The cache passed in is
+never changed: it is wrapped in a fresh DynamicCache that grows by concatenation. The greedy
+loop and its stopping rule are the engine's (`engine.decode`): an end-of-turn token (not kept),
+a newline in the answer, or `max_new_tokens`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch.nn.functional as F
 from workbench.batching import pack_sizes
 from workbench.engine.answers import continue_answer
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy, stop_token_ids
+from workbench.engine.graphs import graphs_wanted
 from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 
@@ -51,11 +54,13 @@ def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tok
     its cache (an HF cache, which HF's decoding extends, or a `KVCache`, never changed).
 
     `engine`: decode through the engine's `Decoder` (`engine.answers.continue_answer`), whose steps
-    are captured once as a CUDA graph and replayed; default on CUDA, where HF's eager step is
-    bound by the host's kernel launches. Otherwise HF's modules step by step. The two give the
+    are captured once as a CUDA graph and replayed; the default where the capture is wanted
+    (`engine.graphs.graphs_wanted`: on CUDA, unless KVWB_CUDA_GRAPHS=0), since HF's eager step is
+    bound by the host's kernel launches there. Otherwise HF's modules step by step. The two give the
     same tokens up to float rounding (tests/unit/test_graphs.py)."""
     rule = StopRule.of(model, max_new_tokens, stop_at_newline)
-    if engine if engine is not None else model.device.type == "cuda":
+    use_engine = graphs_wanted(model, None) if engine is None else engine
+    if use_engine:
         prefilled = cache if isinstance(cache, KVCache) else KVCache.from_hf(cache)
         return rule.answer(continue_answer(model, prefilled, logits, rule))
     cache = cache.to_hf() if isinstance(cache, KVCache) else cache

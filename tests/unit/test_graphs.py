@@ -68,6 +68,7 @@ def test_a_static_step_that_keeps_every_cell_equals_the_eager_one_that_drops_the
     last token, and the cells still decoding get the eager decoder's logits."""
     model, ctx = setup
     eager, static = _decoder(model, ctx), StaticStep(_decoder(model, ctx), capture=False)
+    buffers = {name: getattr(static.decoder, name).data_ptr() for name in ("keys", "values", "kpos", "length")}
     first = ctx.spliced.n_positions + len(ctx.suffix_ids)
     ends, alive = [2, 5, MAX_NEW], [0, 1, 2]
     tokens = torch.tensor([65, 66, 67])
@@ -84,6 +85,8 @@ def test_a_static_step_that_keeps_every_cell_equals_the_eager_one_that_drops_the
         tokens = got.argmax(-1).where(torch.tensor([ends[c] > step + 1 for c in range(3)]), tokens)
     assert static.calls == MAX_NEW and static.graph is None and static.replays == 0  # never captured on a CPU
     assert int(static.decoder.length.max()) <= static.decoder.keys.shape[3]  # within the buffers
+    # a captured step reads and writes fixed addresses: no step may rebind the decoder's state
+    assert {name: getattr(static.decoder, name).data_ptr() for name in buffers} == buffers
 
 
 def test_answer_cells_with_the_static_step_gives_the_same_answers(setup, monkeypatch):
@@ -99,6 +102,58 @@ def test_answer_cells_with_the_static_step_gives_the_same_answers(setup, monkeyp
     got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, wrong, MAX_NEW)
     assert [c.answer for c in got] == [c.answer for c in want]
     assert [c.decode_steps for c in got] == [c.decode_steps for c in want]
+
+
+def test_cells_that_end_at_different_steps_get_the_same_answers_from_the_static_step(setup):
+    """Walks that come to the decode with 4, 7 and 1 tokens reach the 10-token cap at different
+    steps: the static step keeps stepping the ended ones and returns only the others' logits, and
+    every walk gets the eager decoder's tokens (which drops ended cells)."""
+    from workbench.engine.answers import _static_stepper, _stepper
+    from workbench.engine.decode import StopRule, Walk, decode_greedy
+
+    model, ctx = setup
+    rule = StopRule(model.tokenizer, frozenset(), max_new_tokens=10, stop_at_newline=False)
+    first = ctx.spliced.n_positions + len(ctx.suffix_ids)
+    answers = []
+    for stepper in (_stepper, _static_stepper):
+        walks = [Walk(generated=[65 + i for i in range(n)]) for n in (4, 7, 1)]
+        args = (model, _decoder(model, ctx), walks, first) + ((None,) if stepper is _stepper else ())
+        decode_greedy(rule, walks, stepper(*args))
+        answers.append([(w.generated, w.steps) for w in walks])
+    assert answers[1] == answers[0]
+    assert [steps for _, steps in answers[0]] == [6, 3, 9]  # the premise: they end apart, the middle one first
+
+
+def test_a_capture_that_fails_warns_once_decodes_eagerly_and_is_not_tried_again(setup, monkeypatch):
+    """The capture is faked to fail as a syncing kernel makes it fail on CUDA (here, on a CPU, the
+    graph API is stubbed): the step's answers are the eager ones, and the process stops asking."""
+    import contextlib
+
+    from workbench.engine import graphs
+
+    model, ctx = setup
+    monkeypatch.setattr(graphs, "_capture_failed", [])
+    monkeypatch.setattr(StaticStep, "_warm_up", StaticStep._run)
+
+    @contextlib.contextmanager
+    def failing_graph(graph, stream=None):  # nothing runs while capturing: fail before the body
+        raise RuntimeError("operation not permitted when stream is capturing")
+        yield
+
+    for name, stub in (("device", lambda device: contextlib.nullcontext()), ("Stream", lambda: None),
+                       ("stream", lambda stream: contextlib.nullcontext()), ("CUDAGraph", lambda: object()),
+                       ("graph", failing_graph)):
+        monkeypatch.setattr(torch.cuda, name, stub)
+    eager, failing = _decoder(model, ctx), StaticStep(_decoder(model, ctx), capture=True)
+    first = ctx.spliced.n_positions + len(ctx.suffix_ids)
+    tokens = torch.tensor([65, 66, 67])
+    with pytest.warns(RuntimeWarning, match="could not be captured.*operation not permitted") as caught:
+        for step in range(4):
+            want = model.adapter.logits(eager.step(torch.full((3,), first + step), tokens)).float()
+            torch.testing.assert_close(failing(torch.full((3,), first + step), tokens), want, atol=1e-5, rtol=1e-4)
+            tokens = want.argmax(-1)
+    assert len(caught) == 1 and failing.graph is None and failing.replays == 0
+    assert graphs._capture_failed and not graphs_wanted(type("Gpu", (), {"device": torch.device("cuda")}), None)
 
 
 def test_graphs_are_wanted_on_cuda_only_without_hooks_unless_turned_off(monkeypatch):

@@ -23,7 +23,7 @@ import torch
 
 from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
 from workbench.engine.cells import Cell, CellRows, run_cells
-from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy
+from workbench.engine.decode import Advance, Answer, StopRule, Walk, decode_greedy
 from workbench.engine.graphs import StaticStep, graphs_wanted
 from workbench.engine.hooks import Hooks
 from workbench.engine.masks import check_context, check_positions
@@ -127,7 +127,7 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
         decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
                                              known[c].positions, known[c].keys, known[c].values) for c in cells],
                           rule.max_new_tokens, hooks, cells)
-        decode_greedy(rule, [walks[c] for c in cells], _advance(model, decoder, [walks[c] for c in cells], first, hooks))
+        decode_greedy(rule, [walks[c] for c in cells], _stepper(model, decoder, [walks[c] for c in cells], first, hooks))
 
 
 @torch.inference_mode()
@@ -141,30 +141,40 @@ def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor
     none = torch.zeros(0, dtype=torch.long)
     empty = prefilled.keys.new_zeros(prefilled.n_layers, prefilled.keys.shape[1], 0, prefilled.keys.shape[3])
     decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens)
-    decode_greedy(rule, [walk], _advance(model, decoder, [walk], prefilled.n_positions, None), logits[None])
+    decode_greedy(rule, [walk], _stepper(model, decoder, [walk], prefilled.n_positions, None), logits[None])
     return walk
 
 
-def _advance(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int, hooks: Hooks | None):
-    """The `advance` of `decode_greedy` for `walks` on `decoder`, whose cells are theirs in order.
-    Eager steps drop the cells whose answers ended; a static step (`engine.graphs`, on CUDA) keeps
-    every cell and reads the logits of those still decoding."""
-    static = graphs_wanted(model, hooks)
+def _stepper(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int, hooks: Hooks | None) -> Advance:
+    """The `advance` of `decode_greedy` for `walks` on `decoder`, whose cells are theirs in order;
+    `first` is the position of an answer's first token. On CUDA without hooks a static step
+    (`engine.graphs`) keeps every cell; otherwise ended cells leave the decoder."""
+    if graphs_wanted(model, hooks):
+        return _static_stepper(model, decoder, walks, first)
     alive = list(range(len(walks)))
-    if static:
-        step = StaticStep(decoder, capture=model.device.type == "cuda")
-        tokens_of = torch.zeros(len(walks), dtype=torch.long)  # [cell] an ended cell repeats its last token
 
     def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
         nonlocal alive
         if len(keep) < len(alive):
-            if not static:
-                decoder.keep(keep)
+            decoder.keep(keep)
             alive = [alive[i] for i in keep]
-        positions = [first + len(walks[c].generated) - 1 for c in (alive if not static else range(len(walks)))]
-        if not static:
-            return model.adapter.logits(decoder.step(torch.tensor(positions), torch.tensor(tokens))).float()
+        positions = torch.tensor([first + len(walks[c].generated) - 1 for c in alive])  # [alive]
+        return model.adapter.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [alive, vocab]
+    return advance
+
+
+def _static_stepper(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int) -> Advance:
+    """`_stepper` through a `StaticStep`: every cell steps every time (an ended one on its last
+    token, at its last position) and the logits of the cells still decoding are returned."""
+    step = StaticStep(decoder, capture=model.device.type == "cuda")
+    tokens_of = torch.zeros(len(walks), dtype=torch.long)  # [cell] each cell's last token fed
+    alive = list(range(len(walks)))
+
+    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
+        nonlocal alive
+        alive = [alive[i] for i in keep]
         tokens_of[alive] = torch.tensor(tokens)
-        logits = step(torch.tensor(positions), tokens_of)  # [cell, vocab]
+        positions = torch.tensor([first + len(walk.generated) - 1 for walk in walks])  # [cell]
+        logits = step(positions, tokens_of)  # [cell, vocab]
         return logits if len(alive) == len(walks) else logits[torch.tensor(alive, device=logits.device)]
     return advance

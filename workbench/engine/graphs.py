@@ -15,8 +15,9 @@ the graph's input buffers and replays it.
 The step never drops a cell (`Decoder.keep` would change the shapes): a cell whose answer has
 ended keeps stepping on its last token and its logits are not read. The first call runs eagerly
 on a side stream (the warm-up the capture needs, and a real step); the second captures and then
-replays. `capture=False` runs the same protocol eagerly (how the tests check it on a CPU). If the
-capture fails, the step says why once and goes on eagerly: answers are the same either way.
+replays. `capture=False` runs the same protocol eagerly (how the tests check it on a CPU). If a
+capture fails (a kernel that reads a value back to the host, as a dynamic RoPE does), the step
+warns once, decodes eagerly, and no later step in the process tries again.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ import torch
 from workbench.engine.steps import Decoder
 
 GRAPHS_ENV = "KVWB_CUDA_GRAPHS"  # "0" turns the captured decode off (to time or check against it)
+_capture_failed: list[str] = []  # why the first failed capture failed; no later step tries again
 
 
 def graphs_wanted(model, hooks) -> bool:
     """Whether decode steps on `model` are captured: on CUDA, without hooks (a hook is Python that
-    runs at every step), unless KVWB_CUDA_GRAPHS=0."""
-    return model.device.type == "cuda" and not hooks and os.environ.get(GRAPHS_ENV, "1") != "0"
+    runs at every step), unless KVWB_CUDA_GRAPHS=0 or a capture has failed in this process."""
+    return (model.device.type == "cuda" and not hooks and os.environ.get(GRAPHS_ENV, "1") != "0"
+            and not _capture_failed)
 
 
 class StaticStep:
@@ -43,9 +46,9 @@ class StaticStep:
 
     def __init__(self, decoder: Decoder, capture: bool):
         n_cells, device = decoder.length.numel(), decoder.length.device
-        self.decoder, self.capture = decoder, capture
+        self.decoder, self.capture, self.device = decoder, capture, device
         self.positions = torch.zeros(n_cells, dtype=torch.long, device=device)  # [cell] the graph's inputs
-        self.ids = torch.zeros(n_cells, dtype=torch.long, device=device)
+        self.ids = torch.zeros(n_cells, dtype=torch.long, device=device)  # [cell]
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None  # [cell, vocab] the graph's output
         self.calls = 0
@@ -73,22 +76,31 @@ class StaticStep:
 
     def _warm_up(self) -> torch.Tensor:
         """The first step, run on a side stream as torch's graph capture asks."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            logits = self._run()
-        torch.cuda.current_stream().wait_stream(stream)
+        with torch.cuda.device(self.device):
+            current, side = torch.cuda.current_stream(), torch.cuda.Stream()
+            side.wait_stream(current)
+            with torch.cuda.stream(side):
+                logits = self._run()
+            current.wait_stream(side)
+            logits.record_stream(current)  # made on the side stream, read on this one
         return logits
 
     def _record(self) -> None:
-        """Capture the step (nothing runs while capturing; the caller replays it at once)."""
-        graph = torch.cuda.CUDAGraph()
-        try:
-            with torch.cuda.graph(graph):
-                self.logits = self._run()
-        except RuntimeError as err:  # a kernel that syncs or allocates on the host: stay eager
-            warnings.warn(f"the decode step could not be captured as a CUDA graph; decoding eagerly ({err})",
-                          RuntimeWarning, stacklevel=3)
-            self.logits = None
+        """Capture the step (nothing runs while capturing; the caller replays it at once). The
+        capture runs on a stream of its own inside an outer stream context, so that even a capture
+        that fails leaves the caller's stream current."""
+        if _capture_failed:
             return
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.Stream()
+            try:
+                with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+                    self.logits = self._run()
+            except RuntimeError as err:
+                _capture_failed.append(str(err).splitlines()[0] if str(err) else type(err).__name__)
+                warnings.warn(f"the decode step could not be captured as a CUDA graph; decoding eagerly from now on "
+                              f"in this process ({_capture_failed[0]})", RuntimeWarning, stacklevel=3)
+                self.logits = None
+                return
         self.graph = graph
