@@ -23,6 +23,7 @@ four times in one process per shape, ŷ decoded through HF's eager modules and t
 captured step in turn (hf, graphed, hf, graphed), so the two are compared within one process.
 `--diagnosis`: a whole Diagnosis (the timing row's: default selectors, four budgets) per shape,
 with the capture off and on in turn, twice, in one process, and whether their answers agree.
+These three take `--dtype` (default bfloat16).
 
 Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a rehearsal).
 """
@@ -166,24 +167,24 @@ def _graphs(on: bool) -> None:
     os.environ[GRAPHS_ENV] = "1" if on else "0"
 
 
-def _contexts(emit, cuda: bool, shapes: list[str], length: int, deadline: float):
-    """(shape, model, context of `length` tokens) per shape, bf16, each freed before the next; a
-    shape is not started after `deadline` (time.monotonic())."""
+def _contexts(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtype: torch.dtype):
+    """(shape, model, context of `length` tokens) per shape in `dtype`, each freed before the next;
+    a shape is not started after `deadline` (time.monotonic())."""
     for shape in shapes:
         if time.monotonic() > deadline:
             emit(f"- {shape}: not run (deadline)")
             continue
-        model = random_model(shape, "cuda" if cuda else "cpu", torch.bfloat16)
+        model = random_model(shape, "cuda" if cuda else "cpu", dtype)
         yield shape, model, context_of_length(model, length)
         del model
         if cuda:
             torch.cuda.empty_cache()
 
 
-def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtype: torch.dtype) -> None:
     """ŷ decoded three ways, answer_cells' decode with and without the capture, and the timing row
     with the captured decode, per shape (see the module docstring)."""
-    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline, dtype):
         with torch.inference_mode():
             out = model.hf(input_ids=ctx.suffix_ids.to(model.device)[None], cache=ctx.spliced.to_hf(),
                            use_cache=True, logits_to_keep=1)
@@ -200,7 +201,7 @@ def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float) ->
         times = {name: _median_ms(lambda how=how: decode(*how)) for name, how in DECODES.items()}
         lead = next((i for i, (a, b) in enumerate(zip(answers["hf"], answers["graphed"])) if a != b),
                     min(len(answers["hf"]), len(answers["graphed"])))
-        emit(f"## {shape} at {ctx.layout.n_tokens} tokens (bf16): ŷ over the splice\n\n"
+        emit(f"## {shape} at {ctx.layout.n_tokens} tokens ({str(model.dtype).removeprefix('torch.')}): ŷ over the splice\n\n"
              + "\n".join(f"- {name}_ms: {times[name]:.3f} ({times[name] / max(1, len(answers[name])):.3f} a token, "
                          f"{len(answers[name])} tokens)" for name in DECODES)
              + f"\n- graphed = engine: {answers['graphed'] == answers['engine']}; graphed = hf for the first {lead} "
@@ -240,10 +241,10 @@ TTFT_KEYS = ("dense_ttft_ms", "cadence_grad_ms", "cadence_ttft_ms", "cadence_ttf
              "bcr_ttft_ms", "bcr_ttft_vs_dense", "repair_0.2_ms")
 
 
-def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtype: torch.dtype) -> None:
     """The timing row per shape, ŷ through HF and through the captured step in turn (module docstring)."""
-    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
-        emit(f"## {shape} at {ctx.layout.n_tokens} tokens (bf16): ŷ through HF, then captured, twice\n\n"
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline, dtype):
+        emit(f"## {shape} at {ctx.layout.n_tokens} tokens ({str(model.dtype).removeprefix('torch.')}): ŷ through HF, then captured, twice\n\n"
              f"| decode | {' | '.join(TTFT_KEYS)} |\n|---|{'---|' * len(TTFT_KEYS)}")
         for how in ("hf", "graphed", "hf", "graphed"):
             with hf_decode() if how == "hf" else contextlib.nullcontext():
@@ -251,11 +252,11 @@ def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> N
             emit(f"| {how} | " + " | ".join(f"{row[k]:.3f}" for k in TTFT_KEYS) + " |")
 
 
-def diagnoses(emit, cuda: bool, shapes: list[str], length: int, deadline: float) -> None:
+def diagnoses(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtype: torch.dtype) -> None:
     """A whole Diagnosis per shape, the capture off then on (module docstring)."""
     config = DiagnoseConfig(selectors=default_selectors(), budgets=(0.1, 0.2, 0.3, 0.5), attribution=False)
     warm_up = DiagnoseConfig(selectors=default_selectors()[:2], budgets=(0.1,), attribution=False)
-    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline):
+    for shape, model, ctx in _contexts(emit, cuda, shapes, length, deadline, dtype):
         diagnose(model, ctx.example, warm_up, progress=False)  # first calls' lazy set-up, out of the timing
         seconds, answers = {False: [], True: []}, {}
         for on in (False, True, False, True):
@@ -280,6 +281,7 @@ def main(argv=None) -> int:
     p.add_argument("--graphs", action="store_true")
     p.add_argument("--ttft", action="store_true")
     p.add_argument("--diagnosis", action="store_true")
+    p.add_argument("--dtype", default="bfloat16", help="of --graphs, --ttft and --diagnosis")
     a = p.parse_args(argv)
     cuda = torch.cuda.is_available()
     device, shapes = ("cuda", a.shapes or "llama-3.2-1b,llama-3.1-8b") if cuda else ("cpu", a.shapes or "tiny")
@@ -294,8 +296,9 @@ def main(argv=None) -> int:
         report.write_text("\n".join(lines) + "\n")
 
     if a.graphs or a.ttft or a.diagnosis:
-        (graphs if a.graphs else ttft if a.ttft else diagnoses)(emit, cuda, (a.shapes or ("llama-3.2-1b,llama-3.1-8b,gemma-3-1b" if cuda else "tiny,tiny-gemma3"))
-               .split(","), length, start + a.deadline_s)
+        mode = graphs if a.graphs else ttft if a.ttft else diagnoses
+        shapes = a.shapes or ("llama-3.2-1b,llama-3.1-8b,gemma-3-1b" if cuda else "tiny,tiny-gemma3")
+        mode(emit, cuda, shapes.split(","), length, start + a.deadline_s, getattr(torch, a.dtype))
         emit(f"done in {time.monotonic() - start:.0f} s")
         return 0
     if a.second or a.third:
