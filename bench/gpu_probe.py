@@ -31,7 +31,6 @@ Writes OUT_DIR/probe.md as it goes. On CPU it runs with the tests' tiny shape (a
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -41,7 +40,6 @@ from pathlib import Path
 
 import torch
 
-from workbench import decode as decode_module
 from workbench import exactness
 from workbench.bench.gpu import _median_ms, random_model, time_context
 from workbench.bench.ratios import _time
@@ -52,7 +50,6 @@ from workbench.engine.answers import answer_cells
 from workbench.engine.graphs import GRAPHS_ENV
 from workbench.kv import KVCache
 from workbench.selectors import default_selectors
-from workbench.signals import attention as attention_module
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
@@ -164,19 +161,20 @@ DECODES = {"hf": (False, False), "engine": (True, False), "graphed": (True, True
 
 
 def _graphs(on: bool) -> None:
+    """Capture decode steps or not; off, a single cache's answer (ŷ, dense's) decodes through HF's
+    eager modules as before the captured step, and the cells' batched decode runs uncaptured."""
     os.environ[GRAPHS_ENV] = "1" if on else "0"
 
 
 def _contexts(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtype: torch.dtype):
-    """(shape, model, context of `length` tokens) per shape in `dtype`, each freed before the next;
-    a shape is not started after `deadline` (time.monotonic())."""
+    """(shape, model, context of `length` tokens) per shape in `dtype`; a shape is not started
+    after `deadline` (time.monotonic())."""
     for shape in shapes:
         if time.monotonic() > deadline:
             emit(f"- {shape}: not run (deadline)")
             continue
         model = random_model(shape, "cuda" if cuda else "cpu", dtype)
         yield shape, model, context_of_length(model, length)
-        del model
         if cuda:
             torch.cuda.empty_cache()
 
@@ -221,20 +219,6 @@ def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dt
             row = time_context(model, ctx, repeats=3, diagnosis=False)
             emit("- timing row with the captured decode: " + ", ".join(
                 f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
-        del prefilled, out
-
-
-@contextlib.contextmanager
-def hf_decode():
-    """Every answer `continue_greedy` decodes (`greedy_answer`'s and the suffix record's) through
-    HF's eager modules, as before the captured step."""
-    original = decode_module.continue_greedy
-    hf = lambda *args, **kwargs: original(*args, **{**kwargs, "engine": False})  # noqa: E731
-    decode_module.continue_greedy = attention_module.continue_greedy = hf
-    try:
-        yield
-    finally:
-        decode_module.continue_greedy = attention_module.continue_greedy = original
 
 
 TTFT_KEYS = ("dense_ttft_ms", "cadence_grad_ms", "cadence_ttft_ms", "cadence_ttft_vs_dense", "draft_ms",
@@ -247,8 +231,8 @@ def ttft(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dtyp
         emit(f"## {shape} at {ctx.layout.n_tokens} tokens ({str(model.dtype).removeprefix('torch.')}): ŷ through HF, then captured, twice\n\n"
              f"| decode | {' | '.join(TTFT_KEYS)} |\n|---|{'---|' * len(TTFT_KEYS)}")
         for how in ("hf", "graphed", "hf", "graphed"):
-            with hf_decode() if how == "hf" else contextlib.nullcontext():
-                row = time_context(model, ctx, repeats=3, diagnosis=False)
+            _graphs(how == "graphed")
+            row = time_context(model, ctx, repeats=3, diagnosis=False)
             emit(f"| {how} | " + " | ".join(f"{row[k]:.3f}" for k in TTFT_KEYS) + " |")
 
 

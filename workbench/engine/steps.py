@@ -72,7 +72,7 @@ class Decoder:
 
         rows = Rows.one_row_each(pos, self.index) if self.hooks else None
         h = run_layers(ad, ids.to(device).long(), pos, rows, attend_step, self.hooks)  # [cell, hidden]
-        slot = self.length.clone()  # [cell]: where each cell's new row goes (length grows in place below)
+        slot = self.length  # [cell]: where each cell's new row goes (read before it grows in place below)
         cells = torch.arange(n_cells, device=device)
         # Two index tensors apart put their dimension first: the values go in as [cell, layer, kv_head, d_head].
         self.keys[:, cells, :, slot] = torch.stack(new_k, dim=1).to(self.keys.dtype)
