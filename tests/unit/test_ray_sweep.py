@@ -125,18 +125,16 @@ def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys)
     assert load_sweep(tmp_path / "run").manifest.details["executor"] == "ray"
 
 
-def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_folder, tmp_path):
-    """SIGKILL one worker process once the first example is saved: the run goes on with the other
-    worker, records exactly the killed worker's example as failed, and a rerun recomputes it."""
+def sweep_until_first_saved(model_folder, config, out):
+    """Start a 2-worker Ray sweep in a thread; once its first example is saved, return the thread,
+    its result (store or error) and the two worker processes (psutil)."""
     psutil = pytest.importorskip("psutil")
-    ids = [f"q{i}" for i in range(8)]
-    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ids), n=len(ids), diagnose=DIAGNOSE)
-    out, result = tmp_path / "ray", {}
+    result = {}
 
     def sweep():
         try:
             result["store"] = run_sweep_ray(str(model_folder), config, out, workers=2, progress=False)
-        except BaseException as err:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as err:  # noqa: BLE001 - reported by the callers' assertions
             result["error"] = err
 
     thread = threading.Thread(target=sweep)
@@ -149,6 +147,16 @@ def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_fold
     workers = [p for p in psutil.process_iter(["cmdline"]) if "SweepWorker" in " ".join(p.info["cmdline"] or [])
                and ours in {q.pid for q in p.parents()}]
     assert len(workers) == 2, [w.info["cmdline"] for w in workers]
+    return thread, result, workers
+
+
+def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_folder, tmp_path):
+    """SIGKILL one worker process once the first example is saved: the run goes on with the other
+    worker, records exactly the killed worker's example as failed, and a rerun recomputes it."""
+    ids = [f"q{i}" for i in range(8)]
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ids), n=len(ids), diagnose=DIAGNOSE)
+    out = tmp_path / "ray"
+    thread, result, workers = sweep_until_first_saved(model_folder, config, out)
     workers[0].kill()
     thread.join(300)
     assert "error" not in result, result.get("error")
@@ -157,6 +165,27 @@ def test_a_worker_that_dies_loses_only_its_example_in_flight(cluster, model_fold
     assert "worker died" in next(iter(store.failures.values()))["error"]
     again = run_sweep(load_model(str(model_folder)), config, out, progress=False)
     assert again.n_done == len(ids) and not again.failures
+
+
+def test_a_run_whose_workers_all_die_ends_interrupted_with_its_cause(cluster, model_folder, tmp_path):
+    """SIGKILL both workers: the run stops with a one-line error, and its manifest says
+    `interrupted` with that error (it stayed `running` before), keeping what was saved."""
+    from workbench.errors import WorkbenchError
+
+    ids = [f"q{i}" for i in range(8)]
+    config = SweepConfig(dataset=data(tmp_path / "d.jsonl", ids), n=len(ids), diagnose=DIAGNOSE)
+    out = tmp_path / "ray"
+    thread, result, workers = sweep_until_first_saved(model_folder, config, out)
+    for worker in workers:
+        worker.kill()
+    thread.join(300)
+    assert isinstance(result.get("error"), WorkbenchError) and "every worker died" in str(result["error"])
+    run = load_sweep(out)
+    assert run.manifest.status == "interrupted" and run.manifest.end is not None
+    assert run.manifest.details["error"].startswith("WorkbenchError: every worker died")
+    assert 1 <= len(run.example_ids) < len(ids)
+    again = run_sweep(load_model(str(model_folder)), config, out, progress=False)
+    assert again.n_done == len(ids) and not again.failures and load_sweep(out).manifest.status == "complete"
 
 
 def test_executor_throughput_times_local_and_each_worker_count(cluster, model_folder, tmp_path):

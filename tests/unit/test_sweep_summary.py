@@ -47,6 +47,28 @@ def test_a_run_writes_manifest_examples_outcomes_and_diagnoses(finished):
     assert run.examples["folder"].tolist() == ["q1", "q2", "q3"]
 
 
+def test_a_store_that_cannot_be_written_ends_the_run_interrupted_with_the_error(model, tmp_path, monkeypatch):
+    """An error outside any one example (here the disk, on the second save) ends the session:
+    the error is raised, and the manifest says `interrupted` with it instead of staying `running`."""
+    from workbench.runstore.writers import SweepStore
+
+    real, saves = SweepStore.save, []
+
+    def save(self, diagnosis, order):
+        saves.append(diagnosis.example_id)
+        if len(saves) == 2:
+            raise OSError(28, "No space left on device")
+        return real(self, diagnosis, order)
+
+    monkeypatch.setattr(SweepStore, "save", save)
+    with pytest.raises(OSError, match="No space left"):
+        run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["end"] is not None
+    assert manifest["details"]["error"] == "OSError: [Errno 28] No space left on device"
+    assert manifest["details"]["n_done"] == 1 and load_sweep(tmp_path / "r").example_ids == ["q1"]
+
+
 def test_running_a_finished_run_again_recomputes_nothing(model, finished, monkeypatch):
     monkeypatch.setattr(sweep_module, "diagnose", lambda *a, **k: pytest.fail("recomputed an example"))
     run_sweep(model, CONFIG, finished, progress=False)
@@ -64,7 +86,8 @@ def test_a_killed_run_resumes_where_it_stopped_and_matches_a_fresh_one(model, fi
     monkeypatch.setattr(sweep_module, "diagnose", dies_on_second)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(model, CONFIG, tmp_path / "r", progress=False)
-    assert json.loads((tmp_path / "r" / "manifest.json").read_text())["status"] == "interrupted"
+    manifest = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and "error" not in manifest["details"]  # Ctrl-C is no error
     calls.clear()
     monkeypatch.setattr(sweep_module, "diagnose", lambda m, e, *a, **k: (calls.append(e.id), real(m, e, *a, **k))[1])
     run_sweep(model, CONFIG, tmp_path / "r", progress=False)

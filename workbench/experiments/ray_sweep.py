@@ -173,8 +173,8 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
             todo = [e for e in examples if not store.done(e.id)]
             try:
                 _dispatch(ray, actors, store, todo, config.diagnose, out, order, progress)
-            except KeyboardInterrupt:
-                store.finish("interrupted", order, executor="ray")
+            except BaseException as err:  # Ctrl-C, SIGTERM, every worker gone: the manifest says so
+                store.interrupted(order, err, executor="ray")
                 raise
             store.finish("complete", order, executor="ray", workers=workers)
     finally:

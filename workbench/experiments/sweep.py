@@ -77,8 +77,8 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
                     store.fail(example.id, f"{type(err).__name__}: {err}", traceback.format_exc(limit=3))
                     continue
                 store.save(diagnosis, order)
-        except KeyboardInterrupt:
-            store.finish("interrupted", order)
+        except BaseException as err:  # Ctrl-C, SIGTERM or a store that cannot be written: the manifest says so
+            store.interrupted(order, err)
             raise
         store.finish("complete", order)
     check_some_done(store, len(examples))

@@ -5,7 +5,7 @@ Every manifest has the same keys, whatever wrote it:
     schema          "kvwb-run": the workbench's marker (a folder is the workbench's only if it has one)
     schema_version  2
     kind            "sweep" | "curve" | "fidelity" | "diagnosis" | "report" | "pipeline"
-    status          "running" | "complete" | "interrupted"
+    status          "running" | "complete" | "interrupted" (details.error: the error that ended it, if one did)
     model           LoadedModel.describe() plus its "fingerprint" (None for a report index)
     args            what the run computes: the identity a resume must match
     versions        Python and the packages a result depends on

@@ -149,3 +149,13 @@ class SweepStore:
                                  **{"n_done": self.n_done, **details})
         write_manifest(self.out, self.manifest)
         return self.manifest
+
+    def interrupted(self, order: list[str], cause: BaseException, **details) -> None:
+        """Stamp this session `interrupted` as it ends on `cause`: Ctrl-C or SIGTERM as they are, any
+        other error written into the manifest's details. If even that cannot be written, the
+        manifest stays `running` (`kvwb runs` reads it as stopped) and `cause` is what the caller raises."""
+        error = {} if isinstance(cause, KeyboardInterrupt) else {"error": f"{type(cause).__name__}: {cause}"}
+        try:
+            self.finish("interrupted", order, **details, **error)
+        except Exception:  # noqa: BLE001 - the error that ended the session is the one to raise
+            pass
