@@ -39,7 +39,8 @@ from workbench.pipeline import PipelineSpec, RequestResult, get_method, run_requ
 from workbench.pipeline.calls import KVCOMM_VARIANTS
 from workbench.pipeline.repair import REPAIR
 from workbench.runstore import (
-    MANIFEST, check_out, finished, load_manifest, move_aside, resume_manifest, run_lock, write_manifest,
+    MANIFEST, check_out, finished, interruption, load_manifest, move_aside, resume_manifest, run_lock,
+    write_manifest,
 )
 from workbench.tasks import data_identity, load_dataset
 
@@ -164,8 +165,7 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                 write_tables(out, held["methods"], examples)  # readable while the next method runs
             write_tables(out, held["methods"], examples)
         except BaseException as err:  # interrupted or failed: the manifest says so, then the tables keep what finished
-            error = {} if isinstance(err, KeyboardInterrupt) else {"error": f"{type(err).__name__}: {err}"}
-            write_manifest(out, finished(manifest, "interrupted", **error))
+            write_manifest(out, finished(manifest, "interrupted", **interruption(err)))
             try:
                 write_tables(out, held["methods"], examples)
             except Exception:  # noqa: BLE001 - the error that ended the session is the one to raise

@@ -85,6 +85,12 @@ def finished(manifest: dict, status: str = "complete", seconds: float | None = N
             "details": {**manifest.get("details", {}), **details}}
 
 
+def interruption(cause: BaseException) -> dict:
+    """The details an `interrupted` manifest carries for what ended its session: none for Ctrl-C or
+    SIGTERM (a KeyboardInterrupt), else {"error": "Type: message"}."""
+    return {} if isinstance(cause, KeyboardInterrupt) else {"error": f"{type(cause).__name__}: {cause}"}
+
+
 def write_manifest(folder: Path, manifest: dict) -> None:
     write_json(Path(folder) / MANIFEST, manifest)
 

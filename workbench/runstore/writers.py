@@ -23,7 +23,7 @@ from workbench.atomic import write_folder, write_parquet
 from workbench.diagnosis import Diagnosis
 from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.manifest import (
-    MANIFEST, finished, new_manifest, resume_manifest, write_manifest,
+    MANIFEST, finished, interruption, new_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.paths import folder_name, move_aside, subfolders
 
@@ -154,8 +154,7 @@ class SweepStore:
         """Stamp this session `interrupted` as it ends on `cause`: Ctrl-C or SIGTERM as they are, any
         other error written into the manifest's details. If even that cannot be written, the
         manifest stays `running` (`kvwb runs` reads it as stopped) and `cause` is what the caller raises."""
-        error = {} if isinstance(cause, KeyboardInterrupt) else {"error": f"{type(cause).__name__}: {cause}"}
         try:
-            self.finish("interrupted", order, **details, **error)
+            self.finish("interrupted", order, **details, **interruption(cause))
         except Exception:  # noqa: BLE001 - the error that ended the session is the one to raise
             pass
