@@ -56,6 +56,9 @@ class Layout:
     ids: torch.Tensor  # [pos] int64
     segments: tuple[Segment, ...]
     tokens: tuple[str, ...]  # display text of each token
+    # [n_evidence] ascending: the rows of the example's gold evidence (every token overlapping one of
+    # its character spans); None where the data defines no evidence
+    evidence: torch.Tensor | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -97,6 +100,10 @@ class Layout:
         if pool not in POOLS:
             raise WorkbenchError(f"unknown candidate pool {pool!r}; use one of {', '.join(POOLS)}")
         return self.changed_positions if pool == "changed" else self.reused_positions
+
+    def evidence_in(self, positions: torch.Tensor) -> torch.Tensor | None:
+        """The evidence rows among `positions` ([n]), ascending; None where there is no evidence."""
+        return None if self.evidence is None else self.evidence[torch.isin(self.evidence, positions)]
 
     def segment_ids(self) -> torch.Tensor:
         """Per position: -1 prefix, passage number 0..k-1, k for the suffix. [pos]"""
@@ -166,4 +173,34 @@ def build_layout(tokenizer, example: Example, fmt: PromptFormat = PromptFormat()
             f"example {example.id}: the context is {len(ids)} tokens, longer than the model's "
             f"maximum of {max_positions} positions")
     tokens = tuple(tokenizer.decode([i]) for i in ids)
-    return Layout(torch.tensor(ids, dtype=torch.long), tuple(segments), tokens)
+    evidence = None if example.evidence is None else _evidence_rows(tokenizer, segments, example.evidence)
+    return Layout(torch.tensor(ids, dtype=torch.long), tuple(segments), tokens, evidence)
+
+
+def _evidence_rows(tokenizer, segments: list[Segment], spans) -> torch.Tensor:
+    """The absolute rows of every token that overlaps one of `spans` ((passage, start, end) in
+    characters of the passage's text). [n_evidence] ascending."""
+    rows: set[int] = set()
+    passages = [s for s in segments if s.kind == "passage"]
+    for index in sorted({p for p, _, _ in spans}):
+        seg = passages[index]
+        offsets = token_offsets(tokenizer, seg.text)  # [(start, end)] per token of the segment
+        if len(offsets) != len(seg):
+            raise WorkbenchError(f"passage {index + 1}: the tokenizer's offsets cover {len(offsets)} tokens, the layout "
+                                 f"{len(seg)}; its evidence cannot be placed")
+        for p, start, end in spans:
+            if p == index:
+                rows.update(seg.start + t for t, (a, b) in enumerate(offsets) if a < end and b > start)
+    return torch.tensor(sorted(rows), dtype=torch.long)
+
+
+def token_offsets(tokenizer, text: str) -> list[tuple[int, int]]:
+    """Each token's character span in `text`, tokenized on its own without special tokens: the fast
+    tokenizer's offsets where it has them, else each token's end found by decoding the ids up to it."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if getattr(tokenizer, "is_fast", False):
+        found = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        if found["input_ids"] == ids:
+            return [tuple(span) for span in found["offset_mapping"]]
+    ends = [len(tokenizer.decode(ids[:i + 1])) for i in range(len(ids))]
+    return list(zip([0, *ends[:-1]], ends))

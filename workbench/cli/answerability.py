@@ -18,6 +18,15 @@ def add_arguments(p) -> None:
     add_dataset_options(p)
 
 
+def summary_line(s: dict, label: str) -> str:
+    """One measure's dense and splice rates, the gap and its paired test, as one line."""
+    low, high = s["dense_low_high"]
+    test = (f"b / c = {s['b']} / {s['c']}, exact p = {s['p']:.3g}" if s["b"] is not None
+            else f"sign-flip p = {s['p']:.3g}")
+    return (f"dense {label} {s['dense_em']:.3f} [{low:.3f}, {high:.3f}], splice {label} {s['spliced_em']:.3f}, gap "
+            f"{s['gap']:+.3f} ({test})")
+
+
 def command(args) -> int:
     """Where a model answers: dense and splice exact match of the first n examples, the gap and the
     McNemar split, before a selector study is set on that data (no signals, no repairs)."""
@@ -30,11 +39,11 @@ def command(args) -> int:
     model = load_model(args)
     table = answerability(model, args.dataset, args.n, args.max_new_tokens, **options)
     s = answerability_summary(table)
-    low, high = s["dense_low_high"]
     say(f"{printable(args.dataset)} {printable(str(options or ''))}: n = {s['n']}, median {s['median_tokens']:.0f} "
-        f"tokens; dense EM {s['dense_em']:.3f} [{low:.3f}, {high:.3f}], splice EM {s['spliced_em']:.3f}, gap "
-        f"{s['gap']:+.3f} (b / c = {s['b']} / {s['c']}, exact p = {s['p']:.3g}); the splice changes the output on "
-        f"{s['flips']:.0%}")
+        f"tokens; the splice changes the output on {s['flips']:.0%} and runs on past dense's answer on "
+        f"{s['ran_on']:.0%}")
+    for measure, label in (("em", "EM"), ("retrieved", "retrieved")):
+        say("  " + summary_line(answerability_summary(table, measure), label))
     if args.csv:
         write_text(args.csv, table.to_csv(index=False))
         say(f"wrote {printable(args.csv)}")

@@ -8,6 +8,10 @@ decision moved (all against the dense cache's own answer, no gold needed):
     first_kl            KL(dense || cell) of the first answer token's distribution, in nats
     agree_prefix        leading answer tokens equal to dense's
     f1_to_dense         SQuAD token F1 of the cell's answer against the dense answer
+
+and whether the answer ran on past the point where dense's ended (`ran_on`): the evidence can
+survive a splice while the answer no longer stops where dense stopped, which exact match counts
+as a loss.
 """
 
 from __future__ import annotations
@@ -15,9 +19,21 @@ from __future__ import annotations
 import torch
 
 from workbench.engine.answers import CellAnswer
-from workbench.tasks import f1_score
+from workbench.tasks import f1_score, normalize_answer
 
 GRADED_COLUMNS = ("dense_logprob_mean", "first_token_agree", "first_kl", "agree_prefix", "f1_to_dense")
+# A cell's answer that is longer than dense's by more than this many tokens ran on, whatever it says.
+RAN_ON_MARGIN = 8
+
+
+def ran_on(text: str, n_tokens: int, dense_text: str, dense_tokens: int, margin: int = RAN_ON_MARGIN) -> bool:
+    """Whether an answer continues past the point where dense's answer ended: dense's text is a
+    proper prefix of it and what follows holds a word (a trailing full stop is not a run-on), or it
+    is longer than dense's by more than `margin` tokens. An answer cut where dense's was (dense ran
+    to the token limit too) never ran on."""
+    text, dense_text = text.strip(), dense_text.strip()
+    continues = text.startswith(dense_text) and bool(normalize_answer(text[len(dense_text):]))
+    return continues or n_tokens - dense_tokens > margin
 
 
 def first_token_kl(dense_logp: torch.Tensor, cell_logp: torch.Tensor) -> float:

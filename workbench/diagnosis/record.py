@@ -2,7 +2,7 @@
 
 Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
 
-    tokens         position, token, segment, passage, reused
+    tokens         position, token, segment, passage, reused, evidence
     token_signals  signal, position, value           one score per reused token and signal
     layer_signals  signal, layer, position, value    per-layer signals (gradients, attention)
     deviation      layer, position, segment, token, kind, metric, value   splice vs dense
@@ -10,7 +10,8 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
                    n_recomputed, n_spent_exact, attention_pairs, attention_saved,
                    positions (list of absolute positions)
     outcomes       example_id, selector, unit, budget, draw, pool, n_pool, n_reused, n_recomputed,
-                   n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, contains, dense_logprob,
+                   n_spent_exact, dense_answer, answer, flip, flip_strict, em, f1, contains, retrieved,
+                   answer_tokens, ran_on, evidence_recall, evidence_precision, dense_logprob,
                    graded outcomes, attention_pairs, attention_saved, seconds
     residual       selector, unit, budget, draw, layer, kind, value   deviation left after repair
 
@@ -18,7 +19,11 @@ Tables (pandas DataFrames, saved as parquet beside `diagnosis.json`):
 selector. `pool` is the candidate set the budget is a fraction of (`n_pool` rows); rows spent on
 rows exact by construction (the first passage) are counted in `n_spent_exact`. `attention_pairs`
 counts the query-key pairs (over layers) a repair scored, `attention_saved` those its restricted
-context skipped (RelaxKV; 0 otherwise).
+context skipped (RelaxKV; 0 otherwise). `retrieved` is the example's retrieval measure (RULER's
+string match, or contains: whether the answer names the evidence, however it ends), `ran_on`
+whether the answer runs on past the point where dense's ended (`graded.ran_on`), `answer_tokens`
+its length; `evidence_recall` / `evidence_precision` are NaN where the example has no evidence in
+the pool (`diagnosis.evidence`).
     costs          selector, forward_passes, backward_passes, decode_steps, layer_tokens,
                    needs_dense, seconds      the summed cost of the records each selector read
     signal_costs   signal, forward_passes, ..., seconds    what each record computed cost, once
@@ -27,6 +32,11 @@ context skipped (RelaxKV; 0 otherwise).
                    (and the end-of-turn token it stopped on) teacher-forced under each cell: "dense",
                    "spliced", each selector's repair; logprob = log p of that token there (their sum
                    is the outcome's dense_logprob; absent in diagnoses made before 2026-12-02)
+    evidence_ranking    scorer, kind, n_pool, n_evidence, average_precision, chance   each token signal's
+                   and informed selector's ranking of the evidence rows of the pool
+    evidence_attention  cell, budget, draw, layer, mass_last, mass_mean   the question's attention on
+                   the evidence rows under dense, the splice and each selection (both evidence tables
+                   empty without evidence, and absent in diagnoses made before 2026-12-05)
 
 A record never imports its renderer: `show()` and `_repr_html_` call the function that
 `workbench.plots.diagnosis` registers with `register_renderer` (importing `workbench` does).
@@ -44,6 +54,7 @@ import pandas as pd
 from workbench.atomic import write_folder
 from workbench.context import Context
 from workbench.diagnosis.config import DiagnoseConfig
+from workbench.diagnosis.graded import ran_on
 from workbench.errors import WorkbenchError
 from workbench.selectors import parse_selector
 from workbench.tasks import Example, is_flip
@@ -51,7 +62,7 @@ from workbench.tasks import Example, is_flip
 SCHEMA_VERSION = 2
 FILE = "diagnosis.json"
 TABLES = ("tokens", "token_signals", "layer_signals", "deviation", "selections", "outcomes", "residual",
-          "costs", "signal_costs", "attribution", "answer_tokens")
+          "costs", "signal_costs", "attribution", "answer_tokens", "evidence_ranking", "evidence_attention")
 
 
 @dataclass(frozen=True)
@@ -64,15 +75,26 @@ class AnswerRecord:
     em: float
     f1: float
     contains: float = 0.0  # some accepted answer, normalized, appears in the answer
+    retrieved: float = float("nan")  # the example's retrieval measure (`Example.retrieved`), in [0, 1]
+
+    @property
+    def n_tokens(self) -> int:
+        """The answer's length in generated tokens (the end-of-turn token it stopped on not counted)."""
+        return len(self.token_ids)
 
     def flips(self, dense: AnswerRecord) -> tuple[bool, bool]:
         """(flip after normalization, token ids differ) against the dense answer: the one flip test."""
         return is_flip(self.text, dense.text), self.token_ids != dense.token_ids
 
     @classmethod
-    def from_dict(cls, data: dict) -> AnswerRecord:
-        return cls(str(data["text"]), tuple(int(t) for t in data.get("token_ids", ())), bool(data.get("stopped")),
-                   float(data.get("em", 0.0)), float(data.get("f1", 0.0)), float(data.get("contains", 0.0)))
+    def from_dict(cls, data: dict, example: Example | None = None) -> AnswerRecord:
+        """The record of `to_document`; one saved before `retrieved` existed gets it from its text and
+        `example` (a function of the two alone), or NaN without one."""
+        text = str(data["text"])
+        retrieved = data.get("retrieved", example.retrieved(text) if example is not None else float("nan"))
+        return cls(text, tuple(int(t) for t in data.get("token_ids", ())), bool(data.get("stopped")),
+                   float(data.get("em", 0.0)), float(data.get("f1", 0.0)), float(data.get("contains", 0.0)),
+                   float(retrieved))
 
 
 @dataclass(frozen=True)
@@ -90,6 +112,11 @@ class Answers:
     def splice_flip_strict(self) -> bool:
         return self.spliced.flips(self.dense)[1]
 
+    @property
+    def splice_ran_on(self) -> bool:
+        """Whether the splice's answer runs on past the point where dense's ended (`graded.ran_on`)."""
+        return ran_on(self.spliced.text, self.spliced.n_tokens, self.dense.text, self.dense.n_tokens)
+
 
 @dataclass(frozen=True)
 class ContextSummary:
@@ -102,6 +129,7 @@ class ContextSummary:
     rerotation: str = "delta"  # how the splice moved its keys
     rope_floor: tuple[float, ...] = ()  # [layer]: relative key error of delta-RoPE rounding alone
     splice_tolerance: dict = field(default_factory=dict)  # {"k", "v"}: what rounding explains at layer 0
+    evidence: tuple[int, ...] | None = None  # the gold evidence rows (`Layout.evidence`); None: none defined
 
 
 @dataclass(frozen=True)
@@ -232,13 +260,16 @@ class Diagnosis:
                                  f"(1 or {SCHEMA_VERSION}); re-run the diagnosis with this version")
         answers = doc["answers"]
         attribution = doc.get("attribution")
+        example = Example.from_dict(doc["example"])
         return cls(
-            example=Example.from_dict(doc["example"]),
+            example=example,
             config=DiagnoseConfig.from_dict(doc["config"]),
             model=doc.get("model", {}),
-            answers=Answers(AnswerRecord.from_dict(answers["dense"]), AnswerRecord.from_dict(answers["spliced"])),
+            answers=Answers(AnswerRecord.from_dict(answers["dense"], example),
+                            AnswerRecord.from_dict(answers["spliced"], example)),
             context=ContextSummary(**{**doc["context"], "segments": tuple(doc["context"].get("segments", ())),
-                                      "rope_floor": tuple(doc["context"].get("rope_floor", ()))}),
+                                      "rope_floor": tuple(doc["context"].get("rope_floor", ())),
+                                      "evidence": _tuple_or_none(doc["context"].get("evidence"))}),
             tables=tables,
             timing=Timing(**doc.get("timing", {})),
             attribution=AttributionSummary(**attribution) if attribution else None,
@@ -264,6 +295,10 @@ class Diagnosis:
             return cls.from_document(doc, tables)
         except (KeyError, TypeError) as err:
             raise WorkbenchError(f"{meta}: not a diagnosis document (missing or malformed {err})") from None
+
+
+def _tuple_or_none(values) -> tuple | None:
+    return None if values is None else tuple(values)
 
 
 def _label(spec: str) -> str:

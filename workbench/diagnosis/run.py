@@ -21,7 +21,10 @@ from tqdm.auto import tqdm
 from workbench.context import Context, build_context
 from workbench.decode import Answer, stop_token_ids
 from workbench.diagnosis.config import DiagnoseConfig
-from workbench.diagnosis.graded import graded
+from workbench.diagnosis.evidence import (
+    EvidenceAttention, attention_rows, attention_table, ranking_rows, recall_precision, RANKING_COLUMNS,
+)
+from workbench.diagnosis.graded import graded, ran_on
 from workbench.diagnosis.layer_effects import SuffixCapture, effects_table
 from workbench.diagnosis.record import (
     AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
@@ -43,7 +46,8 @@ from workbench.version import __version__
 
 def _record(answer: Answer, example: Example) -> AnswerRecord:
     em, f1, contains = example.score(answer.text)  # "em" of an all-values gold: every value named
-    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1, contains)
+    return AnswerRecord(answer.text, tuple(answer.token_ids), answer.stopped, em, f1, contains,
+                        example.retrieved(answer.text))
 
 
 ProgressFn = Callable[[str, int, int], None]  # (stage, done, total)
@@ -100,11 +104,15 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
 
     pool = ctx.layout.pool_positions(config.pool)  # [n_pool]
-    selections = _selections(model, specs, signals, config, pool, report)
+    evidence = ctx.layout.evidence_in(pool)  # [n_evidence] the evidence rows in the pool, or None
+    evidence = evidence if evidence is not None and len(evidence) else None
+    scorers: dict[tuple[str, str], torch.Tensor] = {}  # (selector, "selector") -> its scores over the pool
+    selections = _selections(model, specs, signals, config, pool, report, scorers)
     cells = _cells(model, ctx, selections, dense_ids, config, hooks, layer_effects, report)
     spliced = _record(cells.answers[SPLICE].answer, example)
-    rows = _outcomes(example, ctx, config, len(pool), selections, cells, dense, dense_ids)
+    rows = _outcomes(example, ctx, config, len(pool), selections, cells, dense, dense_ids, evidence)
     tables, check = _tables(model, signals, specs, config, dense_ids, selections, cells, rows)
+    tables |= _evidence_tables(signals, scorers, pool, evidence, selections, cells)
     segments = tuple({"name": s.name, "kind": s.kind, "start": s.start, "end": s.end} for s in ctx.layout.segments)
     timing = Timing(context_s=t_context, signals_s=sum(c.seconds for c in signals.costs.values()),
                     repairs_s=cells.seconds, n_repairs=len(cells.answers), total_s=time.perf_counter() - started)
@@ -113,7 +121,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         example=example, config=config, model=model.describe(), answers=Answers(dense, spliced),
         context=ContextSummary(ctx.layout.n_tokens, ctx.n_reused, segments, ctx.layer0_error(), ctx.rerotation,
                                tuple(ctx.rope_floor.tolist()) if ctx.rope_floor is not None else (),
-                               ctx.splice_tolerance()),
+                               ctx.splice_tolerance(),
+                               None if ctx.layout.evidence is None else tuple(ctx.layout.evidence.tolist())),
         tables=tables, timing=timing,
         attribution=AttributionSummary(check.summary(), {k: vars(v) for k, v in check.correlations.items()})
         if check else None,
@@ -152,8 +161,10 @@ SPLICE = ((), None)  # the cell of the empty row set: the splice's own answer
 
 
 def _selections(model: LoadedModel, specs: list[SelectorSpec], signals: SignalSet, config: DiagnoseConfig,
-                pool: torch.Tensor, report: ProgressFn) -> list[Selection]:
-    """Every selector's `Selection` at every draw (a drawn one's) and budget, in that order. pool: [n_pool]"""
+                pool: torch.Tensor, report: ProgressFn, scorers: dict) -> list[Selection]:
+    """Every selector's `Selection` at every draw (a drawn one's) and budget, in that order; each
+    informed selector's scores over the pool go into `scorers` (those that rank nothing, all equal,
+    left out). pool: [n_pool]"""
     ctx = signals.ctx
     in_reused = torch.searchsorted(ctx.reused_positions, pool)  # [n_pool]: where each sits among the scores
     selections = []
@@ -165,6 +176,8 @@ def _selections(model: LoadedModel, specs: list[SelectorSpec], signals: SignalSe
                 scores = spec.matches.info.score(signals)
             else:
                 scores = spec.info.score(signals, draw) if spec.info.drawn else spec.info.score(signals)
+                if not spec.info.drawn and len(pool) and bool((scores[in_reused] != scores[in_reused][0]).any()):
+                    scorers[(spec.label, "selector")] = scores[in_reused]
             for budget in config.budgets:
                 seed = signals.coin_seed(draw) if spec.matches is not None else None
                 rows, unit_record = choose(spec, scores[in_reused], budget, pool, config.unit_options,
@@ -186,6 +199,8 @@ class Cells:
     dense: CellAnswer  # the dense cache through the same pass: its first-token distribution
     seconds: float  # the two passes'
     layer_effects: pd.DataFrame | None  # the "layer_effects" table, when asked for
+    # the question's attention mass on the evidence rows, {cell or "dense": {layer: (last, mean)}}
+    evidence_attention: dict
 
 
 def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_ids: list[int],
@@ -201,28 +216,44 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_
     effects = {(s.selector, s.budget): index[s.cell] for s in selections if not s.draw} if layer_effects else {}
     capture = SuffixCapture(ctx, [0, *effects.values()]) if layer_effects else None
     dense_capture = SuffixCapture(ctx) if layer_effects else None
+    # the question's attention to the evidence, read (never edited) from the same two passes, after the caller's hooks
+    evidence = ctx.layout.evidence if ctx.layout.evidence is not None and len(ctx.layout.evidence) else None
+    attention, dense_attention = ((EvidenceAttention(model, base, ctx.layout.suffix_start, len(ctx.suffix_ids), evidence)
+                                   for base in (ctx.spliced, ctx.dense)) if evidence is not None else (None, None))
     started = time.perf_counter()
     answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
                            ctx.suffix_ids, dense_ids, config.max_new_tokens,
                            progress=lambda done, total: report("repairs", done, total),
                            contexts=[context for _, context in row_sets.values()],
-                           hooks=compose(hooks, capture.hooks()) if capture else hooks)
+                           hooks=_with_readers(hooks, capture, attention))
     # The dense cache through the same pass: the first-token distribution the graded outcomes read.
     (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, dense_ids,
-                            config.max_new_tokens, hooks=dense_capture.hooks() if dense_capture else None)
+                            config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
     seconds = time.perf_counter() - started
     table = None
     if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
         by_cell = {cell: capture.residuals(cell) for cell in {0, *effects.values()}}
         table = effects_table(ctx, by_cell[0], dense_capture.residuals(0),
                               {key: by_cell[cell] for key, cell in effects.items()})
-    return Cells(dict(zip(row_sets, answers)), dense, seconds, table)
+    found = {} if attention is None else {cell: attention.found.get(i, {}) for cell, i in index.items()}
+    if dense_attention is not None:
+        found["dense"] = dense_attention.found.get(0, {})
+    return Cells(dict(zip(row_sets, answers)), dense, seconds, table, found)
+
+
+def _with_readers(hooks, *readers):
+    """The caller's hooks, then the readers' (each None or an object with `hooks()`); the caller's
+    alone when no reader is there, so a pass without any stays hook-free."""
+    extra = [r.hooks() for r in readers if r is not None]
+    return compose(hooks, *extra) if extra else hooks
 
 
 def _outcomes(example: Example, ctx: Context, config: DiagnoseConfig, n_pool: int, selections: list[Selection],
-              cells: Cells, dense: AnswerRecord, dense_ids: list[int]) -> tuple[list[dict], list[dict]]:
-    """The "outcomes" rows (one per selection: its answer against dense and gold) and the "residual"
-    rows (the deviation its repair left at every layer)."""
+              cells: Cells, dense: AnswerRecord, dense_ids: list[int],
+              evidence: torch.Tensor | None) -> tuple[list[dict], list[dict]]:
+    """The "outcomes" rows (one per selection: its answer against dense and gold, and the evidence
+    rows of the pool (`evidence`) it recomputed) and the "residual" rows (the deviation its repair
+    left at every layer)."""
     meter = ResidualMeter(ctx.spliced, ctx.dense, ctx.reused_positions)
     outcomes, residuals = [], []
     for s in selections:
@@ -234,6 +265,9 @@ def _outcomes(example: Example, ctx: Context, config: DiagnoseConfig, n_pool: in
                          "n_recomputed": len(s.positions), "n_spent_exact": s.n_spent_exact,
                          "dense_answer": dense.text, "answer": answer.text, "flip": flip, "flip_strict": flip_strict,
                          "em": answer.em, "f1": answer.f1, "contains": answer.contains,
+                         "retrieved": answer.retrieved, "answer_tokens": answer.n_tokens,
+                         "ran_on": ran_on(answer.text, answer.n_tokens, dense.text, dense.n_tokens),
+                         **recall_precision(s.positions, evidence),
                          "dense_logprob": cell.reference_logprob,
                          **graded(cell, dense.text, dense_ids, cells.dense.first_logp),
                          **s.attention, "seconds": cells.seconds / len(cells.answers)})
@@ -269,6 +303,23 @@ def _tables(model: LoadedModel, signals: SignalSet, specs: list[SelectorSpec], c
     if cells.layer_effects is not None:
         tables["layer_effects"] = cells.layer_effects
     return tables, check
+
+
+def _evidence_tables(signals: SignalSet, scorers: dict, pool: torch.Tensor, evidence: torch.Tensor | None,
+                     selections: list[Selection], cells: Cells) -> dict[str, pd.DataFrame]:
+    """The "evidence_ranking" table (each token signal's and informed selector's average precision
+    against the evidence rows of the pool) and the "evidence_attention" table (dense, the splice and
+    each selection, per layer); empty where the example has no evidence (in the pool)."""
+    in_reused = torch.searchsorted(signals.ctx.reused_positions, pool)  # [n_pool]
+    signal_scores = {(name, "signal"): values[in_reused] for name, values in signals.values("token").items()}
+    ranking = pd.DataFrame(ranking_rows({**signal_scores, **scorers}, pool, evidence), columns=RANKING_COLUMNS)
+    found = cells.evidence_attention
+    rows = []
+    if found:
+        rows += attention_rows("dense", None, None, found["dense"]) + attention_rows("spliced", None, None, found[SPLICE])
+        for s in selections:
+            rows += attention_rows(s.selector, s.budget, s.draw, found[s.cell])
+    return {"evidence_ranking": ranking, "evidence_attention": attention_table(rows)}
 
 
 def _with_draws(table: pd.DataFrame) -> pd.DataFrame:

@@ -14,13 +14,17 @@ ANSWER_TOKEN_COLUMNS = ["cell", "budget", "draw", "index", "token_id", "token", 
 
 
 def tokens_table(ctx: Context) -> pd.DataFrame:
-    """One row per context position: its token, segment, passage number and whether it is reused."""
+    """One row per context position: its token, segment, passage number, whether it is reused and
+    whether it is gold evidence (False throughout where the example defines none)."""
     layout = ctx.layout
     reused = torch.zeros(layout.n_tokens, dtype=torch.bool)
     reused[layout.reused_positions] = True
+    evidence = torch.zeros(layout.n_tokens, dtype=torch.bool)
+    if layout.evidence is not None:
+        evidence[layout.evidence] = True
     return pd.DataFrame({"position": range(layout.n_tokens), "token": list(layout.tokens),
                          "segment": layout.segment_names(), "passage": layout.segment_ids().tolist(),
-                         "reused": reused.tolist()})
+                         "reused": reused.tolist(), "evidence": evidence.tolist()})
 
 
 def token_signals_table(signals: SignalSet) -> pd.DataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -71,7 +72,36 @@ def load_sweep(folder: str | Path) -> SweepRun:
     examples = upgrade_table(_read_parquet(folder / "examples.parquet"))
     if "folder" not in examples.columns:  # the first version named folders by URL-quoting the id
         examples["folder"] = [quote(str(i), safe="") for i in examples["example_id"]]
-    return SweepRun(folder, manifest, examples, upgrade_table(_read_parquet(folder / "outcomes.parquet")))
+    outcomes = upgrade_table(_read_parquet(folder / "outcomes.parquet"))
+    if "retrieved" not in outcomes.columns or "spliced_ran_on" not in examples.columns:
+        examples, outcomes = _retrieval_from_answers(folder, examples, outcomes)
+    return SweepRun(folder, manifest, examples, outcomes)
+
+
+def _retrieval_from_answers(folder: Path, examples: pd.DataFrame, outcomes: pd.DataFrame):
+    """A run made before the retrieval measure was recorded (2026-12-05) gets it on reading: `retrieved`
+    of every answer from its stored text and its example's gold and rule (a function of the two alone,
+    so exactly what a run today records), and the splice's `ran_on` and both answers' lengths from
+    diagnosis.json's token ids. A cell's `ran_on` and `answer_tokens` need its token ids, which such a
+    run did not keep: they stay missing."""
+    docs = {}
+    for example_id, name in zip(examples["example_id"].astype(str), examples["folder"]):
+        try:
+            docs[example_id] = Diagnosis.from_document(
+                json.loads((folder / DIAGNOSES / str(name) / "diagnosis.json").read_text()), {})
+        except (OSError, ValueError, KeyError, TypeError, WorkbenchError) as err:
+            raise WorkbenchError(f"{folder}: example {example_id!r}'s diagnosis.json is unreadable ({err}); the run "
+                                 "predates the retrieval measure, which is read from it") from None
+    examples = examples.assign(
+        dense_retrieved=[docs[i].answers.dense.retrieved for i in examples["example_id"].astype(str)],
+        spliced_retrieved=[docs[i].answers.spliced.retrieved for i in examples["example_id"].astype(str)],
+        dense_answer_tokens=[docs[i].answers.dense.n_tokens for i in examples["example_id"].astype(str)],
+        spliced_answer_tokens=[docs[i].answers.spliced.n_tokens for i in examples["example_id"].astype(str)],
+        spliced_ran_on=[docs[i].answers.splice_ran_on for i in examples["example_id"].astype(str)])
+    if "retrieved" not in outcomes.columns:
+        outcomes = outcomes.assign(retrieved=[docs[str(i)].example.retrieved(text)
+                                              for i, text in zip(outcomes["example_id"], outcomes["answer"])])
+    return examples, outcomes
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.metrics import SCORINGS, score_answer
+from workbench.tasks.metrics import RETRIEVAL_RULES, SCORINGS, retrieved_score, score_answer
 
 
 @dataclass(frozen=True)
@@ -18,7 +18,11 @@ class Example:
     ``gold`` lists accepted answers, the first being canonical; it may be empty when the
     answer is unknown. ``meta["scoring"]`` says how gold scores an answer (`metrics.SCORINGS`):
     "any" accepted answer (the default), or "all" listed values (every one must be named).
-    ``meta`` is JSON-safe (it is stored as its JSON round trip, so tuples become lists and
+    ``meta["retrieval"]`` names the retrieval rule (`metrics.RETRIEVAL_RULES`; by default RULER's
+    string_match_all for RULER data, else contains, or contains_all under "all" scoring).
+    ``meta["evidence"]``, where the data defines it, lists the gold evidence as character spans
+    ``[passage, start, end]`` (end exclusive) of the passages' texts: RULER's queried needles,
+    HotpotQA's supporting sentences, the synthetic generator's bridge facts. ``meta`` is JSON-safe (it is stored as its JSON round trip, so tuples become lists and
     non-string keys become strings).
     """
 
@@ -61,6 +65,11 @@ class Example:
         if meta.get("scoring", "any") not in SCORINGS:
             raise WorkbenchError(f"{where}: meta['scoring'] must be one of {', '.join(SCORINGS)}, got "
                                  f"{meta['scoring']!r}")
+        if meta.get("retrieval", RETRIEVAL_RULES[0]) not in RETRIEVAL_RULES:
+            raise WorkbenchError(f"{where}: meta['retrieval'] must be one of {', '.join(RETRIEVAL_RULES)}, got "
+                                 f"{meta['retrieval']!r}")
+        if "evidence" in meta:
+            check_evidence(meta["evidence"], passages, f"{where}: meta['evidence']")
         object.__setattr__(self, "passages", passages)
         object.__setattr__(self, "gold", gold)
         object.__setattr__(self, "meta", meta)
@@ -69,6 +78,26 @@ class Example:
     def scoring(self) -> str:
         """How gold scores an answer: "any" accepted answer or "all" listed values."""
         return self.meta.get("scoring", "any")
+
+    @property
+    def retrieval(self) -> str:
+        """The rule `retrieved` reads (`metrics.RETRIEVAL_RULES`): the one meta names, else RULER's
+        string_match_all for RULER data, contains_all under "all" scoring, contains otherwise."""
+        if "retrieval" in self.meta:
+            return self.meta["retrieval"]
+        if self.meta.get("source") == "ruler":
+            return "string_match_all"
+        return "contains_all" if self.scoring == "all" else "contains"
+
+    def retrieved(self, answer: str) -> float:
+        """Whether `answer` names the gold evidence, however it ends (`retrieval`'s rule), in [0, 1]."""
+        return retrieved_score(answer, self.gold, self.retrieval)
+
+    @property
+    def evidence(self) -> tuple[tuple[int, int, int], ...] | None:
+        """The gold evidence as (passage, start, end) character spans; None where the data defines none."""
+        spans = self.meta.get("evidence")
+        return None if spans is None else tuple(tuple(span) for span in spans)
 
     def score(self, answer: str) -> tuple[float, float, float]:
         """(em, f1, contains) of `answer` against gold, as `scoring` reads it."""
@@ -111,6 +140,24 @@ def check_text(text: str, what: str) -> None:
     except UnicodeEncodeError as err:
         raise WorkbenchError(f"{what} holds {text[err.start]!r} at character {err.start}, a lone surrogate that is "
                              f"not text (an escaped \\udXXX in the file?); fix or drop it") from None
+
+
+def check_evidence(spans: Any, passages: tuple[str, ...], what: str) -> None:
+    """Raise unless `spans` is a list of [passage, start, end] character spans inside the passages."""
+    if not isinstance(spans, list):
+        raise WorkbenchError(f"{what} must be a list of [passage, start, end] spans, got {type(spans).__name__}")
+    for index, span in enumerate(spans):
+        ok = (isinstance(span, list) and len(span) == 3
+              and all(isinstance(v, int) and not isinstance(v, bool) for v in span))
+        if not ok:
+            raise WorkbenchError(f"{what}[{index}] must be [passage, start, end] (three integers), got {span!r}")
+        passage, start, end = span
+        if not 0 <= passage < len(passages):
+            raise WorkbenchError(f"{what}[{index}]: passage {passage} does not exist (the example has "
+                                 f"{len(passages)})")
+        if not 0 <= start < end <= len(passages[passage]):
+            raise WorkbenchError(f"{what}[{index}]: characters [{start}, {end}) are not a span of passage {passage} "
+                                 f"({len(passages[passage])} characters)")
 
 
 def _string_tuple(value: Any, what: str) -> tuple[str, ...]:

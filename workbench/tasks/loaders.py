@@ -47,7 +47,10 @@ def load_2wiki(path: str | Path) -> list[Example]:
 
 
 def load_jsonl(path: str | Path) -> list[Example]:
-    """One JSON object per line: id, passages, question, answers; optional system, meta.
+    """One JSON object per line: id, passages, question, answers; optional system, meta, evidence.
+
+    ``evidence``, where given, lists the gold evidence as [passage, start, end] character spans of
+    the passages (end exclusive); it becomes ``meta["evidence"]``.
 
     Blank lines are skipped; ``answers`` may be empty (answer unknown). Lines end at ``\n`` only:
     U+2028, U+0085 and the like are text inside a JSON string (``json.dumps(...,
@@ -68,6 +71,9 @@ def load_jsonl(path: str | Path) -> list[Example]:
         example_id = record.id("id")
         system = record.get("system", (str, type(None)), required=False)
         meta = record.get("meta", (dict, type(None)), required=False) or {}
+        evidence = record.get("evidence", list, required=False)
+        if evidence is not None:
+            meta = {**meta, "evidence": evidence}
         example = record.build(
             id=example_id,
             passages=record.strings("passages"),
@@ -107,7 +113,7 @@ def _load_multihop(path: str | Path, source: str, extra_fields: tuple[str, ...],
     for index, item in enumerate(data):
         record = _Record(item, path, f"record {index}")
         example_id = record.id("_id")
-        titles, passages = record.context()
+        titles, passages, sentence_spans = record.context()
         gold = [record.get("answer", str)]
         if aliases:
             gold += [a for a in record.strings("answer_aliases", required=False, allow_empty=True)
@@ -125,12 +131,22 @@ def _load_multihop(path: str | Path, source: str, extra_fields: tuple[str, ...],
             named = {title for title, _ in facts}
             meta["supporting_facts"] = facts
             meta["support_passages"] = [i for i, title in enumerate(titles) if title in named]
+            meta["evidence"] = _supporting_spans(facts, titles, sentence_spans)
         if keep is not None:
             passages = _keep_passages(record, example_id, passages, meta, keep)
         example = record.build(id=example_id, passages=passages,
                                question=record.get("question", str), gold=gold, meta=meta)
         _add_unique(examples, seen, example, record)
     return _non_empty(examples, path)
+
+
+def _supporting_spans(facts, titles: list[str], sentence_spans: list[dict]) -> list[list[int]]:
+    """The supporting facts' sentences as [passage, start, end] spans, in passage order. A fact whose
+    sentence index the paragraph lacks (HotpotQA has a few) or whose sentence is blank names no span;
+    a title held by several paragraphs names its sentence in each."""
+    spans = {(i, *sentence_spans[i][number]) for title, number in facts for i, t in enumerate(titles)
+             if t == title and isinstance(number, int) and number in sentence_spans[i]}
+    return [list(span) for span in sorted(spans)]
 
 
 def _keep_passages(record, example_id: str, passages: list[str], meta: dict, keep) -> list[str]:
@@ -146,7 +162,8 @@ def _keep_passages(record, example_id: str, passages: list[str], meta: dict, kee
     drawn = random.Random(f"workbench-hotpotqa:{seed}:{example_id}").sample(others, k)
     kept = sorted([*gold, *drawn])
     meta.update(titles=[meta["titles"][i] for i in kept], support_passages=[kept.index(i) for i in gold],
-                passage_setting=setting, data_seed=seed)
+                passage_setting=setting, data_seed=seed,
+                evidence=[[kept.index(p), start, end] for p, start, end in meta.get("evidence", []) if p in kept])
     return [passages[i] for i in kept]
 
 
@@ -194,19 +211,26 @@ class _Record:
                                      f"got {_type_name(value)}")
         return values
 
-    def context(self) -> tuple[list[str], list[str]]:
-        """Titles and passage texts ("title: s1 s2 ...") from [[title, [sentences]], ...]."""
-        titles, passages = [], []
+    def context(self) -> tuple[list[str], list[str], list[dict[int, tuple[int, int]]]]:
+        """Titles, passage texts ("title: s1 s2 ...") from [[title, [sentences]], ...], and per
+        passage each kept sentence's character span in its text ({sentence index: (start, end)})."""
+        titles, passages, spans = [], [], []
         for index, item in enumerate(self.get("context", list)):
             if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
                     and isinstance(item[1], list) and all(isinstance(s, str) for s in item[1])):
                 raise WorkbenchError(f"{self.where}: field 'context'[{index}] must be "
                                      f"[title, [sentence, ...]]")
             title, sentences = item
-            body = " ".join(s.strip() for s in sentences if s.strip())
+            text, where = title.strip(), {}
+            for number, sentence in enumerate(sentences):
+                if sentence.strip():
+                    text += (": " if text and not where and title.strip() else " " if text else "")
+                    where[number] = (len(text), len(text) + len(sentence.strip()))
+                    text += sentence.strip()
             titles.append(title)
-            passages.append(": ".join(part for part in (title.strip(), body) if part))
-        return titles, passages
+            passages.append(text)
+            spans.append(where)
+        return titles, passages, spans
 
     def supporting_facts(self) -> list[list] | None:
         """[[title, sentence_index], ...], or None when the record has none."""

@@ -1,5 +1,13 @@
-"""SQuAD-style answer metrics: normalisation, exact match, token F1; and RULER's "all values
-present" for a gold that lists several values all of which must be named."""
+"""SQuAD-style answer metrics: normalisation, exact match, token F1; RULER's "all values
+present" for a gold that lists several values all of which must be named; and the retrieval
+measures, which ask only whether the answer names the evidence, however it ends:
+
+    string_match_all   RULER's niah and variable tracking: the share of the values that occur in
+                       the answer (case-folded substrings, RULER's postprocessing), in [0, 1]
+    string_match_part  RULER's QA tasks: 1.0 when some value occurs so
+    contains           QA data: some accepted answer occurs as whole words (SQuAD-normalised)
+    contains_all       QA data whose gold lists values that must all be named: every one does
+"""
 
 from __future__ import annotations
 
@@ -15,6 +23,9 @@ _ARTICLES = re.compile(r"\b(a|an|the)\b")
 # How an example's gold scores an answer: "any" accepted answer (the first canonical), or "all"
 # of the listed values (RULER's multi-value needles and variable tracking: string_match_all).
 SCORINGS = ("any", "all")
+# How an example's gold scores retrieval (`retrieved_score`); see the module docstring.
+RETRIEVAL_RULES = ("string_match_all", "string_match_part", "contains", "contains_all")
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 def normalize_answer(text: str) -> str:
@@ -97,3 +108,35 @@ def score_answer(pred: str, golds: Iterable[str], scoring: str = "any") -> tuple
     if scoring != "any":
         raise WorkbenchError(f"unknown scoring {scoring!r}; use one of {', '.join(SCORINGS)}")
     return (*best_em_f1(pred, golds), contains_answer(pred, golds))
+
+
+def ruler_postprocess(pred: str) -> str:
+    """RULER's `postprocess_pred`: strip, control characters to newlines, strip again."""
+    return _CONTROL.sub("\n", pred.strip()).strip()
+
+
+def string_match_all(pred: str, refs: Iterable[str]) -> float:
+    """RULER's string_match_all for one answer: the share of `refs` that occur, case-folded, as
+    substrings of the answer (0.0 when there are none)."""
+    refs, pred = list(refs), ruler_postprocess(pred).lower()
+    return sum(r.lower() in pred for r in refs) / len(refs) if refs else 0.0
+
+
+def string_match_part(pred: str, refs: Iterable[str]) -> float:
+    """RULER's string_match_part for one answer: 1.0 when some ref occurs, case-folded, in it."""
+    pred = ruler_postprocess(pred).lower()
+    return float(any(r.lower() in pred for r in refs))
+
+
+def retrieved_score(pred: str, golds: Iterable[str], rule: str) -> float:
+    """The retrieval measure `rule` (`RETRIEVAL_RULES`) of an answer against its gold, in [0, 1]."""
+    golds = list(golds)
+    if rule == "string_match_all":
+        return string_match_all(pred, golds)
+    if rule == "string_match_part":
+        return string_match_part(pred, golds)
+    if rule == "contains":
+        return contains_answer(pred, golds)
+    if rule == "contains_all":
+        return all_present(pred, golds)
+    raise WorkbenchError(f"unknown retrieval rule {rule!r}; use one of {', '.join(RETRIEVAL_RULES)}")

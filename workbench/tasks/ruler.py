@@ -59,6 +59,7 @@ class _Draft:
     gold: tuple[str, ...]
     scoring: str
     chain: bool  # links written in chain order
+    evidence: int  # the first `evidence` needles are the ones the question asks about
 
 
 def _key(rng: random.Random) -> str:
@@ -87,12 +88,12 @@ def _niah(rng: random.Random, keys: int, values: int) -> _Draft:
                       "memorize it. I will quiz you about the number afterwards.",
                       f"What is the special magic number for {key} mentioned in the provided text?",
                       f"The special magic number for {key} mentioned in the provided text is", (asked[0],), "any",
-                      chain=False)
+                      chain=False, evidence=1)
     return _Draft(tuple(needles), "Some special magic numbers are hidden within the following text. Make sure to "
                   "memorize it. I will quiz you about the numbers afterwards.",
                   f"What are all the special magic numbers for {key} mentioned in the provided text?",
                   f"The special magic numbers for {key} mentioned in the provided text are", tuple(asked), "all",
-                  chain=False)
+                  chain=False, evidence=values)
 
 
 def _variable_tracking(rng: random.Random, hops: int = 4) -> _Draft:
@@ -102,7 +103,8 @@ def _variable_tracking(rng: random.Random, hops: int = 4) -> _Draft:
     return _Draft(tuple(links), "Memorize and track the chain(s) of variable assignment hidden in the following text.",
                   f"Find all variables that are assigned the value {value} in the text above.",
                   f"According to the chain(s) of variable assignment in the text above, {hops + 1} variables are "
-                  f"assigned the value {value}, they are:", tuple(names), "all", chain=True)
+                  f"assigned the value {value}, they are:", tuple(names), "all", chain=True,
+                  evidence=len(links))
 
 
 _BUILDERS: dict[str, Callable[[random.Random], _Draft]] = {
@@ -180,9 +182,14 @@ def ruler_example(index: int, task: str, tokenizer, *, target_tokens: int = DEFA
     needle_at = dict(zip(order, draft.needles))
     texts = [_fill(count, target_tokens // passages + (p < target_tokens % passages), rng.randrange(len(NOISE)),
                    needle_at.get(p), fraction, target_tokens) for p in range(passages)]
+    evidence = []
+    for passage, needle in needle_at.items():
+        if needle in draft.needles[:draft.evidence]:
+            start = texts[passage].index(needle)
+            evidence.append([passage, start, start + len(needle)])
     meta = {"source": "ruler", "task": task, "data_seed": data_seed, "target_tokens": target_tokens,
             "n_tokens": sum(count(t) for t in texts), "needle_depth": depth, "needle_passages": list(order),
-            "scoring": draft.scoring, "answer_lead": draft.lead}
+            "scoring": draft.scoring, "answer_lead": draft.lead, "evidence": sorted(evidence)}
     return Example(str(index), tuple(texts), draft.question, draft.gold, system=draft.system, meta=meta)
 
 

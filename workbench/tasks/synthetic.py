@@ -4,6 +4,10 @@ Every name is invented from syllables and every fact is made up, so a model can 
 answer from the passages. Example ``i`` of a seed depends on ``(seed, i)`` and the options
 alone, never on how many examples are generated; filler only appends sentences, so the
 same example with and without filler has the same facts, names and passage order.
+
+Each example's evidence (`Example.evidence`) is the fact sentence of each supporting passage: for
+a bridge question the "coached by" sentence and the coach's birth sentence, for a one-hop question
+the birth sentence, for a comparison the two compared facts (founding year or height).
 """
 
 from __future__ import annotations
@@ -94,11 +98,18 @@ class _Passage:
 
     subject: str
     sentences: list[str]
+    fact: int = 0  # which sentence states the passage's fact
     fillers: set[str] = field(default_factory=set)
 
     @property
     def text(self) -> str:
         return " ".join(self.sentences)
+
+    @property
+    def fact_span(self) -> tuple[int, int]:
+        """The fact sentence's character span in `text`."""
+        start = sum(len(s) + 1 for s in self.sentences[:self.fact])
+        return start, start + len(self.sentences[self.fact])
 
 
 @dataclass
@@ -162,20 +173,20 @@ def _coached(rng: random.Random, athlete: str, coach: str) -> _Passage:
                  f"{athlete} is coached by {coach}."]
     if rng.random() < 0.5:
         sentences.append(rng.choice(_PAIR_NOTES))
-    return _Passage(athlete, sentences)
+    return _Passage(athlete, sentences, fact=1)
 
 
 def _founded(rng: random.Random, org: str, description: str, year: int) -> _Passage:
     sentences = [f"{org} is {description}.", f"{org} was founded in {year}.",
                  rng.choice(_ORG_NOTES).format(p=org)]
-    return _Passage(org, sentences)
+    return _Passage(org, sentences, fact=1)
 
 
 def _tall(rng: random.Random, person: str, height: int) -> _Passage:
     sentences = [f"{person} is {rng.choice(_ATHLETE_ROLES)}.",
                  f"{person} is {height} centimetres tall.",
                  rng.choice(_PERSON_NOTES).format(p=person)]
-    return _Passage(person, sentences)
+    return _Passage(person, sentences, fact=1)
 
 
 def _person_distractor(rng: random.Random, names: _Names, coach: bool) -> _Passage:
@@ -303,6 +314,7 @@ def synthetic_example(index: int, seed: int = 0, *, types: Iterable[str] = QUEST
         "support_passages": [position[i] for i in range(n_facts)],
         "answer_passage": position[draft.answer_fact],
         "distractor_passages": sorted(position[i] for i in range(n_facts, len(passages))),
+        "evidence": sorted([position[i], *passages[i].fact_span] for i in range(n_facts)),
     }
     return Example(
         id=str(index),
