@@ -19,6 +19,10 @@ decoded) and computes every request from there on, so the pool after a resume is
 uninterrupted run would hold. A method with nothing missing, or with no state, replays nothing.
 A request file that cannot be read back is moved aside (`.corrupt-NAME-TIME`) with a warning and
 counts as missing, as a sweep's damaged example does.
+
+Each request written is listed (as "METHOD/00012") under the manifest's current segment, the
+environment (this process's) that computed it; a resume on other code or packages opens a new
+segment with a warning (`runstore.segments`). A replayed request is not recomputed and keeps its segment.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from workbench.runstore import (
     MANIFEST, check_out, finished, interruption, load_manifest, move_aside, resume_manifest, run_lock,
     write_manifest,
 )
+from workbench.runstore.segments import open_segment, record
 from workbench.tasks import data_identity, load_dataset
 
 DEFAULT_METHODS = ("chat-template", "token-matched", "kvcomm", "kvcomm-always", "opengate", "protect-root",
@@ -101,6 +106,11 @@ def request_path(out: Path, method: str, index: int) -> Path:
     return Path(out) / REQUESTS / method / f"{index:05d}.json"
 
 
+def request_key(method: str, index: int) -> str:
+    """How the manifest's segments name a request: "METHOD/00012"."""
+    return f"{method}/{index:05d}"
+
+
 def read_request(path: Path) -> RequestResult:
     return RequestResult.from_dict(json.loads(Path(path).read_text()))
 
@@ -141,6 +151,9 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                 examples = load_dataset(config.dataset, n=held["n"], tokenizer=model.tokenizer,
                                         max_positions=model.max_positions, **config.dataset_options)
             set_aside_unreadable(out, held["methods"], len(examples))
+            manifest = open_segment(manifest, [request_key(m, i) for m in held["methods"] for i in range(len(examples))
+                                               if request_path(out, m, i).is_file()], out)
+            write_manifest(out, manifest)
             for method in config.methods:
                 info, state = get_method(method), get_method(method).make_state()
                 state.kvcomm = config.kvcomm
@@ -162,6 +175,8 @@ def run_pipeline(model: LoadedModel, config: PipelineConfig, out: str | Path, pr
                     if done is None:
                         path.parent.mkdir(parents=True, exist_ok=True)
                         write_json(path, result.to_dict())
+                        record(manifest, request_key(method, index))
+                        write_manifest(out, manifest)
                 write_tables(out, held["methods"], examples)  # readable while the next method runs
             write_tables(out, held["methods"], examples)
         except BaseException as err:  # interrupted or failed: the manifest says so, then the tables keep what finished

@@ -11,6 +11,10 @@ with its error while the others go on. A worker that dies loses only its example
 recorded as failed; running the same command again recomputes it.
 
 Every worker must see the run folder at the same path (one machine, or a shared file system).
+
+Provenance: the environment a session's examples are recorded under (the manifest's segments)
+is the first worker's, read in the worker (its code, packages, CPU or GPU and threads), not the
+driver's; workers whose code or package versions differ are refused.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.sweep import SweepConfig, check_some_done
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
+from workbench.runstore.environment import COMPARED, environment
 from workbench.tasks import Example
 
 RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
@@ -108,6 +113,9 @@ class SweepWorker:
     def identity(self) -> dict:
         return model_identity(self.model)
 
+    def environment(self) -> dict:
+        return environment()
+
     def examples(self, config: SweepConfig) -> list[Example]:
         return config.load_examples(self.model)
 
@@ -122,8 +130,9 @@ class SweepWorker:
 
 
 def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float, device, dtype,
-                   timeout: float | None) -> tuple[list, dict]:
-    """The actors and the model identity they all share (refused if any differs)."""
+                   timeout: float | None) -> tuple[list, dict, dict]:
+    """The actors, the model identity they all share and the first one's environment (refused if
+    the models, or the code and package versions, differ)."""
     remote = ray.remote(num_cpus=cpus, num_gpus=gpus)(SweepWorker)
     actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus))) for _ in range(workers)]
     try:
@@ -135,7 +144,11 @@ def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float,
     if len(prints) > 1:
         raise WorkbenchError(f"the workers loaded different models ({len(prints)} fingerprints): give every node the "
                              f"same weights, dtype and device kind")
-    return actors, identities[0]
+    environments = ray.get([a.environment.remote() for a in actors])
+    if len({repr([e.get(k) for k in COMPARED]) for e in environments}) > 1:
+        raise WorkbenchError("the workers run different workbench code or package versions: give every node the same "
+                             "checkout and packages")
+    return actors, identities[0], environments[0]
 
 
 def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, workers: int = 2,
@@ -164,12 +177,12 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     actors = []
     try:
         wait = resource_wait(ray, workers, cpus_per_worker, gpus_per_worker, joined=address is not None)
-        actors, identity = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device, dtype,
-                                          wait)
+        actors, identity, env = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device,
+                                               dtype, wait)
         examples = ray.get(actors[0].examples.remote(config))
         order = [e.id for e in examples]
         with run_lock(out):
-            store = SweepStore.open(out, identity, config.identity())
+            store = SweepStore.open(out, identity, config.identity(), env)
             todo = [e for e in examples if not store.done(e.id)]
             try:
                 _dispatch(ray, actors, store, todo, config.diagnose, out, order, progress)

@@ -5,7 +5,9 @@ result the run store saves atomically before the next example begins (layout in
 `workbench.runstore.writers`). Killing a run and starting the same command again goes on where
 it stopped; on a finished run it recomputes nothing. An example that raises is recorded in
 the manifest and the run goes on. The run's identity (model weights, dtype, device, data set
-and its file's hash, every diagnose setting) must match to resume.
+and its file's hash, every diagnose setting) must match to resume; a resume on other code or
+packages is warned about and its examples recorded under a new segment of the manifest, each
+example keeping the environment (this process's) that computed it (`runstore.segments`).
 """
 
 from __future__ import annotations

@@ -9,10 +9,14 @@ Every manifest has the same keys, whatever wrote it:
     model           LoadedModel.describe() plus its "fingerprint" (None for a report index)
     args            what the run computes: the identity a resume must match
     versions        Python and the packages a result depends on
-    git_revision    the workbench checkout's commit, "+dirty" when it had changes
+    git_revision    the imported workbench package's commit, "+dirty" when its files had changes
+    environment     what computed it: code (commit, dirty, diff hash), versions, device, threads
+                    (`environment.py`); absent in manifests written before it
     start, end      ISO times (end None while running); seconds
     failures        [{example_id, error, traceback}] (sweeps)
     details         what is particular to the kind (the curve's protocol, the fidelity bank, ...)
+    segments        (sweeps, pipelines) one per environment a resumed run ran in, each with the
+                    examples it computed (`segments.py`); absent in one-shot runs and older ones
 
 Manifests of the first version (schema 1: "started"/"ended"/"git", kind-specific keys at
 the top) are read as schema 2 by `read_manifest`. Manifests written before the marker existed
@@ -25,56 +29,32 @@ typed, checked `Manifest` (`load_manifest`), whose `to_dict()` is the JSON objec
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from workbench.atomic import write_json
 from workbench.errors import WorkbenchError
+from workbench.runstore.environment import environment, git_revision, package_versions
 
 MANIFEST = "manifest.json"
 SCHEMA = "kvwb-run"
 SCHEMA_VERSION = 2
 KEYS = ("schema", "schema_version", "kind", "status", "model", "args", "versions", "git_revision", "start", "end",
         "seconds", "failures", "details")
-_PACKAGES = ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "pyarrow", "scipy")
+OPTIONAL = ("environment", "segments")  # keys a manifest may lack (written before they existed, or one-shot)
+ORDER = (*KEYS[:8], "environment", *KEYS[8:], "segments")  # the writer's order of every key
 
 
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of Python and the packages a result depends on."""
-    versions = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def git_revision() -> str | None:
-    """The workbench checkout's commit (with '+dirty' when it has changes), or None."""
-    here = Path(__file__).resolve().parent
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
-                             timeout=5, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return rev + ("+dirty" if dirty else "")
-
-
 def new_manifest(kind: str, model: dict | None, args: dict, **details) -> dict:
     """A fresh manifest of `kind` (status "running"); `model` is describe() + fingerprint."""
     return {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "kind": kind, "status": "running", "model": model, "args": args,
-            "versions": package_versions(), "git_revision": git_revision(), "start": now(), "end": None,
+            "versions": package_versions(), "git_revision": git_revision(), "environment": environment(),
+            "start": now(), "end": None,
             "seconds": None, "failures": [], "details": details}
 
 
@@ -164,6 +144,11 @@ _FIELD_TYPES = {
     "failures": (lambda v: isinstance(v, list) and all(isinstance(f, dict) for f in v), "a list of objects"),
     "details": (lambda v: isinstance(v, dict), "an object"),
 }
+_OPTIONAL_TYPES = {
+    "environment": (lambda v: isinstance(v, dict), "an object"),
+    "segments": (lambda v: isinstance(v, list) and all(isinstance(s, dict) and isinstance(s.get("examples"), list)
+                                                       for s in v), "a list of objects with examples"),
+}
 
 
 @dataclass(frozen=True)
@@ -183,6 +168,8 @@ class Manifest:
     seconds: float | None
     failures: tuple[dict, ...]
     details: dict
+    environment: dict | None = None  # None: written before environments were recorded
+    segments: tuple[dict, ...] | None = None  # sweeps and pipelines; None: one-shot or older
 
     @classmethod
     def from_dict(cls, data: dict, source: Path | str = MANIFEST) -> Manifest:
@@ -193,12 +180,25 @@ class Manifest:
                 held = "nothing" if key not in data else f"{type(data[key]).__name__} {_short(data[key], 40)}"
                 raise WorkbenchError(f"{source} is malformed: its {key!r} holds {held}, not {wanted}; remove the "
                                      f"folder or pass a new --out")
-        return cls(**{key: data[key] for key in KEYS if key != "failures"}, failures=tuple(data["failures"]))
+        for key, (ok, wanted) in _OPTIONAL_TYPES.items():
+            if key in data and not ok(data[key]):
+                raise WorkbenchError(f"{source} is malformed: its {key!r} holds {type(data[key]).__name__} "
+                                     f"{_short(data[key], 40)}, not {wanted}; remove the folder or pass a new --out")
+        segments = data.get("segments")
+        return cls(**{key: data[key] for key in KEYS if key != "failures"}, failures=tuple(data["failures"]),
+                   environment=data.get("environment"), segments=None if segments is None else tuple(segments))
 
     def to_dict(self) -> dict:
-        """The manifest as its JSON object (keys in the writer's order)."""
-        out = {key: getattr(self, key) for key in KEYS}
-        return {**out, "failures": list(self.failures)}
+        """The manifest as its JSON object (keys in the writer's order; an optional key it lacked, left out)."""
+        out = {key: getattr(self, key) for key in ORDER if key not in OPTIONAL or getattr(self, key) is not None}
+        return {**out, "failures": list(self.failures),
+                **({"segments": list(self.segments)} if self.segments is not None else {})}
+
+    def environment_of(self, example_id: str) -> dict | None:
+        """The environment that computed `example_id`: its segment's, else (no segments) the run's."""
+        if self.segments is None:
+            return self.environment
+        return next((s.get("environment") for s in self.segments if example_id in s["examples"]), None)
 
     @property
     def model_name(self) -> str | None:

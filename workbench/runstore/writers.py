@@ -2,7 +2,8 @@
 which grows one example at a time and can be resumed.
 
     runs/NAME/                         (a sweep)
-      manifest.json                    the run's identity, status and failures
+      manifest.json                    the run's identity, status, failures and segments (which
+                                       environment computed each example: `segments.py`)
       examples.parquet                 one row per finished example
       outcomes.parquet                 one row per example x selector x budget
       diagnoses/FOLDER/                each example's Diagnosis (FOLDER = paths.folder_name(id))
@@ -26,6 +27,7 @@ from workbench.runstore.manifest import (
     MANIFEST, finished, interruption, new_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.paths import folder_name, move_aside, subfolders
+from workbench.runstore.segments import open_segment, record
 
 
 def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
@@ -71,14 +73,21 @@ class SweepStore:
             self.failures.pop(example_id)  # recorded (a Ray worker killed between saving and returning)
 
     @classmethod
-    def open(cls, out: Path, model_identity: dict, args: dict) -> SweepStore:
+    def open(cls, out: Path, model_identity: dict, args: dict, environment: dict | None = None) -> SweepStore:
         """A new run in `out`, or the run already there when its identity matches (else a clear
-        error listing every difference)."""
+        error listing every difference). `environment`: what computes this session's examples
+        (default: this process's); a resume in another one opens a new segment (`segments.py`)."""
         out = Path(out)
+        fresh = not (out / MANIFEST).is_file()
         manifest = resume_manifest(out, "sweep", model_identity, args)
+        if fresh and environment is not None:
+            manifest["environment"] = environment
         write_manifest(out, manifest)  # first: a folder with a manifest is a run, whatever else it holds yet
         (out / DIAGNOSES).mkdir(parents=True, exist_ok=True)
-        return cls(out, manifest)
+        store = cls(out, manifest)
+        store.manifest = open_segment(manifest, store.done_ids, out, environment)
+        write_manifest(out, store.manifest)
+        return store
 
     def _read_back(self, folder: Path) -> None:
         """Hold the rows of a finished example; move an unreadable one aside to recompute it."""
@@ -116,6 +125,7 @@ class SweepStore:
         self._outcomes[diagnosis.example_id] = diagnosis.outcomes
         self.failures.pop(diagnosis.example_id, None)
         self.write_tables(order)
+        self._note(diagnosis.example_id)
 
     def adopt(self, example_id: str, name: str, order: list[str]) -> None:
         """Take in an example another process saved into `diagnoses/name` (a Ray worker), then
@@ -126,12 +136,19 @@ class SweepStore:
             return
         self.failures.pop(example_id, None)
         self.write_tables(order)
+        self._note(example_id)
+
+    def _note(self, example_id: str, computed: bool = True) -> None:
+        """Write the manifest with a saved example listed under this session's segment (a failed
+        one taken out of any) and the failures as they stand."""
+        record(self.manifest, example_id, computed)
+        self.manifest["failures"] = list(self.failures.values())
+        write_manifest(self.out, self.manifest)
 
     def fail(self, example_id: str, error: str, traceback: str) -> None:
         """Record an example that raised (the run goes on)."""
         self.failures[example_id] = {"example_id": example_id, "error": error, "traceback": traceback}
-        self.manifest["failures"] = list(self.failures.values())
-        write_manifest(self.out, self.manifest)
+        self._note(example_id, computed=False)
 
     def write_tables(self, order: list[str]) -> None:
         """examples.parquet and outcomes.parquet from the rows in memory, in the data set's order."""
