@@ -53,7 +53,11 @@ def example_row(diagnosis: Diagnosis, folder: str) -> dict:
             "spliced_answer": answers.spliced.text, "dense_em": answers.dense.em, "dense_f1": answers.dense.f1,
             "dense_contains": answers.dense.contains, "spliced_em": answers.spliced.em, "spliced_f1": answers.spliced.f1,
             "spliced_contains": answers.spliced.contains,
-            "splice_flip": answers.splice_flip, "splice_flip_strict": answers.splice_flip_strict}
+            "splice_flip": answers.splice_flip, "splice_flip_strict": answers.splice_flip_strict,
+            "dense_retrieved": answers.dense.retrieved, "spliced_retrieved": answers.spliced.retrieved,
+            "dense_answer_tokens": answers.dense.n_tokens, "spliced_answer_tokens": answers.spliced.n_tokens,
+            "spliced_ran_on": answers.splice_ran_on,
+            "n_evidence": None if diagnosis.context.evidence is None else len(diagnosis.context.evidence)}
 
 
 class SweepStore:
