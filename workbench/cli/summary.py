@@ -8,7 +8,7 @@ from pathlib import Path
 
 from workbench.cli.common import printable, say
 from workbench.errors import WorkbenchError
-from workbench.experiments.contrasts import MEASURES
+from workbench.experiments.contrasts import GAP_MEASURES, MEASURES
 
 NAME = "summary"
 FIGURES = {"accuracy": "Exact match against budget", "gap": "Share of the EM gap closed against budget",
@@ -39,23 +39,28 @@ def add_arguments(p) -> None:
                    help="a pre-registered contrast, e.g. cadence-grad:cacheblend@0.2, or bcr:coin@0.2 for the coin "
                         "matched to bcr (coin:bcr): exact McNemar b/c and p for two selectors, the exact sign-flip "
                         "test against a coin's mean over draws with each draw's b/c, and the difference with a "
-                        "95%% paired interval. Repeat for several: together they are the family, and each p is "
-                        "printed raw and Holm-adjusted over it")
+                        "95%% paired interval; A:B@auc reads per example the area of the measure over the run's "
+                        "budget grid (trapezoid / span) by the exact sign-flip test. Repeat for several: together "
+                        "they are the family, and each p is printed raw and Holm-adjusted over it")
     p.add_argument("--measure", default="flip", choices=list(MEASURES),
-                   help="the outcome the contrasts test (default flip: the output changed against dense; "
-                        "graded ones such as f1_to_dense or dense_logprob_mean take the sign-flip test)")
+                   help="the outcome the contrasts test, at a budget or @auc (default flip: the output changed "
+                        "against dense; graded ones such as f1_to_dense or dense_logprob_mean take the sign-flip "
+                        "test; retrieved: the task's retrieval measure, RULER's string match or contains for QA, "
+                        "fractional over several values). em, contains and retrieved also move the gap closed, "
+                        "its area over budgets and the summary's tests onto that measure; any other leaves them "
+                        "on em")
     p.add_argument("--html", default=None,
                    help="also write the curves as standalone HTML into this folder (new, empty, or one an "
                         "earlier --html wrote)")
 
 
-def summarize_run(folder, reference: str | None = None):
-    """The sweep folder read back and its summary table."""
+def summarize_run(folder, reference: str | None = None, measure: str = "em"):
+    """The sweep folder read back and its summary table (gap and tests on `measure`)."""
     from workbench.experiments.summary import summarize
     from workbench.runstore import load_sweep
 
     run = load_sweep(folder)
-    return run, summarize(run, reference=None if reference is None else _label(reference))
+    return run, summarize(run, reference=None if reference is None else _label(reference), measure=measure)
 
 
 def _label(spec: str) -> str:
@@ -69,11 +74,20 @@ def _label(spec: str) -> str:
 
 
 def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) -> str:
-    """The summary as markdown: the header facts, the main table, tokens-to-target."""
+    """The summary as markdown: the header facts, the main table, tokens-to-target, and with two
+    budgets or more the readings over the grid (the gap's area, rows to the target share)."""
     from workbench.experiments.summary import tokens_to_target
     from workbench.report import sweep_summary_markdown
 
-    return sweep_summary_markdown(run, table, tokens_to_target(table, run.examples, target_share, max_flip_rate))
+    text = sweep_summary_markdown(run, table, tokens_to_target(table, run.examples, target_share, max_flip_rate))
+    if run.outcomes["budget"].nunique() < 2:
+        return text
+    from workbench.experiments.gap_auc import gap_auc_table, rows_to_target_table
+    from workbench.report.markdown import gap_auc_markdown
+
+    measure = table.attrs.get("measure", "em")
+    return text + "\n\n" + gap_auc_markdown(gap_auc_table(run, measure),
+                                             rows_to_target_table(run, measure, target_share))
 
 
 def command(args) -> int:
@@ -83,7 +97,7 @@ def command(args) -> int:
     for text in args.contrast:
         parse_contrast(text)  # a malformed contrast fails before the run is read
     html_out = check_html_out(args.html) if args.html else None
-    run, table = summarize_run(args.run, args.reference)
+    run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     contrasts = contrast_family(run, args.contrast, args.measure)
     if args.format == "csv":
         print(printable(table.to_csv(index=False), keep_newlines=True), end="")
@@ -121,13 +135,15 @@ def write_figures(out: Path, run, table) -> None:
     (`runstore.write_run`): a full disk leaves no figure behind."""
     from workbench import plots, runstore
 
-    figures = {"accuracy": plots.budget_curve(table, "em", FIGURES["accuracy"]),
-               "gap": plots.gap_curve(table, FIGURES["gap"]),
+    measure = table.attrs.get("measure", "em")
+    titles = {**FIGURES, "gap": FIGURES["gap"] if measure == "em" else FIGURES["gap"].replace("EM", measure)}
+    figures = {"accuracy": plots.budget_curve(table, "em", titles["accuracy"]),
+               "gap": plots.gap_curve(table, titles["gap"]),
                "flips": plots.budget_curve(table, "flip_rate", FIGURES["flips"]),
                "rows": plots.rows_vs_accuracy(table, FIGURES["rows"])}
     pages = {f"{name}.html": fig.to_html(include_plotlyjs=True) for name, fig in figures.items()}
     title = html.escape(f"kvwb summary: {run.folder.name}")
-    links = "".join(f'<li><a href="{name}.html">{html.escape(FIGURES[name])}</a></li>' for name in figures)
+    links = "".join(f'<li><a href="{name}.html">{html.escape(titles[name])}</a></li>' for name in figures)
     pages["index.html"] = (f"<!doctype html><meta charset=utf-8><title>{title}</title>"
                            f"<h1>{title}</h1><ul>{links}</ul>\n")
     manifest = runstore.new_manifest("report", run.manifest.model,

@@ -1,6 +1,7 @@
 """Pre-registered paired contrasts: A against B at one budget, on one measure, Holm over the family.
 
     kvwb summary RUN --measure flip --contrast cadence-grad:cacheblend@0.2 --contrast bcr:coin@0.2
+    kvwb summary RUN --measure retrieved --contrast cadence-grad:cacheblend@auc
 
 Every contrast is paired over the examples both selectors answered, and every difference and
 its interval are computed on the quantity the test reads:
@@ -9,7 +10,9 @@ its interval are computed on the quantity the test reads:
 - two selectors, a graded measure: the sign-flip permutation test on per-example differences;
 - against a drawn control (the coin): the sign-flip test of A against the coin's mean over its
   draws, and beside it the test against each draw and how many draws separate at 0.05, as BCR
-  reports its five seeds (no majority vote over draws anywhere).
+  reports its five seeds (no majority vote over draws anywhere);
+- `@auc`: per example the area of the measure over the run's budget grid (`areas`; a drawn
+  control's mean over draws at each budget, then the area), by the exact sign-flip test.
 
 `A:coin@b` names the coin matched to A (`coin:A`: A's unit, A's units' sizes, exactly A's rows).
 A coin of another unit than A's is refused, with the matched one named. The contrasts given
@@ -26,6 +29,7 @@ import pandas as pd
 
 from workbench import stats
 from workbench.errors import WorkbenchError
+from workbench.experiments.areas import AUC, area_by_draw, budget_grid
 from workbench.runstore import SweepRun
 from workbench.selectors import parse_selector
 
@@ -53,13 +57,28 @@ MEASURES = {m.name: m for m in (
     Measure("agree_prefix", "agree_prefix", False, True, "leading answer tokens equal to dense's"),
     Measure("first_kl", "first_kl", False, False, "KL(dense || cell) of the first answer token, nats"),
     Measure("f1", "f1", False, True, "token F1 against a gold answer"),
+    Measure("retrieved", "retrieved", True, True, "the task's retrieval measure (RULER string match, fractional "
+            "over several values; word-boundary contains for QA)"),
+    Measure("ran_on", "ran_on", True, False, "the answer runs on past where dense's answer ended"),
 )}
+# The binary measures, higher better, that the examples record for dense and the splice too
+# (`dense_<m>`, `spliced_<m>`): a gap closed can be read on them (`summary.summarize`).
+GAP_MEASURES = ("em", "contains", "retrieved")
+# Differences of areas over a budget grid sit on a lattice of 1/D for D up to about this (a grid's
+# trapezoid weights x coin draws x a fractional measure's values): the sign-flip test stays exact.
+AREA_MAX_DENOMINATOR = 5040
 
 
 def get_measure(name: str) -> Measure:
     if name not in MEASURES:
         raise WorkbenchError(f"unknown measure {name!r}; valid: {', '.join(MEASURES)}")
     return MEASURES[name]
+
+
+def predates(column: str, measure: Measure, table: str = "this run") -> WorkbenchError:
+    """The one-line refusal of a run made before `column` was recorded."""
+    return WorkbenchError(f"{table} has no {column!r} column (measure {measure.name!r}); it was made before that "
+                          "outcome was recorded: rerun it or choose another measure")
 
 
 @dataclass(frozen=True)
@@ -74,11 +93,12 @@ class DrawTest:
 
 @dataclass(frozen=True)
 class Contrast:
-    """One pre-registered paired contrast A vs B at one budget on one measure."""
+    """One pre-registered paired contrast A vs B at one budget on one measure, or over the run's
+    budget grid (`budget == "auc"`: the area of the measure over `grid`)."""
 
     a: str
     b: str
-    budget: float
+    budget: float | str  # a fraction, or AUC
     measure: str
     test: str  # "McNemar exact" or the sign-flip test's method
     n: int
@@ -92,6 +112,12 @@ class Contrast:
     high: float
     draws: tuple[DrawTest, ...] = ()  # against each draw of a drawn control
     p_holm: float = math.nan  # Holm-adjusted over the family it was given with
+    grid: tuple[float, ...] = ()  # at AUC: the budgets the area spans
+
+    @property
+    def at(self) -> str:
+        """Where it was read: `b = 0.2`, or `auc over 0.05-0.5`."""
+        return f"{AUC} over {self.grid[0]:g}-{self.grid[-1]:g}" if self.budget == AUC else f"{self.budget:g}"
 
     @property
     def draws_separating(self) -> int:
@@ -119,18 +145,18 @@ def resolve_coin(a: str, b: str, labels) -> str:
     return b
 
 
-def parse_contrast(text: str) -> tuple[str, str, float]:
-    """`A:B@b` (a selector label may itself hold ':', as in bcr:grow; split at the ':' that names
-    two known selectors, `coin` being the coin matched to A) -> (A, B, b)."""
+def parse_contrast(text: str) -> tuple[str, str, float | str]:
+    """`A:B@b` or `A:B@auc` (a selector label may itself hold ':', as in bcr:grow; split at the ':'
+    that names two known selectors, `coin` being the coin matched to A) -> (A, B, b or "auc")."""
     body, at, budget = str(text).rpartition("@")
     if not at:
         raise WorkbenchError(f"a contrast is written A:B@BUDGET (e.g. cadence-grad:cacheblend@0.2), got {text!r}")
     try:
-        value = float(budget)
+        value = AUC if budget.strip().lower() == AUC else float(budget)
     except ValueError:
-        raise WorkbenchError(f"the budget of contrast {text!r} is not a number") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise WorkbenchError(f"the budget of contrast {text!r} must be a fraction in [0, 1]")
+        raise WorkbenchError(f"the budget of contrast {text!r} is neither a number nor {AUC!r}") from None
+    if value != AUC and (not math.isfinite(value) or not 0.0 <= value <= 1.0):
+        raise WorkbenchError(f"the budget of contrast {text!r} must be a fraction in [0, 1] or {AUC!r}")
     parts = body.split(":")
     for cut in range(1, len(parts)):
         left, right = ":".join(parts[:cut]), ":".join(parts[cut:])
@@ -144,39 +170,48 @@ def parse_contrast(text: str) -> tuple[str, str, float]:
     raise WorkbenchError(f"contrast {text!r} does not name two selectors as A:B@BUDGET")
 
 
-def _cells(outcomes: pd.DataFrame, label: str, budget: float, measure: Measure) -> pd.DataFrame:
-    """Examples x draws of one selector's measure at a budget (one column for a selector that is
-    not drawn)."""
+def _cells(outcomes: pd.DataFrame, label: str, budget: float | str, measure: Measure) -> pd.DataFrame:
+    """Examples x draws of one selector's measure at a budget, or of its area over the run's grid at
+    AUC (one column for a selector that is not drawn)."""
+    if measure.column not in outcomes:
+        raise predates(measure.column, measure)
+    if isinstance(budget, str):  # AUC
+        return area_by_draw(outcomes[outcomes["selector"] == label], measure.column, budget_grid(outcomes))
     rows = outcomes[(outcomes["selector"] == label) & ((outcomes["budget"] - budget).abs() < 1e-9)]
-    if measure.column not in rows:
-        raise WorkbenchError(f"this run has no {measure.column!r} column (measure {measure.name!r}); it was "
-                             "made before that outcome was recorded: rerun it or choose another measure")
     draw = rows["draw"].fillna(-1).astype(int) if "draw" in rows else pd.Series(-1, index=rows.index)
     values = rows[measure.column].astype(float)
     return pd.DataFrame({"example_id": rows["example_id"], "draw": draw, "value": values}).pivot(
         index="example_id", columns="draw", values="value")
 
 
-def paired_test(a: np.ndarray, b: np.ndarray, binary: bool) -> tuple[int | None, int | None, float, str]:
-    """(b, c, p, test) of one paired comparison of per-example values (binary 0/1 or graded)."""
+def paired_test(a: np.ndarray, b: np.ndarray, binary: bool,
+                lattice: int | None = None) -> tuple[int | None, int | None, float, str]:
+    """(b, c, p, test) of one paired comparison of per-example values: McNemar where `binary` and both
+    are 0/1, else the sign-flip test (a binary measure with fractional values, RULER's string match
+    over several values, takes it too; `lattice`: its widest exact lattice, if not its own)."""
     if binary and np.isin(a, (0, 1)).all() and np.isin(b, (0, 1)).all():
         test = stats.mcnemar_exact(a.astype(bool), b.astype(bool))
         return test.b, test.c, test.p_value, "McNemar exact"
-    result = stats.sign_flip_test(a, b)
+    result = stats.sign_flip_test(a, b, **({"max_denominator": lattice} if lattice else {}))
     return None, None, result.p_value, f"sign-flip {result.method}"
 
 
-def contrast(run: SweepRun, a: str, b: str, budget: float, measure: str = "flip") -> Contrast:
-    """A against B at `budget` on `measure` (see the module docstring), uncorrected."""
+def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = "flip") -> Contrast:
+    """A against B at `budget` (or AUC) on `measure` (see the module docstring), uncorrected."""
     m = get_measure(measure)
     labels = set(run.outcomes["selector"])
     b = resolve_coin(a, b, labels)
     missing = [s for s in (a, b) if s not in labels]
     if missing:
         raise WorkbenchError(f"no outcomes for {', '.join(missing)}; the run has {', '.join(sorted(labels))}")
-    side = {s: _cells(run.outcomes, s, float(budget), m) for s in (a, b)}
+    over = isinstance(budget, str)
+    if over and budget != AUC:
+        raise WorkbenchError(f"a contrast's budget is a fraction in [0, 1] or {AUC!r}, got {budget!r}")
+    budget = budget if over else float(budget)
+    side = {s: _cells(run.outcomes, s, budget, m) for s in (a, b)}
     if any(t.empty for t in side.values()):
-        raise WorkbenchError(f"no outcomes at budget {budget:g} for {a} or {b}; the run's budgets are "
+        where = "at every budget" if over else f"at budget {budget:g}"
+        raise WorkbenchError(f"no outcomes {where} for {a} or {b}; the run's budgets are "
                              f"{sorted(set(run.outcomes['budget']))}")
     ids = side[a].index.intersection(side[b].index)
     va, vb = side[a].loc[ids], side[b].loc[ids]
@@ -184,11 +219,13 @@ def contrast(run: SweepRun, a: str, b: str, budget: float, measure: str = "flip"
         va, vb = 1 - va, 1 - vb
     mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
     drawn = va.shape[1] > 1 or vb.shape[1] > 1  # a coin: its mean over draws, by the sign-flip test
-    b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary and not drawn)
+    den = AREA_MAX_DENOMINATOR if over else None  # an area: the sign-flip test, exact on its lattice
+    b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary and not drawn and not over, den)
     draws = ()
     if drawn:
         draws = tuple(DrawTest(int(d), *paired_test(va.iloc[:, min(i, va.shape[1] - 1)].to_numpy(),
-                                                vb.iloc[:, min(i, vb.shape[1] - 1)].to_numpy(), m.binary)[:3])
+                                                vb.iloc[:, min(i, vb.shape[1] - 1)].to_numpy(),
+                                                m.binary and not over, den)[:3])
                       for i, d in enumerate(vb.columns if vb.shape[1] > 1 else va.columns))
     sign = -1.0 if m.binary and not m.higher_is_better else 1.0  # report the event's rate (flips), not its absence
     ra, rb = sign * mean_a + (1 - sign) / 2, sign * mean_b + (1 - sign) / 2
@@ -196,8 +233,8 @@ def contrast(run: SweepRun, a: str, b: str, budget: float, measure: str = "flip"
         diff, low, high = stats.paired_bootstrap_ci(ra, rb)
     else:
         diff, low, high = float(np.mean(ra - rb)), math.nan, math.nan
-    return Contrast(a, b, float(budget), m.name, test, len(ids), b_count, c_count, p, float(ra.mean()),
-                    float(rb.mean()), diff, low, high, draws)
+    return Contrast(a, b, budget, m.name, test, len(ids), b_count, c_count, p, float(ra.mean()),
+                    float(rb.mean()), diff, low, high, draws, grid=budget_grid(run.outcomes) if over else ())
 
 
 def contrast_family(run: SweepRun, texts, measure: str = "flip") -> list[Contrast]:

@@ -6,7 +6,9 @@ control is tested on its mean over draws by the exact sign-flip test instead); p
 Holm-corrected within each budget, separately for the comparisons against the reference
 selector and against dense. The reference defaults to the first of
 `selectors.COMPARISON_PREFERENCE` the run has; a run with none of them has no reference
-comparison, and the summary says so.
+comparison, and the summary says so. The gap and the tests read exact match unless another
+binary measure is asked for (`measure`: contains, retrieved), read against the examples'
+`dense_<measure>` and `spliced_<measure>`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 from workbench import stats
 from workbench.errors import WorkbenchError
 from workbench.diagnosis.graded import GRADED_COLUMNS
-from workbench.experiments.contrasts import paired_test
+from workbench.experiments.contrasts import GAP_MEASURES, Measure, get_measure, paired_test, predates
 from workbench.runstore import SweepRun
 from workbench.selectors import comparison_reference
 
@@ -35,8 +37,32 @@ def resolve_reference(run: SweepRun, reference: str | None) -> str | None:
     return reference
 
 
-# Outcome columns averaged over a drawn control's draws (graded ones missing from older runs: NaN).
-MEAN_COLUMNS = ("em", "f1", "contains", "flip", "flip_strict", "n_recomputed", "dense_logprob", *GRADED_COLUMNS)
+# Outcome columns averaged over a drawn control's draws (graded ones, and retrieved, ran_on and
+# answer_tokens, missing from older runs: NaN).
+MEAN_COLUMNS = ("em", "f1", "contains", "flip", "flip_strict", "n_recomputed", "dense_logprob", *GRADED_COLUMNS,
+                "retrieved", "ran_on", "answer_tokens")
+
+
+def gap_measure(run: SweepRun, measure: str) -> Measure:
+    """The measure a gap closed is read on, checked against the run: binary, higher is better, with
+    its outcome column and the examples' dense and splice columns (a run made before: one line)."""
+    m = get_measure(measure)
+    if not (m.binary and m.higher_is_better) or m.column not in MEAN_COLUMNS:
+        raise WorkbenchError(f"the gap closed is read on a binary measure where higher is better "
+                             f"({', '.join(GAP_MEASURES)}); {measure!r} is not one")
+    if m.column not in run.outcomes:
+        raise predates(m.column, m)
+    for side in ("dense", "spliced"):
+        if f"{side}_{m.column}" not in run.examples:
+            raise predates(f"{side}_{m.column}", m, "this run's examples table")
+    return m
+
+
+def gap_sides(run: SweepRun, m: Measure) -> pd.DataFrame:
+    """Per example the measure for dense and the splice: example_id, dense_value, spliced_value."""
+    return pd.DataFrame({"example_id": run.examples["example_id"].to_numpy(),
+                         "dense_value": run.examples[f"dense_{m.column}"].astype(float).to_numpy(),
+                         "spliced_value": run.examples[f"spliced_{m.column}"].astype(float).to_numpy()})
 
 
 def per_example(outcomes: pd.DataFrame) -> pd.DataFrame:
@@ -73,7 +99,7 @@ def _draw_spread(outcomes: pd.DataFrame, label: str, budget: float, column: str)
     return float(rows.groupby("draw")[column].mean().std(ddof=1))
 
 
-def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
+def summarize(run: SweepRun, reference: str | None = None, measure: str = "em") -> pd.DataFrame:
     """One row per (selector, budget) with intervals, flips, gap recovered and McNemar tests.
 
     Drawn controls (the coin) are averaged over draws per example (`per_example`): rates are coin
@@ -84,34 +110,39 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
     p is Holm-corrected within each budget over every comparison of the family, those with no
     discordant pair included (p = 1). `reference` None picks the default one present (see
     `resolve_reference`); when the run has none, the `ref_*` columns are missing values. The
-    graded outcomes against dense (`diagnosis.graded`) are averaged beside them."""
-    examples = run.examples[["example_id", "dense_em", "spliced_em"]]
-    out = per_example(run.outcomes).merge(examples, on="example_id")
+    graded outcomes against dense (`diagnosis.graded`) are averaged beside them. `measure` (default
+    em; `GAP_MEASURES`, see `gap_measure`) is what the gap and the tests read, against the examples'
+    `dense_<measure>` and `spliced_<measure>`; `table.attrs["measure"]` records it."""
+    m = gap_measure(run, measure)
+    col = m.column
+    out = per_example(run.outcomes).merge(gap_sides(run, m), on="example_id")
     labels = list(dict.fromkeys(out["selector"]))
     reference = resolve_reference(run, reference)
     rows = []
     for budget, at_budget in out.groupby("budget", sort=True):
-        ref = at_budget[at_budget["selector"] == reference].set_index("example_id")["em"]
+        ref = at_budget[at_budget["selector"] == reference].set_index("example_id")[col]
         for label in labels:
             cell = at_budget[at_budget["selector"] == label].set_index("example_id")
             if cell.empty:
                 continue
             n, em, flip_rate = len(cell), float(cell["em"].mean()), float(cell["flip"].mean())
-            dense_acc, splice_acc = cell["dense_em"].mean(), cell["spliced_em"].mean()
+            value = cell[col].to_numpy(float)
+            dense_acc, splice_acc = cell["dense_value"].mean(), cell["spliced_value"].mean()
             binary = int(cell["draws"].max()) == 1  # a coin's draw means take the sign-flip test
-            vs_ref = (paired_test(cell["em"].to_numpy(), ref.reindex(cell.index).to_numpy(float), binary)
+            vs_ref = (paired_test(value, ref.reindex(cell.index).to_numpy(float), binary)
                       if reference is not None else (pd.NA, pd.NA, np.nan, ""))
-            vs_dense = paired_test(cell["em"].to_numpy(), cell["dense_em"].to_numpy(float), binary)
+            vs_dense = paired_test(value, cell["dense_value"].to_numpy(float), binary)
             rows.append({
                 "selector": label, "unit": cell["unit"].iloc[0], "budget": budget, "n": n,
                 "draws": int(cell["draws"].max()), "em": em, **_interval("em", cell["em"]),
                 "em_draw_sd": _draw_spread(run.outcomes, label, budget, "em"), "f1": cell["f1"].mean(),
-                "contains": cell["contains"].mean(),
+                "contains": cell["contains"].mean(), "retrieved": cell["retrieved"].mean(),
+                "ran_on": cell["ran_on"].mean(), "answer_tokens": cell["answer_tokens"].mean(),
                 "flip_rate": flip_rate, **_interval("flip", cell["flip"]),
                 "flip_draw_sd": _draw_spread(run.outcomes, label, budget, "flip"),
                 "flip_strict_rate": cell["flip_strict"].mean(),
-                "gap_recovered": stats.share_of_gap_recovered(em, splice_acc, dense_acc),
-                **_gap_interval(cell),
+                "gap_recovered": stats.share_of_gap_recovered(float(value.mean()), splice_acc, dense_acc),
+                **_gap_interval(cell, col),
                 "rows_per_example": cell["n_recomputed"].mean(),
                 "share_recomputed": (cell["n_recomputed"] / cell.get("n_pool", cell["n_reused"])).mean(),
                 "dense_logprob": cell["dense_logprob"].mean(),
@@ -124,6 +155,7 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
             })
     table = pd.DataFrame(rows)
     table.attrs["reference"] = reference
+    table.attrs["measure"] = m.name
     for prefix in ("ref", "dense") if reference is not None else ("dense",):
         table[f"{prefix}_p_holm"] = np.nan
         for budget, idx in table.groupby("budget").groups.items():
@@ -135,12 +167,12 @@ def summarize(run: SweepRun, reference: str | None = None) -> pd.DataFrame:
     return table
 
 
-def _gap_interval(cell: pd.DataFrame) -> dict:
-    """The paired bootstrap interval of the share of the EM gap closed (NaN without a gap)."""
+def _gap_interval(cell: pd.DataFrame, column: str) -> dict:
+    """The paired bootstrap interval of the share of the measure's gap closed (NaN without a gap)."""
     if len(cell) < 2:
         return {"gap_recovered_low": np.nan, "gap_recovered_high": np.nan}
-    _, low, high = stats.gap_closed_ci(cell["em"].to_numpy(float), cell["spliced_em"].to_numpy(float),
-                                       cell["dense_em"].to_numpy(float))
+    _, low, high = stats.gap_closed_ci(cell[column].to_numpy(float), cell["spliced_value"].to_numpy(float),
+                                       cell["dense_value"].to_numpy(float))
     return {"gap_recovered_low": low, "gap_recovered_high": high}
 
 
@@ -175,14 +207,17 @@ def tokens_to_target(summary: pd.DataFrame, examples: pd.DataFrame, share_of_den
                      max_flip_rate: float = 0.2) -> pd.DataFrame:
     """Fewest rows recomputed per example at which each selector reaches a target.
 
-    Targets: EM at least `share_of_dense` of dense EM; flip rate at most `max_flip_rate`.
-    NaN where no budget of the run reaches it (CADENCE reports "297 tokens to reach 60%").
+    Targets: the summary's measure (`attrs["measure"]`, EM by default) at least `share_of_dense` of
+    dense's; flip rate at most `max_flip_rate`. NaN where no budget of the run reaches it (CADENCE
+    reports "297 tokens to reach 60%").
     """
-    dense = examples["dense_em"].mean()
+    m = get_measure(summary.attrs.get("measure", "em"))
+    dense = examples[f"dense_{m.column}"].astype(float).mean()
     rows = []
     for label, cells in summary.groupby("selector", sort=False):
-        acc = cells[cells["em"] >= share_of_dense * dense]["rows_per_example"]
+        acc = cells[cells[m.column] >= share_of_dense * dense]["rows_per_example"]
         flip = cells[cells["flip_rate"] <= max_flip_rate]["rows_per_example"]
-        rows.append({"selector": label, f"rows_to_{share_of_dense:g}_dense_em": acc.min() if len(acc) else np.nan,
+        rows.append({"selector": label,
+                     f"rows_to_{share_of_dense:g}_dense_{m.name}": acc.min() if len(acc) else np.nan,
                      f"rows_to_flip_rate_{max_flip_rate:g}": flip.min() if len(flip) else np.nan})
     return pd.DataFrame(rows)

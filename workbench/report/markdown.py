@@ -37,6 +37,10 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
         "",
     ]
     reference = table.attrs.get("reference")
+    measure = table.attrs.get("measure", "em")
+    if measure != "em" and f"dense_{measure}" in ex:
+        dense, splice = (ex[f"{side}_{measure}"].astype(float).mean() for side in ("dense", "spliced"))
+        lines.insert(2, f"the gap and the tests read {measure}: dense {dense:.3f}, splice {splice:.3f}")
     shown = table.assign(
         em=[f"{e:.2f} [{lo:.2f}, {hi:.2f}]" for e, lo, hi in zip(table.em, table.em_low, table.em_high)],
         flips=[f"{f:.2f} [{lo:.2f}, {hi:.2f}]" for f, lo, hi in zip(table.flip_rate, table.flip_low, table.flip_high)],
@@ -47,16 +51,18 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                        zip(table.gap_recovered, table.gap_recovered_low, table.gap_recovered_high)],
     )
     columns = ["budget", "selector", "flips", "f1_to_dense", "first_token_agree", "em", "f1", "contains",
+               *[c for c in ("retrieved", "ran_on", "answer_tokens") if c in shown and shown[c].notna().any()],
                "gap_recovered", "rows_per_example", "vs_ref", "vs_dense"]
     lines.append(markdown_table(shown[[c for c in columns if c in shown.columns]]))
+    gap, tested = ("EM", "exact match") if measure == "em" else (measure, measure)
     drawn = table.loc[table["draws"] > 1, "selector"].unique() if "draws" in table else []
     lines += ["", "flips: the share of outputs changed against dense (the first line differs after SQuAD "
               "normalisation; it needs no gold); beside it, graded: f1_to_dense (token F1 to the dense answer) and "
               "first_token_agree (the first answer token is dense's). "
               "em, f1 and contains score against gold (contains: an accepted answer appears in the answer). "
-              "gap_recovered: the share of the dense-vs-splice EM gap closed, with a paired bootstrap interval over "
-              "examples ('–' where dense and the splice score alike). "
-              "McNemar b/c on exact match: b = the selector right where the other is wrong; p Holm-corrected "
+              f"gap_recovered: the share of the dense-vs-splice {gap} gap closed, with a paired bootstrap interval "
+              "over examples ('–' where dense and the splice score alike). "
+              f"McNemar b/c on {tested}: b = the selector right where the other is wrong; p Holm-corrected "
               "within each budget over the whole family. "
               + (f"vs_ref compares against {reference}. " if reference else
                  "No reference selector (cacheblend or random) is in this run: the comparison against a "
@@ -81,6 +87,36 @@ def _with_interval(value: float, low: float, high: float) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return f"{value:.2f}"
     return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def gap_auc_markdown(auc: pd.DataFrame, rows: pd.DataFrame) -> str:
+    """The readings over the whole budget grid (`experiments.gap_auc`): the share of the gap closed
+    as an area, and the rows needed to reach a share of dense, each with its interval."""
+    measure, grid, share = auc.attrs.get("measure", "em"), auc.attrs.get("grid", ()), rows.attrs.get("share", 0.9)
+    span = f"{min(grid):g}-{max(grid):g}" if grid else "the run's budgets"
+    area = auc.assign(gap_auc=[_with_interval(g, lo, hi) for g, lo, hi in zip(auc.auc, auc.auc_low, auc.auc_high)])
+    needed = rows.assign(**{f"rows_to_{share:g}_dense_{measure}": [
+        _rows_interval(r, lo, hi) for r, lo, hi in zip(rows.rows, rows.rows_low, rows.rows_high)]})
+    return "\n".join([
+        f"Over the budget grid ({', '.join(f'{b:g}' for b in grid)}), on {measure}:", "",
+        markdown_table(area[["selector", "n", "area", "gap_auc"]]), "",
+        markdown_table(needed[["selector", "n", f"rows_to_{share:g}_dense_{measure}"]]), "",
+        (f"gap_auc: the share of the dense-vs-splice {measure} gap closed by the area under the curve over "
+         f"{span}: per example the trapezoid area of {measure} over the run's budgets divided by their span "
+         "(area: its mean; a drawn control's draws averaged at each budget first), then (area - splice) / "
+         "(dense - splice), with a 95% paired bootstrap interval over examples ('–' without a gap). "
+         f"rows_to_{share:g}_dense_{measure}: the fewest rows recomputed per example (a budget's mean) at which "
+         f"the mean {measure} reaches {share:g} of dense's, with a 95% percentile interval resampling examples "
+         "('not reached' where no budget of the grid does, in the estimate or in that share of resamples)."),
+    ])
+
+
+def _rows_interval(value: float, low: float, high: float) -> str:
+    def text(v):
+        return "not reached" if math.isinf(v) else f"{v:.1f}"
+    if math.isnan(low):  # fewer than two examples: no interval
+        return "–" if math.isnan(value) else text(value)
+    return f"{text(value)} [{text(low)}, {text(high)}]"
 
 
 def curve_summary_markdown(summary: pd.DataFrame) -> str:
@@ -110,7 +146,8 @@ def contrasts_markdown(contrasts) -> str:
     def counts(b, c) -> str:
         return "–" if b is None else f"{b}/{c}"
 
-    rows = [{"contrast": f"{c.a} vs {c.b}", "budget": c.budget, "measure": c.measure, "n": c.n,
+    rows = [{"contrast": f"{c.a} vs {c.b}", "budget": c.at if isinstance(c.budget, str) else c.budget,
+             "measure": c.measure, "n": c.n,
              "test": c.test, "b/c": counts(c.b_count, c.c_count), "p": f"{c.p_value:.4g}",
              "p (Holm)": f"{c.p_holm:.4g}", "A": f"{c.rate_a:.3f}", "B": f"{c.rate_b:.3f}",
              "A - B [95% CI]": f"{c.difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}]",
@@ -121,12 +158,17 @@ def contrasts_markdown(contrasts) -> str:
         if c.draws:
             per_draw = "; ".join(f"draw {d.draw}: {counts(d.b_count, d.c_count)}, p = {d.p_value:.3g}"
                                  for d in c.draws)
-            lines.append(f"- {c.a} vs each draw of {c.b}: {per_draw}")
+            over = f" ({c.at})" if isinstance(c.budget, str) else ""
+            lines.append(f"- {c.a} vs each draw of {c.b}{over}: {per_draw}")
     measure = contrasts[0].measure if contrasts else "flip"
     lines += ["", f"The family: the {len(contrasts)} contrasts above, Holm-adjusted together. Measure: {measure} "
               "(for flips, a success is an output unchanged against dense: b = A keeps it where B changes it; "
               "A and B are flip rates). Two selectors on a binary measure: exact McNemar; a graded measure or "
               "a drawn coin (its mean over draws per example): the exact sign-flip permutation test (Monte "
               "Carlo where the values are not on a lattice). The difference and its 95% paired bootstrap "
-              "interval are of the per-example quantity the test reads."]
+              "interval are of the per-example quantity the test reads."
+              + (" At auc: per example the area of the measure over the run's budget grid (the trapezoid over "
+                 "its budgets divided by their span; a coin's draws averaged at each budget first), tested by "
+                 "the exact sign-flip test; A and B are mean areas." if any(isinstance(c.budget, str)
+                                                                            for c in contrasts) else "")]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ function                   test / quantity                             computed 
                                                                        ``scipy.stats.permutation_test``
 ``share_of_gap_recovered`` (method - reuse_all) / (dense - reuse_all)  plain arithmetic
 ``gap_closed_ci``          that share with a paired bootstrap interval  ``scipy.stats.bootstrap``
+``cost_to_target_ci``      least cost reaching a share of a reference  here (multinomial resamples)
 =========================  ==========================================  ===========================
 
 Bad input (mismatched lengths, empty arrays, non-boolean outcomes, non-finite scores,
@@ -24,9 +25,9 @@ a confidence level outside (0, 1)) raises :class:`~workbench.errors.WorkbenchErr
 """
 
 from workbench.stats.binary import McNemarResult, holm, mcnemar_exact, mcnemar_from_counts, wilson_interval
-from workbench.stats.bootstrap import gap_closed_ci, paired_bootstrap_ci, share_of_gap_recovered
+from workbench.stats.bootstrap import cost_to_target_ci, gap_closed_ci, paired_bootstrap_ci, share_of_gap_recovered
 from workbench.stats.paired import PairedTResult, SignFlipResult, paired_t, sign_flip_test
 
-__all__ = ["McNemarResult", "PairedTResult", "SignFlipResult", "gap_closed_ci", "holm", "mcnemar_exact",
-           "mcnemar_from_counts", "paired_bootstrap_ci", "paired_t", "share_of_gap_recovered", "sign_flip_test",
-           "wilson_interval"]
+__all__ = ["McNemarResult", "PairedTResult", "SignFlipResult", "cost_to_target_ci", "gap_closed_ci", "holm",
+           "mcnemar_exact", "mcnemar_from_counts", "paired_bootstrap_ci", "paired_t", "share_of_gap_recovered",
+           "sign_flip_test", "wilson_interval"]

@@ -126,3 +126,43 @@ def share_of_gap_recovered(method: float, reuse_all: float, dense: float) -> flo
     if d == r:
         return math.nan
     return (m - r) / (d - r)
+
+
+# --------------------------------------------------------------------------- cost to a target
+
+
+def cost_to_target_ci(
+    values: Any,
+    costs: Any,
+    reference: Any,
+    share: float,
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """``(cost, low, high)``: the least mean cost over the grid's points whose mean value reaches
+    ``share`` x the mean reference (inf where none does), with a percentile interval resampling
+    examples with their whole rows (a bound is inf where that share of resamples reaches no point).
+    values, costs: [example, point]; reference: [example]. Needs 2 examples."""
+    conf = check_confidence(confidence)
+    v, c = np.asarray(values, dtype=float), np.asarray(costs, dtype=float)
+    r = as_float(reference, "reference")
+    if v.ndim != 2 or v.shape != c.shape or v.shape[0] != r.shape[0]:
+        raise WorkbenchError(f"cost_to_target_ci: values {v.shape}, costs {c.shape} and reference {r.shape} "
+                             "must be [example, point], [example, point] and [example]")
+    if v.shape[0] < 2:
+        raise WorkbenchError("cost_to_target_ci needs at least 2 examples")
+    if not (np.isfinite(v).all() and np.isfinite(c).all()):
+        raise WorkbenchError("cost_to_target_ci: values and costs must be finite")
+    reached = v.mean(axis=0) >= share * r.mean()
+    estimate = float(c.mean(axis=0)[reached].min()) if reached.any() else math.inf
+    rng, n, found = np.random.default_rng(seed), v.shape[0], []
+    per_batch = max(1, BOOTSTRAP_BATCH_ELEMENTS // n)
+    for start in range(0, int(n_resamples), per_batch):
+        size = min(per_batch, int(n_resamples) - start)
+        w = rng.multinomial(n, np.full(n, 1 / n), size=size) / n  # [resample, example]: each example's weight
+        ok = w @ v >= share * (w @ r)[:, None] - 1e-12  # [resample, point]
+        found.append(np.where(ok, w @ c, np.inf).min(axis=1))
+    tail = (1 - conf) / 2
+    low, high = (float(q) for q in np.quantile(np.concatenate(found), [tail, 1 - tail], method="inverted_cdf"))
+    return (estimate, low, high)

@@ -52,6 +52,7 @@ def paired_t(a: Any, b: Any) -> PairedTResult:
 # (a binary outcome against the mean of up to this many coin draws, say).
 _LATTICE_MAX_DENOMINATOR = 120
 _EXACT_ENUMERATION_MAX = 20  # off a lattice: all 2^n sign patterns are enumerated up to this n
+_WIDE_LATTICE_MAX_SUM = 4_000_000  # a wider lattice (max_denominator): the null's support held at once
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,15 @@ class SignFlipResult:
         return self.method.startswith("exact")
 
 
-def _lattice(d: np.ndarray) -> int | None:
-    """The smallest D <= _LATTICE_MAX_DENOMINATOR with every d * D an integer, else None."""
-    for den in range(1, _LATTICE_MAX_DENOMINATOR + 1):
-        scaled = d * den
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-9 * max(1.0, float(np.max(np.abs(scaled))))):
-            return den
+def _lattice(d: np.ndarray, max_denominator: int = _LATTICE_MAX_DENOMINATOR) -> int | None:
+    """The smallest D <= max_denominator with every d * D an integer, else None (D tried 256 at a time)."""
+    for start in range(1, max_denominator + 1, 256):
+        dens = np.arange(start, min(start + 256, max_denominator + 1), dtype=float)[:, None]
+        scaled = d[None, :] * dens  # [den, value]
+        tolerance = 1e-9 * np.maximum(1.0, np.abs(scaled).max(axis=1))
+        fits = np.all(np.abs(scaled - np.round(scaled)) <= tolerance[:, None], axis=1)
+        if fits.any():
+            return int(dens[np.argmax(fits), 0])
     return None
 
 
@@ -91,7 +95,23 @@ def _lattice_p(values: list[int], observed: int) -> float:
     return min(1.0, sum(c for s, c in counts.items() if abs(s) >= observed) / 2 ** len(values))
 
 
-def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0) -> SignFlipResult:
+def _wide_lattice_p(values: list[int], observed: int) -> float:
+    """`_lattice_p` for a wider lattice: the null's probabilities (not counts) by shifted adds in float64,
+    each value one step (all terms positive: the relative error stays near n * 1e-16)."""
+    total = sum(values)
+    p = np.zeros(2 * total + 1)
+    p[total] = 1.0  # index total + s holds P(sum = s)
+    for v in values:
+        nxt = np.zeros_like(p)
+        nxt[v:] += 0.5 * p[:p.size - v]
+        nxt[:p.size - v] += 0.5 * p[v:]
+        p = nxt
+    sums = np.abs(np.arange(-total, total + 1))
+    return float(min(1.0, p[sums >= observed].sum()))
+
+
+def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0,
+                   max_denominator: int = _LATTICE_MAX_DENOMINATOR) -> SignFlipResult:
     """Two-sided paired sign-flip permutation test on the differences ``d = a - b``.
 
     Under the null each difference is as likely to have either sign. The statistic is sum(d). When
@@ -99,7 +119,8 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0) ->
     to 120 coin draws, counts) the null is computed exactly by integer convolution; otherwise it is
     enumerated exactly for up to 20 non-zero differences and sampled (``n_resamples`` sign patterns,
     seeded) beyond. Zero differences carry no sign and are left out of the null. On binary outcomes
-    the exact test equals the exact McNemar test.
+    the exact test equals the exact McNemar test. `max_denominator` above 120 widens the lattice
+    searched (areas over a budget grid, say); a lattice wider than 120 is computed in float64.
     """
     x, y = as_float(a, "a"), as_float(b, "b")
     same_length(x, y, "a", "b")
@@ -108,11 +129,14 @@ def sign_flip_test(a: Any, b: Any, n_resamples: int = 100_000, seed: int = 0) ->
     k, mean = int(nonzero.size), float(np.mean(d))
     if k == 0:
         return SignFlipResult(mean, 1.0, int(d.size), 0, "exact (no non-zero difference)")
-    den = _lattice(nonzero)
+    den = _lattice(nonzero, max(_LATTICE_MAX_DENOMINATOR, int(max_denominator)))
     if den is not None:
         ints = [abs(int(round(v * den))) for v in nonzero]
-        p = _lattice_p(ints, abs(int(round(float(np.sum(nonzero)) * den))))
-        return SignFlipResult(mean, min(1.0, p), int(d.size), k, "exact (lattice)")
+        observed = abs(int(round(float(np.sum(nonzero)) * den)))
+        if den <= _LATTICE_MAX_DENOMINATOR:
+            return SignFlipResult(mean, min(1.0, _lattice_p(ints, observed)), int(d.size), k, "exact (lattice)")
+        if sum(ints) <= _WIDE_LATTICE_MAX_SUM:
+            return SignFlipResult(mean, _wide_lattice_p(ints, observed), int(d.size), k, "exact (lattice)")
     exact = k <= _EXACT_ENUMERATION_MAX
     resamples = 2 ** k if exact else int(n_resamples)
     res = _st.permutation_test((nonzero,), lambda v, axis: np.sum(v, axis=axis), permutation_type="samples",
