@@ -28,8 +28,9 @@ def summary_line(s: dict, label: str) -> str:
 
 
 def command(args) -> int:
-    """Where a model answers: dense and splice exact match of the first n examples, the gap and the
-    McNemar split, before a selector study is set on that data (no signals, no repairs)."""
+    """Where a model answers: dense and splice exact match and retrieval (the task's string match) of
+    the first n examples, each gap with its paired test, and how often the splice's answer ran on past
+    dense's, before a selector study is set on that data (no signals, no repairs)."""
     from workbench.atomic import write_text
     from workbench.experiments.answerability import answerability, answerability_summary
     from workbench.tasks import check_dataset
