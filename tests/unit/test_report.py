@@ -193,7 +193,8 @@ def test_json_round_trips_with_the_same_answers(diagnosis, tmp_path):
     assert doc["example"]["passages"][0].endswith(SCRIPT)
     dense, spliced = diagnosis.answers.dense, diagnosis.answers.spliced
     assert doc["answers"]["dense"] == {"text": dense.text, "token_ids": list(dense.token_ids), "stopped": dense.stopped,
-                                       "em": dense.em, "f1": dense.f1, "contains": dense.contains}
+                                       "em": dense.em, "f1": dense.f1, "contains": dense.contains,
+                                       "retrieved": dense.retrieved}
     assert doc["answers"]["spliced"]["text"] == spliced.text
     assert (doc["answers"]["spliced"]["flip"], doc["answers"]["spliced"]["flip_strict"]) == spliced.flips(dense)
     assert doc["flips"]["spliced"] == diagnosis.answers.splice_flip

@@ -19,9 +19,10 @@ from workbench.signals.registry import is_log, label
 SCHEMA_VERSION = 2
 KIND = "kvwb.diagnosis_report"
 REPAIR_COLUMNS = ("selector", "unit", "budget", "draw", "n_reused", "n_recomputed", "answer", "flip", "flip_strict",
-                  "em", "f1", "contains", "dense_logprob", "dense_logprob_mean", "first_token_agree", "first_kl",
+                  "em", "f1", "contains", "retrieved", "ran_on", "answer_tokens", "evidence_recall",
+                  "evidence_precision", "dense_logprob", "dense_logprob_mean", "first_token_agree", "first_kl",
                   "agree_prefix", "f1_to_dense", "seconds")
-TOKEN_COLUMNS = ("position", "token", "segment", "passage", "reused")
+TOKEN_COLUMNS = ("position", "token", "segment", "passage", "reused", "evidence")
 
 
 def dumps(doc: dict) -> str:
@@ -143,4 +144,7 @@ def diagnosis_to_json(diagnosis: Diagnosis, run_manifest: Manifest | None = None
         "attribution": {"summary": diagnosis.attribution_text,
                         "correlations": attribution.correlations if attribution else {},
                         "sample": records(table(diagnosis, "attribution"))},
+        "evidence": {"rows": None if context.evidence is None else list(context.evidence),
+                     "ranking": records(table(diagnosis, "evidence_ranking")),
+                     "attention": records(table(diagnosis, "evidence_attention"))},
     })
