@@ -16,6 +16,7 @@ from workbench.repair import check_positions
 
 KINDS = ("k", "v")
 METRICS = ("l2", "rel_l2", "cosine")
+DENSEDEV_NORMS = ("none", "layer")  # DenseDev's per-layer normalisation (`densedev_scores`)
 
 
 def _rows(cache: KVCache, reference: KVCache, positions) -> tuple[torch.Tensor, dict]:
@@ -58,6 +59,32 @@ def residual_deviation(cache: KVCache, reference: KVCache, positions) -> dict[st
     _, rows = _rows(cache, reference, positions)
     return {kind: (a - b).flatten(1).norm(dim=1) / b.flatten(1).norm(dim=1).clamp_min(1e-12)
             for kind, (a, b) in rows.items()}
+
+
+def mean_row_norms(reference: KVCache, positions) -> dict[str, torch.Tensor]:
+    """Mean L2 norm of the reference's flattened rows (kv_head x d_head) at `positions`, per layer
+    and kind: {"k": [layer], "v": [layer]} (keys after RoPE, as stored)."""
+    pos = torch.as_tensor(positions).long().cpu()
+    check_positions(pos, reference.n_positions)
+    return {"k": _flat(reference.keys, pos).norm(dim=-1).mean(1), "v": _flat(reference.values, pos).norm(dim=-1).mean(1)}
+
+
+def densedev_scores(dev: dict, norm: str = "none", row_norms: dict | None = None) -> torch.Tensor:
+    """DenseDev's score per row ([n]) from a `kv_deviation` record `dev` ({(kind, "l2"): [layer, n]}).
+
+    "none" (CADENCE's DenseDev): sum over layers of ||dK||^2 + ||dV||^2, raw, so the layers and the
+    kind with the largest rows weigh most. "layer": each layer's ||dK||^2 divided by the square of
+    that layer's mean dense key row norm, ||dV||^2 likewise with the values' (`mean_row_norms` over
+    the same rows, given as `row_norms`), then summed: every layer in units of its own row length.
+    """
+    if norm not in DENSEDEV_NORMS:
+        raise WorkbenchError(f"densedev_norm must be one of {', '.join(DENSEDEV_NORMS)}, got {norm!r}")
+    if norm == "none":
+        return (dev[("k", "l2")].square() + dev[("v", "l2")].square()).sum(0)
+    if row_norms is None:
+        raise WorkbenchError("densedev_norm 'layer' needs the reference's mean row norms (mean_row_norms)")
+    scale = {kind: row_norms[kind].float().clamp_min(1e-12).square()[:, None] for kind in KINDS}  # [layer, 1]
+    return (dev[("k", "l2")].square() / scale["k"] + dev[("v", "l2")].square() / scale["v"]).sum(0)
 
 
 def deviation_frame(ctx, cache: KVCache | None = None, positions=None) -> pd.DataFrame:
