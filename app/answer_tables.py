@@ -27,9 +27,11 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
     draw, flips counted and scores averaged over draws)."""
     dense, spliced = d.answers.dense, d.answers.spliced
     rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
-             "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "F1": dense.f1, "note": ""},
+             "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "retrieved": dense.retrieved,
+             "F1": dense.f1, "note": ""},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
-             "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "F1": spliced.f1, "note": ""}]
+             "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "retrieved": spliced.retrieved,
+             "ran on": d.answers.splice_ran_on, "F1": spliced.f1, "note": ""}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
     for name in selectors:
         cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]
@@ -49,7 +51,11 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
         rows.append({"cache": f"repaired: {name}", "rows recomputed": int(first["n_recomputed"]),
                      "answer": first["answer"],
                      "flip vs dense": _flip_word(bool(first["flip"])) if draws == 1 else _draws_word(flips, draws),
-                     **graded, "EM": float(cell["em"].mean()), "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
+                     **graded, "EM": float(cell["em"].mean()),
+                     **{label: float(cell[column].astype(float).mean()) for label, column in
+                        (("retrieved", "retrieved"), ("ran on", "ran_on"), ("evidence recall", "evidence_recall"))
+                        if column in cell},
+                     "F1": float(cell["f1"].mean()), "note": "; ".join(notes)})
     table = pd.DataFrame(rows)
     table["rows recomputed"] = table["rows recomputed"].astype("Int64")
     return table

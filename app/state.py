@@ -154,13 +154,14 @@ def read_sweep(folder: Path) -> SweepRun:
 
 
 @st.cache_data(show_spinner="Summarizing...", max_entries=16)
-def _summary(path: str, stamp: tuple, reference: str | None) -> pd.DataFrame:
-    return wb.summarize(_sweep(path, stamp), reference)
+def _summary(path: str, stamp: tuple, reference: str | None, measure: str) -> pd.DataFrame:
+    return wb.summarize(_sweep(path, stamp), reference, measure=measure)
 
 
-def run_summary(folder: Path, reference: str | None) -> pd.DataFrame:
-    """`summarize(run, reference)` of a sweep (None: no reference comparison)."""
-    return _summary(str(folder), _sweep_stamp(folder), reference)
+def run_summary(folder: Path, reference: str | None, measure: str = "em") -> pd.DataFrame:
+    """`summarize(run, reference, measure)` of a sweep (None: no reference comparison; `measure`:
+    the gap's and the tests' measure, em or retrieved)."""
+    return _summary(str(folder), _sweep_stamp(folder), reference, measure)
 
 
 @st.cache_data(show_spinner="Reading the curve...", max_entries=8)

@@ -11,7 +11,8 @@ from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, w
 from workbench import plots
 from workbench.app_api import WorkbenchError, reference_selectors, resolve_reference, tokens_to_target
 
-COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "f1", "flip_rate", "flip_low", "flip_high",
+COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "retrieved", "ran_on", "answer_tokens", "f1",
+           "flip_rate", "flip_low", "flip_high",
            "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered",
            "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
            "dense_b", "dense_c", "dense_p", "dense_p_holm"]
@@ -32,15 +33,22 @@ reference = st.selectbox("Reference selector for the paired tests", options, key
 if reference is None:
     st.info("No reference selector is chosen (this run has neither cacheblend nor random, the default ones): "
             "the `ref_*` columns are left out. Choose a selector above to compare against it.")
+measure = st.radio("Gap and tests on", ["em", "retrieved"], key="curves_measure", horizontal=True,
+                   format_func={"em": "exact match", "retrieved": "retrieved (the task's string match)"}.get,
+                   help="Exact match counts an answer that names the gold and runs on as wrong; retrieved asks "
+                        "only whether the answer names it (RULER's string match, or whole-word contains).")
 try:
-    summary = state.run_summary(run.path, reference)
+    summary = state.run_summary(run.path, reference, measure)
 except WorkbenchError as err:
     warn(err)
     st.stop()
 ex, manifest = sweep.examples, sweep.manifest
 st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain(manifest.model_name or '?')}, "
             f"data set {plain(manifest.dataset or '?')} · dense EM "
-            f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}")
+            f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}"
+            + (f" · dense retrieved {ex['dense_retrieved'].mean():.3f}, splice retrieved "
+               f"{ex['spliced_retrieved'].mean():.3f}, splice ran on past dense's {ex['spliced_ran_on'].mean():.0%}"
+               if "dense_retrieved" in ex else ""))
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
 if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
@@ -50,11 +58,14 @@ shown = st.multiselect("Selectors in the figures (the references, reuse all and 
                        labels, key="curves_selectors") or labels
 show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
             f"accuracy-{run.name}", "curves_em")
-show_figure(plots.gap_curve(summary, "Share of the EM gap closed against budget (paired bootstrap 95%)", selectors=shown),
+gap_title = {"em": "EM", "retrieved": "retrieval"}[measure]
+show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed against budget (paired bootstrap 95%)",
+                            selectors=shown),
             f"gap-{run.name}", "curves_gap")
 show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)", selectors=shown),
             f"flips-{run.name}", "curves_flips")
-graded = [c for c in plots.METRIC_TITLES if c not in ("em", "flip_rate") and summary[c].notna().any()]
+graded = [c for c in plots.METRIC_TITLES
+          if c not in ("em", "flip_rate") and c in summary and summary[c].notna().any()]
 if graded:
     ensure_choice("curves_graded", graded, graded[0])
     metric = st.selectbox("Graded outcome against the dense answer", graded, key="curves_graded",

@@ -27,7 +27,8 @@ REFERENCE_NAMES = {"none": "reuse all (none)", "full": "full recompute (full)"}
 METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_dense": "F1 to the dense answer",
                  "first_token_agree": "first token = dense's", "dense_logprob_mean":
                  "dense answer's log-prob per token", "agree_prefix": "leading tokens = dense's",
-                 "first_kl": "KL(dense || cell), first token"}
+                 "first_kl": "KL(dense || cell), first token", "retrieved": "retrieved (the task's string match)",
+                 "ran_on": "answer ran on past dense's", "answer_tokens": "answer length (tokens)"}
 _INTERVALS = {"em": ("em_low", "em_high"), "flip_rate": ("flip_low", "flip_high")}
 
 
@@ -78,19 +79,21 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
 
 
 def gap_curve(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figure:
-    """The share of the dense-vs-splice EM gap each selector closes, (EM - splice EM) / (dense EM -
-    splice EM), against budget with its paired bootstrap 95% interval: the papers' headline
-    quantity. The references sit at 0 (reuse all) and 1 (full recompute). Where dense and splice
-    answer the gold equally often there is no gap, and the figure says so instead of drawing one."""
+    """The share of the dense-vs-splice gap each selector closes, (x - splice) / (dense - splice) of
+    the summary's measure (`attrs["measure"]`: EM by default, or retrieved), against budget with its
+    paired bootstrap 95% interval: the papers' headline quantity. The references sit at 0 (reuse
+    all) and 1 (full recompute). Where dense and splice score alike there is no gap, and the figure
+    says so instead of drawing one."""
+    measure = {"em": "EM"}.get(summary.attrs.get("measure", "em"), summary.attrs.get("measure", "em"))
     if summary["gap_recovered"].isna().all():
         fig = go.Figure()
-        note = "no EM gap: dense and the splice answer the gold equally often, so no share of it exists"
+        note = f"no {measure} gap: dense and the splice score alike, so no share of it exists"
         fig.update_xaxes(visible=False)
         fig.update_yaxes(visible=False)
         fig.update_layout(title=f"{title}<br><sub>{note}</sub>" if title else note, height=160)
         return fig
     fig = budget_curve(summary, "gap_recovered", title, selectors)
-    fig.update_yaxes(title="share of the EM gap closed (0: reuse all, 1: full)")
+    fig.update_yaxes(title=f"share of the {measure} gap closed (0: reuse all, 1: full)")
     return fig
 
 
