@@ -49,6 +49,10 @@ def add_arguments(p) -> None:
                         "fractional over several values). em, contains and retrieved also move the gap closed, "
                         "its area over budgets and the summary's tests onto that measure; any other leaves them "
                         "on em")
+    p.add_argument("--against", default=None, metavar="RUN2",
+                   help="another run (a setting on distinct examples): each --contrast is also compared between "
+                        "the two runs, its per-example A - B here against there, by a two-sided permutation test "
+                        "of the difference of means with a bootstrap interval, Holm over the contrasts")
     p.add_argument("--html", default=None,
                    help="also write the curves as standalone HTML into this folder (new, empty, or one an "
                         "earlier --html wrote)")
@@ -96,6 +100,8 @@ def command(args) -> int:
 
     for text in args.contrast:
         parse_contrast(text)  # a malformed contrast fails before the run is read
+    if args.against and not args.contrast:
+        raise WorkbenchError("--against compares contrasts between two runs: give at least one --contrast")
     html_out = check_html_out(args.html) if args.html else None
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     contrasts = contrast_family(run, args.contrast, args.measure)
@@ -107,6 +113,12 @@ def command(args) -> int:
         from workbench.report import contrasts_markdown
 
         say("\n" + contrasts_markdown(contrasts))
+    if args.against:
+        from workbench.experiments.across import across_family
+        from workbench.report.markdown import across_markdown
+        from workbench.runstore import load_sweep
+
+        say("\n" + across_markdown(across_family(run, load_sweep(args.against), args.contrast, args.measure)))
     if html_out is not None:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")

@@ -196,9 +196,15 @@ def paired_test(a: np.ndarray, b: np.ndarray, binary: bool,
     return None, None, result.p_value, f"sign-flip {result.method}"
 
 
-def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = "flip") -> Contrast:
-    """A against B at `budget` (or AUC) on `measure` (see the module docstring), uncorrected."""
-    m = get_measure(measure)
+def paired_values(run: SweepRun, a: str, b: str, budget: float | str, measure: str) -> pd.Series:
+    """Per example, A's value minus B's on the quantity `contrast` tests (a drawn control: its mean
+    over draws; at AUC: the areas; a binary lower-is-better measure: its rate), indexed by example."""
+    c_a, c_b, ids, ra, rb = _sides(run, a, b, budget, get_measure(measure))
+    return pd.Series(ra - rb, index=ids)
+
+
+def _sides(run: SweepRun, a: str, b: str, budget: float | str, m: Measure):
+    """(A's and B's examples x draws tables, the shared example ids, A's and B's per-example rates)."""
     labels = set(run.outcomes["selector"])
     b = resolve_coin(a, b, labels)
     missing = [s for s in (a, b) if s not in labels]
@@ -217,6 +223,18 @@ def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = 
     va, vb = side[a].loc[ids], side[b].loc[ids]
     if m.binary and not m.higher_is_better:  # a success is the absence of the event (no flip)
         va, vb = 1 - va, 1 - vb
+    sign = -1.0 if m.binary and not m.higher_is_better else 1.0  # report the event's rate (flips), not its absence
+    mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
+    return va, vb, ids, sign * mean_a + (1 - sign) / 2, sign * mean_b + (1 - sign) / 2
+
+
+def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = "flip") -> Contrast:
+    """A against B at `budget` (or AUC) on `measure` (see the module docstring), uncorrected."""
+    m = get_measure(measure)
+    b = resolve_coin(a, b, set(run.outcomes["selector"]))
+    over = isinstance(budget, str)
+    va, vb, ids, ra, rb = _sides(run, a, b, budget, m)
+    budget = budget if over else float(budget)
     mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
     drawn = va.shape[1] > 1 or vb.shape[1] > 1  # a coin: its mean over draws, by the sign-flip test
     den = AREA_MAX_DENOMINATOR if over else None  # an area: the sign-flip test, exact on its lattice
@@ -227,8 +245,6 @@ def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = 
                                                 vb.iloc[:, min(i, vb.shape[1] - 1)].to_numpy(),
                                                 m.binary and not over, den)[:3])
                       for i, d in enumerate(vb.columns if vb.shape[1] > 1 else va.columns))
-    sign = -1.0 if m.binary and not m.higher_is_better else 1.0  # report the event's rate (flips), not its absence
-    ra, rb = sign * mean_a + (1 - sign) / 2, sign * mean_b + (1 - sign) / 2
     if len(ids) >= 2:
         diff, low, high = stats.paired_bootstrap_ci(ra, rb)
     else:

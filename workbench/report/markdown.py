@@ -172,3 +172,20 @@ def contrasts_markdown(contrasts) -> str:
                  "the exact sign-flip test; A and B are mean areas." if any(isinstance(c.budget, str)
                                                                             for c in contrasts) else "")]
     return "\n".join(lines)
+
+def across_markdown(results) -> str:
+    """Contrasts compared between two runs (`experiments.across.AcrossSettings`) as a markdown table."""
+    if not results:
+        return ""
+    first, second = results[0].first, results[0].second
+    rows = [{"contrast": f"{r.a} vs {r.b}", "budget": r.budget, "measure": r.measure,
+             "n": f"{r.n_first} / {r.n_second}", f"A - B in {first}": f"{r.effect_first:+.3f}",
+             f"A - B in {second}": f"{r.effect_second:+.3f}",
+             "difference [95% CI]": f"{r.difference:+.3f} [{r.low:+.3f}, {r.high:+.3f}]", "test": r.test,
+             "p": f"{r.p_value:.4g}", "p (Holm)": f"{r.p_holm:.4g}"} for r in results]
+    return "\n".join([markdown_table(pd.DataFrame(rows)), "",
+                      f"Across settings: each contrast's mean paired difference (A - B per example, the quantity "
+                      f"the contrast tests) in {first} against that in {second}, two independent samples: the "
+                      f"two-sided permutation test of their difference of means (twice the smaller one-sided p), "
+                      f"a percentile bootstrap interval resampling each run on its own; Holm over the "
+                      f"{len(results)} compared."])
