@@ -5,9 +5,11 @@
                                                        command then resumes it where it stopped
 
 What is kept is what a resume reads back and a summary needs: the manifest and, per finished
-example, `diagnosis.json` and `outcomes.parquet` (about 30 kB an example; the per-layer tables,
-about 1.7 MB an example, are left out, so the app's per-example views of a restored run lack
-them). Files already kept are not rewritten, so git stores each example once.
+example, `diagnosis.json` and `outcomes.parquet` (about 30 kB an example), and where the example
+has them its two evidence tables (`evidence_ranking`, `evidence_attention`: a few kB; the
+evidence study reads them). The per-layer tables, about 1.7 MB an example, are left out, so the
+app's per-example views of a restored run lack them. Files already kept are not rewritten, so git
+stores each example once.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 KEPT = ("diagnosis.json", "outcomes.parquet")
+KEPT_WHERE_PRESENT = ("evidence_ranking.parquet", "evidence_attention.parquet")
 
 
 def save(run: Path, records: Path = HERE) -> Path:
@@ -30,7 +33,7 @@ def save(run: Path, records: Path = HERE) -> Path:
         if folder.name.startswith(".") or not all((folder / f).is_file() for f in KEPT):
             continue  # temporary, moved aside, or not finished
         (dest / "diagnoses" / folder.name).mkdir(exist_ok=True)
-        for f in KEPT:
+        for f in (*KEPT, *(f for f in KEPT_WHERE_PRESENT if (folder / f).is_file())):
             if not (dest / "diagnoses" / folder.name / f).is_file():
                 shutil.copy2(folder / f, dest / "diagnoses" / folder.name / f)
         n += 1
