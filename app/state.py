@@ -164,6 +164,16 @@ def run_summary(folder: Path, reference: str | None, measure: str = "em") -> pd.
     return _summary(str(folder), _sweep_stamp(folder), reference, measure)
 
 
+@st.cache_data(show_spinner="Reading the evidence...", max_entries=8)
+def _evidence(path: str, stamp: tuple):
+    return wb.evidence_tables(_sweep(path, stamp))
+
+
+def run_evidence(folder: Path):
+    """(ranking, attention) of a sweep's evidence readings (`evidence_tables`; empty without them)."""
+    return _evidence(str(folder), _sweep_stamp(folder))
+
+
 @st.cache_data(show_spinner="Reading the curve...", max_entries=8)
 def _curve(path: str, stamp: tuple) -> CurveRun:
     return wb.open_run(path, "curve")

@@ -19,6 +19,7 @@ from typing import Callable
 from workbench.context import Context, build_context
 from workbench.diagnosis import DiagnoseConfig, Diagnosis, check_budgets, diagnose
 from workbench.errors import WorkbenchError
+from workbench.experiments.evidence import evidence_tables
 from workbench.experiments.find import FILTERS, find_examples
 from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
 from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
@@ -50,7 +51,7 @@ __all__ = [
     # live
     "check_budgets", "context_length", "live_diagnose", "load_example", "load_model",
     # analyses
-    "FILTERS", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
+    "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",
 ]
 

@@ -79,6 +79,17 @@ else:
     st.caption("This run was made before the graded outcomes were recorded: only flips and gold scores.")
 show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match", selectors=shown),
             f"rows-{run.name}", "curves_rows")
+ranking, attention = state.run_evidence(run.path)
+if not attention.empty:
+    budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
+    ensure_choice("curves_evidence_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
+    at = st.select_slider("Budget of the repairs in the attention figure", budgets, key="curves_evidence_budget")
+    show_figure(plots.evidence_attention_figure(attention, at, selectors=shown), f"evidence-{run.name}",
+                "curves_evidence")
+    st.caption("Where the repaired lines climb from the splice's toward dense's, the repair gave the question back "
+               "its view of the gold evidence (RULER's needles, HotpotQA's supporting sentences). Each selector's "
+               "average precision against the evidence rows, beside chance:")
+    st.dataframe(ranking, hide_index=True)
 
 st.subheader("Summary")
 st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget "

@@ -109,6 +109,8 @@ def command(args) -> int:
         print(printable(table.to_csv(index=False), keep_newlines=True), end="")
     else:
         say(render(run, table, args.target_share, args.max_flip_rate))
+        if "evidence_recall" in table and table["evidence_recall"].notna().any():
+            say("\n" + evidence_text(run, table))
     if contrasts:
         from workbench.report import contrasts_markdown
 
@@ -123,6 +125,35 @@ def command(args) -> int:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def evidence_text(run, table) -> str:
+    """The run's evidence readings as markdown: recall per selector and budget, each scorer's
+    average precision, the question's attention on the evidence (`experiments.evidence`)."""
+    from workbench.experiments.evidence import evidence_recall_table, evidence_tables
+    from workbench.report.markdown import markdown_table
+
+    recall = evidence_recall_table(table).reset_index()
+    recall.columns = ["selector", *(f"b = {b:g}" for b in recall.columns[1:])]
+    n = int(table["n_with_evidence"].max())
+    parts = [f"Evidence recall (the share of the gold evidence rows in the pool that a repair recomputes; mean over "
+             f"the {n} examples with evidence in the pool):", "", markdown_table(recall.round(3))]
+    ranking, attention = evidence_tables(run)
+    if not ranking.empty:
+        parts += ["", "Average precision of each scorer's ranking of the pool against the evidence rows (chance: "
+                  "their share of the pool; lift: AP / chance):", "", markdown_table(ranking.round(3))]
+    if not attention.empty:
+        mid = sorted(b for b in attention["budget"].dropna().unique())
+        budget = 0.2 if 0.2 in mid else mid[len(mid) // 2]
+        at = attention[attention["budget"].isna() | ((attention["budget"] - budget).abs() < 1e-9)]
+        top = at["layer"].max()
+        compact = at.groupby("cell", sort=False).agg(
+            mean_over_layers=("mass_mean", "mean"),
+            last_layer=("mass_mean", lambda m: float(m[at.loc[m.index, "layer"] == top].mean()))).reset_index()
+        parts += ["", f"The question's attention mass on the evidence rows (mean over its rows and heads) under dense, "
+                  f"the splice and each repair at b = {budget:g}: the mean over layers and at the last layer:", "",
+                  markdown_table(compact.round(4))]
+    return "\n".join(parts)
 
 
 def check_html_out(path) -> Path:

@@ -37,10 +37,11 @@ def resolve_reference(run: SweepRun, reference: str | None) -> str | None:
     return reference
 
 
-# Outcome columns averaged over a drawn control's draws (graded ones, and retrieved, ran_on and
-# answer_tokens, missing from older runs: NaN).
+# Outcome columns averaged over a drawn control's draws (graded ones, and retrieved, ran_on,
+# answer_tokens and the evidence's recall and precision, missing from older runs: NaN; the evidence
+# columns are NaN too for an example without evidence in the pool, and their means skip it).
 MEAN_COLUMNS = ("em", "f1", "contains", "flip", "flip_strict", "n_recomputed", "dense_logprob", *GRADED_COLUMNS,
-                "retrieved", "ran_on", "answer_tokens")
+                "retrieved", "ran_on", "answer_tokens", "evidence_recall", "evidence_precision")
 
 
 def gap_measure(run: SweepRun, measure: str) -> Measure:
@@ -138,6 +139,9 @@ def summarize(run: SweepRun, reference: str | None = None, measure: str = "em") 
                 "em_draw_sd": _draw_spread(run.outcomes, label, budget, "em"), "f1": cell["f1"].mean(),
                 "contains": cell["contains"].mean(), "retrieved": cell["retrieved"].mean(),
                 "ran_on": cell["ran_on"].mean(), "answer_tokens": cell["answer_tokens"].mean(),
+                "evidence_recall": cell["evidence_recall"].mean(),
+                "evidence_precision": cell["evidence_precision"].mean(),
+                "n_with_evidence": int(cell["evidence_recall"].notna().sum()),
                 "flip_rate": flip_rate, **_interval("flip", cell["flip"]),
                 "flip_draw_sd": _draw_spread(run.outcomes, label, budget, "flip"),
                 "flip_strict_rate": cell["flip_strict"].mean(),

@@ -28,7 +28,9 @@ METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_
                  "first_token_agree": "first token = dense's", "dense_logprob_mean":
                  "dense answer's log-prob per token", "agree_prefix": "leading tokens = dense's",
                  "first_kl": "KL(dense || cell), first token", "retrieved": "retrieved (the task's string match)",
-                 "ran_on": "answer ran on past dense's", "answer_tokens": "answer length (tokens)"}
+                 "ran_on": "answer ran on past dense's", "answer_tokens": "answer length (tokens)",
+                 "evidence_recall": "evidence rows recomputed (recall)",
+                 "evidence_precision": "recomputed rows that are evidence (precision)"}
 _INTERVALS = {"em": ("em_low", "em_high"), "flip_rate": ("flip_low", "flip_high")}
 
 
