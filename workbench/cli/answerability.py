@@ -14,7 +14,9 @@ def add_arguments(p) -> None:
     add_dataset_argument(p)
     p.add_argument("--n", type=positive_int, default=30, help="examples to answer (default 30)")
     p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
-    p.add_argument("--csv", default=None, help="also write the per-example table to this CSV file")
+    p.add_argument("--csv", default=None, help="also write the per-example table to this .csv file (never inside "
+                                              "a run folder)")
+    p.add_argument("--force", action="store_true", help="replace --csv if it exists (a plain file, not a run's)")
     add_dataset_options(p)
 
 
@@ -33,8 +35,11 @@ def command(args) -> int:
     dense's, before a selector study is set on that data (no signals, no repairs)."""
     from workbench.atomic import write_text
     from workbench.experiments.answerability import answerability, answerability_summary
+    from workbench.runstore import check_out
     from workbench.tasks import check_dataset
 
+    if args.csv:  # the same rule as every --out: never inside a run, an existing file only with --force
+        check_out(args.csv, force=args.force, file_suffixes=(".csv",), option="--csv")
     options = dataset_options(args)
     check_dataset(args.dataset, n=args.n, **options)  # bad data fails before the model loads
     model = load_model(args)

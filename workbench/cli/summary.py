@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import sys
 from pathlib import Path
 
 from workbench.cli.common import printable, say
@@ -30,7 +31,8 @@ def add_arguments(p) -> None:
     p.add_argument("--reference", default=None,
                    help="selector to test every other against (default: cacheblend, else random, when the run "
                         "has one; otherwise that comparison is left out)")
-    p.add_argument("--format", choices=["markdown", "csv"], default="markdown", help="output format")
+    p.add_argument("--format", choices=["markdown", "csv"], default="markdown",
+                   help="output format (csv: stdout holds the one table; the contrasts go to stderr)")
     p.add_argument("--target-share", type=_fraction, default=0.9,
                    help="tokens-to-target: share of dense EM to reach (default 0.9)")
     p.add_argument("--max-flip-rate", type=_fraction, default=0.2,
@@ -111,20 +113,26 @@ def command(args) -> int:
         say(render(run, table, args.target_share, args.max_flip_rate))
         if "evidence_recall" in table and table["evidence_recall"].notna().any():
             say("\n" + evidence_text(run, table))
+    # with --format csv stdout holds the one CSV table; the contrasts, in markdown, go to stderr
+    tell = say if args.format != "csv" else _say_on_stderr
     if contrasts:
         from workbench.report import contrasts_markdown
 
-        say("\n" + contrasts_markdown(contrasts))
+        tell("\n" + contrasts_markdown(contrasts))
     if args.against:
         from workbench.experiments.across import across_family
         from workbench.report.markdown import across_markdown
         from workbench.runstore import load_sweep
 
-        say("\n" + across_markdown(across_family(run, load_sweep(args.against), args.contrast, args.measure)))
+        tell("\n" + across_markdown(across_family(run, load_sweep(args.against), args.contrast, args.measure)))
     if html_out is not None:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def _say_on_stderr(text: str) -> None:
+    print(printable(text, keep_newlines=True, stream=sys.stderr), file=sys.stderr)
 
 
 def evidence_text(run, table) -> str:

@@ -125,23 +125,29 @@ class Contrast:
         return sum(d.p_value < 0.05 for d in self.draws)
 
 
-def resolve_coin(a: str, b: str, labels) -> str:
-    """B as the run labels it: `coin` becomes the coin matched to A; a coin of another unit than
-    A's is refused, naming the matched one."""
-    spec_a = parse_selector(a)
-    matched = f"coin:{spec_a.label}"
-    if b == "coin":
-        if matched not in labels:
-            raise WorkbenchError(f"the run has no {matched} (the coin matched to {a}); add it to --selectors "
-                                 "and run again")
-        return matched
-    spec_b = parse_selector(b)
+def _check_control(a: str, b: str) -> None:
+    """Refuse a pair whose drawn control does not belong to A: a coin matched to another selector, or
+    a control of another unit (`random` draws single rows; `bcr` spends chunks)."""
+    spec_a, spec_b = parse_selector(a), parse_selector(b)
     if spec_b.info.drawn and not spec_a.info.drawn:
+        matched = f"coin:{spec_a.label}"
         if spec_b.matches is not None and spec_b.matches.label != spec_a.label:
             raise WorkbenchError(f"{b} is matched to {spec_b.matches.label}, not to {a}: use {a}:coin ({matched})")
         if spec_b.unit != spec_a.unit:
             raise WorkbenchError(f"{b} spends its rows in {spec_b.unit} units and {a} in {spec_a.unit} units: "
                                  f"the control of {a} is the coin of its own unit, {matched} ({a}:coin)")
+
+
+def resolve_coin(a: str, b: str, labels) -> str:
+    """B as the run labels it: `coin` becomes the coin matched to A; a coin of another unit than
+    A's is refused, naming the matched one."""
+    matched = f"coin:{parse_selector(a).label}"
+    if b == "coin":
+        if matched not in labels:
+            raise WorkbenchError(f"the run has no {matched} (the coin matched to {a}); add it to --selectors "
+                                 "and run again")
+        return matched
+    _check_control(a, b)
     return b
 
 
@@ -166,8 +172,44 @@ def parse_contrast(text: str) -> tuple[str, str, float | str]:
                 parse_selector(right)
         except WorkbenchError:
             continue
+        _check_pair(text, left, right)
         return left, right, value
     raise WorkbenchError(f"contrast {text!r} does not name two selectors as A:B@BUDGET")
+
+
+def _check_pair(text: str, a: str, b: str) -> None:
+    """Refuse a contrast whose drawn control comes first (its draws would be read as A's, and a
+    control of another unit would pass unchecked) and one of a selector with itself; a control that
+    is not A's is refused once the run is read (`resolve_coin`)."""
+    spec_a = parse_selector(a)
+    if spec_a.info.drawn:
+        raise WorkbenchError(f"contrast {text!r} puts the drawn control {spec_a.label} first: write the selector "
+                             f"first and its control second (B:{spec_a.label}@BUDGET)")
+    if b != "coin" and parse_selector(b).label == spec_a.label:
+        raise WorkbenchError(f"contrast {text!r} compares {spec_a.label} with itself")
+
+
+def contrast_key(a: str, b: str, budget: float | str) -> tuple:
+    """What a contrast tests, however it is spelled: the pair of labels (unordered: B:A is A:B's test
+    with the sign turned) and the budget."""
+    label_a = parse_selector(a).label
+    label_b = f"coin:{label_a}" if b == "coin" else parse_selector(b).label
+    return frozenset((label_a, label_b)), budget
+
+
+def parse_family(texts) -> list[tuple[str, str, float | str]]:
+    """Every contrast of a family parsed; one given twice (in any spelling or order) is refused: it
+    would be tested twice and counted twice in the Holm correction."""
+    parsed, seen = [], {}
+    for text in texts:
+        a, b, budget = parse_contrast(text)
+        key = contrast_key(a, b, budget)
+        if key in seen:
+            raise WorkbenchError(f"contrast {text!r} is the same test as {seen[key]!r}; give each contrast once "
+                                 f"(a family counts each test once in its Holm correction)")
+        seen[key] = text
+        parsed.append((a, b, budget))
+    return parsed
 
 
 def _cells(outcomes: pd.DataFrame, label: str, budget: float | str, measure: Measure) -> pd.DataFrame:
@@ -237,6 +279,9 @@ def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = 
     budget = budget if over else float(budget)
     mean_a, mean_b = va.mean(axis=1).to_numpy(), vb.mean(axis=1).to_numpy()
     drawn = va.shape[1] > 1 or vb.shape[1] > 1  # a coin: its mean over draws, by the sign-flip test
+    if len(ids) < 2 and (drawn or over or not m.binary):
+        raise WorkbenchError(f"{a} vs {b} at {budget if over else f'{budget:g}'} on {m.name}: a sign-flip test needs "
+                             f"at least two examples both answered, the run has {len(ids)}")
     den = AREA_MAX_DENOMINATOR if over else None  # an area: the sign-flip test, exact on its lattice
     b_count, c_count, p, test = paired_test(mean_a, mean_b, m.binary and not drawn and not over, den)
     draws = ()
@@ -255,7 +300,6 @@ def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = 
 
 def contrast_family(run: SweepRun, texts, measure: str = "flip") -> list[Contrast]:
     """The contrasts given together, each with its Holm-adjusted p over the family."""
-    parsed = [parse_contrast(text) for text in texts]
-    found = [contrast(run, a, b, budget, measure) for a, b, budget in parsed]
+    found = [contrast(run, a, b, budget, measure) for a, b, budget in parse_family(texts)]
     adjusted = stats.holm([c.p_value for c in found]) if found else []
     return [replace(c, p_holm=float(p)) for c, p in zip(found, adjusted)]

@@ -27,7 +27,12 @@ def run_lock(folder: Path) -> Iterator[None]:
     """Hold the folder's lock for the block; refuse at once if another process holds it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a symlink: the writer truncates its lock, and would truncate what it points to
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        why = "is a symbolic link" if (folder / LOCK).is_symlink() else f"cannot be opened ({err.strerror or err})"
+        raise WorkbenchError(f"{folder / LOCK} {why}; the run's lock must be a plain file: remove it and run "
+                             f"again") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

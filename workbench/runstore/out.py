@@ -56,7 +56,7 @@ def _not_ours(out: Path) -> str:
 
 
 def check_out(out: str | Path, *, kind: str | None = None, force: bool = False, resume: bool = False,
-              file_suffixes: tuple[str, ...] = ()) -> Path:
+              file_suffixes: tuple[str, ...] = (), option: str = "--out") -> Path:
     """Check an output path before any work starts; returns it as a Path.
 
     A folder output (`file_suffixes` empty) may be new, an empty folder, a run to resume
@@ -64,15 +64,15 @@ def check_out(out: str | Path, *, kind: str | None = None, force: bool = False, 
     `run_lock` then refuses it while another process writes) or, with `force`, a run of `kind`
     the workbench wrote (`kind` None: of any kind). A folder of anything else is never replaced.
     A file output must end in one of `file_suffixes` and exists only with `force`. No output
-    may lie inside another run's folder.
+    may lie inside another run's folder. `option` names the option in the messages (`--csv`).
     """
     if out is None or not str(out).strip():
-        raise WorkbenchError("give an output path (--out)")
+        raise WorkbenchError(f"give an output path ({option})")
     out = Path(out).expanduser()
     host = enclosing_run(out)
     if host is not None:
         raise WorkbenchError(f"{out} is inside the {run_kind(host)} run {host}; writing there would mix into that "
-                             f"run: choose an --out outside it")
+                             f"run: choose an {option} outside it")
     if file_suffixes:
         if out.suffix.lower() not in file_suffixes:
             raise WorkbenchError(f"{out}: the format follows the suffix; use {' or '.join(file_suffixes)}, "
