@@ -1,8 +1,13 @@
 """A against B on one example: two selectors (the rows only A picks, only B picks, both; their
 answers, graded outcomes and deviation left per layer side by side), or two runs that both hold
-the example (another model, another number of passages)."""
+the example (another model, another number of passages): paired by content (question and
+passages), never by id alone. A kept record (`docs/records/keep.py`) holds only its outcomes:
+`missing_tables` names what it lacks, `with_no_picks` lets its answers table show."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
@@ -10,9 +15,30 @@ import streamlit as st
 import state
 from answer_tables import answers_table
 from widgets import ensure_choice, plain, show_figure
-from workbench.app_api import Diagnosis, RunFolder, WorkbenchError, reference_selectors
+from workbench.app_api import Diagnosis, Example, WorkbenchError, reference_selectors
 from workbench.plots import diagnosis as figures
 from workbench.plots.compare import compare_figure, picks_compared
+
+
+DRAWN_TABLES = ("tokens", "selections", "token_signals", "deviation", "residual")  # what the views draw from
+
+
+def missing_tables(d: Diagnosis) -> list[str]:
+    """The tables the per-example views draw from that `d` lacks (a kept record: all of them)."""
+    return [name for name in DRAWN_TABLES if name not in d.tables]
+
+
+def with_no_picks(d: Diagnosis) -> Diagnosis:
+    """`d` itself, or (a record without selections) `d` with an empty one: its answers table then
+    shows every cell from `outcomes`, no picks noted."""
+    if "selections" in d.tables:
+        return d
+    return replace(d, tables={**d.tables, "selections": pd.DataFrame(columns=["selector", "budget"])})
+
+
+def outcome_budgets(d: Diagnosis) -> list[float]:
+    """The budgets `d`'s outcomes hold, ascending (a record's too: it keeps no selections)."""
+    return sorted(float(b) for b in d.outcomes["budget"].dropna().unique()) if "outcomes" in d.tables else []
 
 
 def _cell(value) -> str:
@@ -58,43 +84,81 @@ def selectors_against(d: Diagnosis, key: str, budget: float, token: int | None) 
                     f"a-vs-b-residual-{d.example_id}-b{budget:g}", f"{key}_ab_residual")
 
 
-def runs_holding(example_id: str, but: str) -> dict[str, RunFolder]:
-    """The sweep and diagnosis runs other than `but` that hold a finished `example_id`."""
-    found = {}
+def same_example(a: Example, b: Example) -> bool:
+    """Whether two examples are one: the same question and passages (ids may differ or clash)."""
+    return a.question == b.question and tuple(a.passages) == tuple(b.passages)
+
+
+def _holds(folder: Path, example: Example) -> bool:
+    try:
+        return same_example(state.read_diagnosis(folder).example, example)
+    except (WorkbenchError, OSError):
+        return False
+
+
+def runs_holding(example: Example, but: str) -> tuple[dict[str, Path], list[str]]:
+    """The sweep and diagnosis runs other than `but` holding `example` (its question and passages,
+    under any id): run name -> that example's folder; and the runs whose example of the same id
+    differs (refused)."""
+    same, differ = {}, []
     for run in state.scan_runs(("sweep", "diagnosis")):
         if run.name == but:
             continue
         try:
-            ids, _, _ = state.run_examples(run)
+            ids, questions, folders = state.run_examples(run)
         except (WorkbenchError, OSError):
             continue
-        if example_id in ids:
-            found[run.name] = run
-    return found
+        asked = [i for i in ids if questions.get(i) == example.question]  # the question first: no file read
+        asked.sort(key=lambda i: i != example.id)
+        found = next((folders[i] for i in asked if _holds(folders[i], example)), None)
+        if found is not None:
+            same[run.name] = found
+        elif example.id in ids:
+            differ.append(run.name)
+    return same, differ
+
+
+def _one_run(column, name: str, diag: Diagnosis, budget: float, chosen: list[str], key: str) -> None:
+    """One side of "Against another run": its answers at the budget nearest `budget`, its deviation left."""
+    found = outcome_budgets(diag)
+    if not found:
+        column.info(f"{plain(name)} holds no outcomes for this example.")
+        return
+    at = min(found, key=lambda b: abs(b - budget))
+    names = [s for s in chosen if s in set(diag.outcomes["selector"])]
+    column.markdown(f"**{plain(name)}** · example {plain(diag.example_id)} · {plain(diag.model.get('name', '?'))} · "
+                    f"{len(diag.example.passages)} passages, {diag.context.n_tokens} tokens · b = {at:g}")
+    column.dataframe(answers_table(with_no_picks(diag), names, at), hide_index=True, width="stretch")
+    residual = diag.tables.get("residual")
+    if residual is not None and not residual.empty:
+        with column:
+            show_figure(figures.residual_figure(diag, at, "v", selectors=names or None),
+                        f"residual-{name}-{diag.example_id}", key)
+    elif residual is None:
+        column.caption("A kept record: no deviation left per layer (it keeps only its outcomes).")
 
 
 def runs_against(d: Diagnosis, key: str, run: str, budget: float, chosen: list[str]) -> None:
-    """This example in this run against the same example in another run: answers and deviation left."""
-    others = runs_holding(d.example_id, run)
-    if not others:
+    """This example in this run against the same example (by content) in another run: answers and
+    deviation left; runs whose example of this id differs are named and refused."""
+    same, differ = runs_holding(d.example, run)
+    if not same and not differ:
         return
     st.subheader("Against another run")
-    ensure_choice(f"{key}_other_run", list(others), next(iter(others)))
-    other_name = st.selectbox(f"Another run holding example {d.example_id}", list(others), key=f"{key}_other_run")
+    if differ:
+        st.caption(f"Not compared: {', '.join(plain(n) for n in differ)} "
+                   f"{'holds' if len(differ) == 1 else 'hold'} an example {plain(d.example_id)} with another question "
+                   f"or passages (runs are paired by the example's content, not its id).")
+    if not same:
+        return
+    names = list(same)
+    ensure_choice(f"{key}_other_run", names, names[0])
+    other_name = st.selectbox(f"Another run holding this example ({len(names)}: the same question and passages)",
+                              names, key=f"{key}_other_run")
     try:
-        _, _, folders = state.run_examples(others[other_name])
-        other = state.read_diagnosis(folders[d.example_id])
+        other = state.read_diagnosis(same[other_name])
     except (WorkbenchError, OSError) as err:
         st.warning(f"Could not read it: {plain(err)}")
         return
-    columns = st.columns(2)
-    for column, (name, diag) in zip(columns, ((run, d), (other_name, other))):
-        at = min(figures.budgets(diag), key=lambda b: abs(b - budget))
-        names = [s for s in chosen if s in set(diag.selections["selector"])]
-        column.markdown(f"**{plain(name)}** · {plain(diag.model.get('name', '?'))} · {len(diag.example.passages)} "
-                        f"passages, {diag.context.n_tokens} tokens · b = {at:g}")
-        column.dataframe(answers_table(diag, names, at), hide_index=True, width="stretch")
-        if not diag.residual.empty:
-            with column:
-                show_figure(figures.residual_figure(diag, at, "v", selectors=names or None),
-                            f"residual-{name}-{d.example_id}", f"{key}_vs_{'this' if diag is d else 'other'}")
+    for column, (name, diag, side) in zip(st.columns(2), ((run, d, "this"), (other_name, other, "other"))):
+        _one_run(column, name, diag, budget, chosen, f"{key}_vs_{side}")

@@ -17,6 +17,7 @@ from workbench.plots.text import escape, token_text
 MAX_CHARS = 8  # a token cell shows at most this many characters (the last an ellipsis); hover shows all
 _CHAR_PX, _CELL_PX, _WIDTH_PX = 6.5, 8, 1000  # font-10 character, cell padding, a typical figure width
 CHOSEN = "#ff9f00"  # the outline of the token chosen in the strip, in every figure that shows it
+EVIDENCE = "#1a9850"  # gold evidence rows (RULER's needles, HotpotQA's supporting sentences), in every figure
 MAX_TICKS = 60  # token tick labels on an axis at most (every k-th token beyond that)
 
 
@@ -27,6 +28,24 @@ def log10_clipped(values: np.ndarray) -> np.ndarray:
     if positive.size == 0:
         return np.full_like(values, np.nan)
     return np.log10(np.where(np.isfinite(values), np.maximum(values, positive.min()), np.nan))
+
+
+def evidence_of(tokens: pd.DataFrame) -> set[int]:
+    """The positions the tokens table marks as gold evidence (empty without an `evidence` column)."""
+    if "evidence" not in tokens or not tokens["evidence"].any():
+        return set()
+    return set(tokens.loc[tokens["evidence"].astype(bool), "position"].astype(int))
+
+
+def evidence_spans(columns: list[int]) -> list[tuple[int, int]]:
+    """Runs of consecutive column indices as (first, last)."""
+    spans: list[tuple[int, int]] = []
+    for c in sorted(columns):
+        if spans and c == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], c)
+        else:
+            spans.append((c, c))
+    return spans
 
 
 def cells_per_line(tokens: pd.Series, max_chars: int = MAX_CHARS) -> int:
@@ -49,7 +68,8 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
     long context (MuSiQue's 500-word passages) stays readable one passage at a time.
     `highlight` (a position) outlines the chosen token; `details` (html by position) is added to
     each token's hover (every signal's value there, who picked it). An invisible marker per cell
-    ("tokens", customdata [position]) carries the hover and makes a cell clickable.
+    ("tokens", customdata [position]) carries the hover and makes a cell clickable. Gold evidence
+    rows (the table's `evidence` column) are underlined (the trace "gold evidence").
     """
     rows = tokens[tokens["reused"]] if reused_only else tokens
     if segments is not None:
@@ -65,6 +85,7 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
                 cells.append((x, y, int(tok["position"]), tok["token"], str(tok["segment"])))
             y += 1
     frame = pd.DataFrame(cells, columns=["x", "y", "position", "token", "segment"])
+    evidence = evidence_of(tokens)
     raw = frame["position"].map(values).to_numpy(dtype=float) if values is not None else np.full(len(frame), np.nan)
     shown = log10_clipped(raw) if log else raw
     grid = np.full((y, per_line), np.nan)
@@ -75,6 +96,7 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
         text[row.y, row.x] = token_text(row.token, MAX_CHARS)
         hover[row.y, row.x] = (f"pos {row.position} · {escape(row.segment)}<br>{token_text(row.token)}"
                                + ("" if np.isnan(value) else f"<br>value {value:.4g}")
+                               + ("<br>gold evidence" if row.position in evidence else "")
                                + (f"<br>{details[row.position]}" if details is not None and row.position in details
                                   else ""))
     colorbar = {"title": {"text": value_label + (" (log10)" if log else ""), "side": "right"},
@@ -88,6 +110,11 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
                              text=[hover[r.y, r.x] for r in frame.itertuples()],
                              hovertemplate="%{text}<extra></extra>",
                              marker={"size": 18, "symbol": "square", "opacity": 0}))
+    marked = frame[frame["position"].isin(evidence)]
+    if not marked.empty:  # an underline along the bottom of each evidence cell
+        fig.add_trace(go.Scatter(x=marked["x"], y=marked["y"] + 0.36, mode="markers", name="gold evidence",
+                                 hoverinfo="skip", marker={"symbol": "line-ew", "size": 22,
+                                                           "line": {"color": EVIDENCE, "width": 4}}))
     chosen = frame[frame["position"].isin(set(picks or ()))]
     for i, cell in enumerate(chosen.itertuples()):  # a two-tone outline: seen on dark and on light cells
         box = {"type": "rect", "x0": cell.x - 0.5, "x1": cell.x + 0.5, "y0": cell.y - 0.5, "y1": cell.y + 0.5,
@@ -103,7 +130,8 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
     fig.update_xaxes(visible=False, range=[-0.5, per_line - 0.5])
     fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 1, "yanchor": "top", "pad": {"t": 8}},
                       height=max(240, 26 * y + 100), margin={"l": 90, "r": 20, "t": 60, "b": 10},
-                      plot_bgcolor="white", showlegend=not chosen.empty or highlight in set(frame["position"]),
+                      plot_bgcolor="white",
+                      showlegend=not chosen.empty or not marked.empty or highlight in set(frame["position"]),
                       legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1, "yanchor": "bottom"})
     return fig
 
@@ -126,14 +154,25 @@ def token_axis(fig: go.Figure, tokens: pd.Series, highlight_column: int | None =
                       line={"color": CHOSEN, "width": 3}, name="chosen token")
 
 
+def mark_evidence(fig: go.Figure, positions: list[int], evidence: set[int]) -> None:
+    """Outline each run of evidence columns (columns named by `positions`) over the whole height,
+    dotted, in EVIDENCE; one legend entry "gold evidence"."""
+    columns = [i for i, p in enumerate(positions) if p in evidence]
+    for i, (first, last) in enumerate(evidence_spans(columns)):
+        fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=0, y1=1, yref="y domain",
+                      line={"color": EVIDENCE, "width": 2, "dash": "dot"}, name="gold evidence", showlegend=i == 0)
+
+
 def _column(positions: list[int], highlight: int | None) -> int | None:
     return positions.index(highlight) if highlight in positions else None
 
 
 def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str = "",
-                 highlight: int | None = None) -> go.Figure:
+                 highlight: int | None = None, recall: dict[str, float] | None = None) -> go.Figure:
     """Selectors x reused tokens: which rows each selector recomputes, and how many agree; the
-    columns named by their tokens, the chosen token's (`highlight`, a position) outlined."""
+    columns named by their tokens, the chosen token's (`highlight`, a position) outlined. Where the
+    tokens table marks gold evidence, a first row "gold evidence" shows it; `recall` (selector ->
+    its evidence recall, e.g. from `outcomes`) is written beside each selector's name."""
     reused = tokens[tokens["reused"]].reset_index(drop=True)
     positions = reused["position"].tolist()
     labels = list(picks)
@@ -142,9 +181,17 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
     agree = z.sum(0, keepdims=True)  # [1, reused token]
     hover = [f"pos {p} · {escape(s)} · {token_text(t)}" for p, s, t in
              zip(positions, reused["segment"], reused["token"])]
+    evidence = evidence_of(tokens)
+    names = [escape(label) + _recall_text((recall or {}).get(label)) for label in labels]
     fig = go.Figure()
+    if evidence & set(positions):
+        fig.add_trace(go.Heatmap(z=[[float(p in evidence) for p in positions]], y=["gold evidence"],
+                                 x=list(range(len(positions))), customdata=[hover], name="gold evidence",
+                                 hovertemplate="gold evidence<br>%{customdata}<extra></extra>",
+                                 colorscale=[[0, "#f4f4f4"], [1, EVIDENCE]], zmin=0, zmax=1, showscale=False,
+                                 ygap=2))
     fig.add_trace(go.Heatmap(z=np.vstack([z, agree / max(1, len(labels))]),
-                             y=[escape(label) for label in labels] + ["agreement"],
+                             y=names + ["agreement"],
                              x=list(range(len(positions))), customdata=[hover] * (len(labels) + 1),
                              hovertemplate="%{y}<br>%{customdata}<br>%{z:.2f}<extra></extra>",
                              colorscale=[[0, "#f4f4f4"], [1, "#b2182b"]], showscale=False, ygap=2))
@@ -153,8 +200,14 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
     token_axis(fig, reused["token"], _column(positions, highlight))
-    fig.update_layout(title=title, height=150 + 28 * (len(labels) + 1), margin={"l": 110, "r": 20, "t": 40, "b": 100})
+    rows = len(labels) + 1 + int(len(fig.data) > 1)  # selectors, agreement, the evidence row
+    fig.update_layout(title=title, height=150 + 28 * rows, margin={"l": 110, "r": 20, "t": 40, "b": 100})
     return fig
+
+
+def _recall_text(value: float | None) -> str:
+    """" · evidence recall 0.40" (nothing when unknown)."""
+    return "" if value is None or not np.isfinite(value) else f" · evidence recall {value:.2f}"
 
 
 def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", log: bool = False,
@@ -162,7 +215,7 @@ def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", lo
                   highlight: int | None = None) -> go.Figure:
     """Layer x token heatmap of one per-layer signal. table: layer, position, value rows;
     `layer_names` labels the layer axis (e.g. local and global layers); columns are named by their
-    tokens and the chosen token's (`highlight`, a position) is outlined."""
+    tokens and the chosen token's (`highlight`, a position) is outlined, gold evidence columns dotted."""
     wide = table.pivot_table(index="layer", columns="position", values="value", aggfunc="mean")
     z = wide.to_numpy()  # [layer, reused token]
     if log:
@@ -180,6 +233,7 @@ def layer_heatmap(table: pd.DataFrame, tokens: pd.DataFrame, title: str = "", lo
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
     token_axis(fig, tokens.set_index("position").reindex(wide.columns)["token"].reset_index(drop=True),
                _column([int(p) for p in wide.columns], highlight))
+    mark_evidence(fig, [int(p) for p in wide.columns], evidence_of(tokens))
     if layer_names:
         layers = list(wide.index)
         fig.update_yaxes(title="layer", tickvals=layers, ticktext=[layer_names.get(l, str(l)) for l in layers])
