@@ -165,7 +165,12 @@ def picks_figure(d: Diagnosis, budget: float | None = None, selectors=None, high
     `highlight` the chosen token's position."""
     budget = _budget(d, budget)
     picks = {s: d.picks(s, budget) for s in chosen_selectors(d, selectors)}
-    return picks_matrix(table(d, "tokens"), picks, highlight=highlight,
+    outcomes = table(d, "outcomes")
+    recall = {}
+    if "evidence_recall" in outcomes:  # a drawn control's: the mean over its draws
+        at = outcomes[(outcomes["budget"] - budget).abs() < 1e-9]
+        recall = at.groupby("selector")["evidence_recall"].mean().to_dict()
+    return picks_matrix(table(d, "tokens"), picks, highlight=highlight, recall={s: recall.get(s) for s in picks},
                         title=f"rows each selector recomputes at b = {budget:g} (last line: share that agree)")
 
 
