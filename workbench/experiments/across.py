@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from workbench import stats
 from workbench.errors import WorkbenchError
 from workbench.experiments.areas import AUC, budget_grid
-from workbench.experiments.contrasts import paired_values, parse_contrast
+from workbench.experiments.contrasts import paired_values, parse_family
 from workbench.runstore import SweepRun
 
 
@@ -59,6 +59,6 @@ def across_settings(first: SweepRun, second: SweepRun, a: str, b: str, budget: f
 
 def across_family(first: SweepRun, second: SweepRun, texts, measure: str) -> list[AcrossSettings]:
     """Each contrast of `texts` compared between the runs, Holm-adjusted over them."""
-    found = [across_settings(first, second, a, b, budget, measure) for a, b, budget in map(parse_contrast, texts)]
+    found = [across_settings(first, second, a, b, budget, measure) for a, b, budget in parse_family(texts)]
     adjusted = stats.holm([r.p_value for r in found]) if found else []
     return [replace(r, p_holm=float(p)) for r, p in zip(found, adjusted)]
