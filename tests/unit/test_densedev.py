@@ -111,3 +111,38 @@ def test_a_bad_norm_is_a_one_line_error(ctx, norm):
     assert "\n" not in str(err.value)
     with pytest.raises(wb.WorkbenchError, match="needs the reference's mean row norms"):
         densedev_scores(dev, "layer")
+
+
+# ----------------------------------------------------------------------------- the option (densedev_norm)
+
+
+def test_the_option_reaches_the_selector_and_none_is_unchanged(ctx):
+    from workbench.signals import SignalOptions
+
+    pos, plain = ctx.reused_positions, SignalSet(ctx)
+    named_none = parse_selector("densedev").info.score(SignalSet(ctx, SignalOptions(densedev_norm="none")))
+    assert torch.equal(named_none, parse_selector("densedev").info.score(plain))
+    layer = parse_selector("densedev").info.score(SignalSet(ctx, SignalOptions(densedev_norm="layer")))
+    assert torch.equal(layer, densedev_scores(plain["deviation"], "layer", mean_row_norms(ctx.dense, pos)))
+
+
+def test_the_option_is_recorded_by_to_dict_and_read_back():
+    from workbench.diagnosis import DiagnoseConfig
+
+    config = DiagnoseConfig.of(selectors=("densedev",), densedev_norm="layer").checked()
+    assert config.signal_options.densedev_norm == "layer" and config.to_dict()["densedev_norm"] == "layer"
+    assert DiagnoseConfig.from_dict(config.to_dict()) == config
+    assert "densedev_norm" not in DiagnoseConfig.of(selectors=("densedev",)).to_dict()  # earlier manifests as written
+    with pytest.raises(wb.WorkbenchError) as err:
+        DiagnoseConfig.of(densedev_norm="layers").checked()
+    assert str(err.value) == "densedev_norm must be one of none, layer, got 'layers'"
+
+
+def test_the_cli_sets_the_option():
+    from workbench.cli.main import build_parser
+    from workbench.cli.run import sweep_config
+
+    base = ["run", "--dataset", "synthetic", "--out", "unused"]
+    assert sweep_config(build_parser().parse_args(base)).diagnose.signal_options.densedev_norm == "none"
+    args = build_parser().parse_args([*base, "--densedev-norm", "layer"])
+    assert sweep_config(args).diagnose.to_dict()["densedev_norm"] == "layer"

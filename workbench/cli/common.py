@@ -174,6 +174,9 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relaxkv-context", type=number, default=None,
                    help="relaxkv: the share of passage rows, by query relevance, its repaired rows may attend to "
                         "(besides the prefix and themselves); default: the budget's share")
+    p.add_argument("--densedev-norm", choices=["none", "layer"], default="none",
+                   help="densedev: 'none', the raw sum over layers of ||dK||^2 + ||dV||^2 (CADENCE's DenseDev; "
+                        "default), or 'layer': each layer's over the square of its mean dense row norm (K and V apart)")
 
 
 def diagnose_settings(args) -> dict:
@@ -182,7 +185,7 @@ def diagnose_settings(args) -> dict:
         raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
             "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation, "epic_k": args.epic_k,
-            "relaxkv_context": args.relaxkv_context}
+            "relaxkv_context": args.relaxkv_context, "densedev_norm": args.densedev_norm}
 
 
 DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction", "passages", "target_tokens",

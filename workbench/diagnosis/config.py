@@ -31,7 +31,9 @@ HELD = {"signal_options": (SignalOptions, SIGNAL_KEYS), "unit_options": (UnitOpt
 # Every flat setting, in the order `to_dict` writes them (the run manifests' order: keep it).
 FLAT_KEYS = ("selectors", "budgets", "seed", "check_layer", "draft_k", "patch_max_tokens", "pool", "coin_draws",
              "chunk_size", "chunk_scope", "tau", "grow_max_span", "max_new_tokens", "attribution", "rerotation",
-             "epic_k", "relaxkv_context")
+             "epic_k", "relaxkv_context", "densedev_norm")
+OMITTED_AT_DEFAULT = {"densedev_norm": "none"}  # added later: left out of to_dict at its default, so
+# every earlier manifest (and a resumed run's identity) reads as it was written
 
 
 def check_budgets(budgets) -> tuple[float, ...]:
@@ -113,11 +115,13 @@ class DiagnoseConfig:
                        signal_options=signals, unit_options=units)
 
     def to_dict(self) -> dict:
-        """Flat and JSON-safe (tuples become lists): the held options' knobs beside the config's own, as `FLAT_KEYS`."""
+        """Flat and JSON-safe (tuples become lists): the held options' knobs beside the config's own, as `FLAT_KEYS`
+        (`densedev_norm` only where it is not "none": `OMITTED_AT_DEFAULT`)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in HELD}
         for name, (_, keys) in HELD.items():
             values.update({k: getattr(getattr(self, name), k) for k in keys})
-        return {k: list(values[k]) if isinstance(values[k], tuple) else values[k] for k in FLAT_KEYS}
+        return {k: list(values[k]) if isinstance(values[k], tuple) else values[k] for k in FLAT_KEYS
+                if k not in OMITTED_AT_DEFAULT or values[k] != OMITTED_AT_DEFAULT[k]}
 
     @classmethod
     def from_dict(cls, data: dict) -> DiagnoseConfig:

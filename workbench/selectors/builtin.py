@@ -10,6 +10,7 @@ import torch
 from workbench.repair import budget_rows
 from workbench.selectors.units import random_scores
 from workbench.selectors.registry import register_selector
+from workbench.signals.deviation import densedev_scores, mean_row_norms
 from workbench.signals.signal_set import SignalSet
 
 CADENCE = "CADENCE (papers/000)"
@@ -58,7 +59,11 @@ def relay(signals: SignalSet) -> torch.Tensor:
 @register_selector("densedev", uses=("deviation",), needs_dense=True, source=f"{CADENCE}: DenseDev",
                    description="exact squared K+V deviation from dense, summed over layers")
 def densedev(signals: SignalSet) -> torch.Tensor:
-    return signals.token("densedev")
+    """`densedev_norm` "none": the signal as it is; "layer": each layer over its mean dense row norm."""
+    norm, ctx = signals.options.densedev_norm, signals.ctx
+    if norm == "none":
+        return signals.token("densedev")  # [n_reused]
+    return densedev_scores(signals["deviation"], norm, mean_row_norms(ctx.dense, ctx.reused_positions))
 
 
 @register_selector("cadence", uses=("saliency",), needs_dense=True, source=f"{CADENCE}: gated CADENCE",

@@ -8,7 +8,7 @@ import torch
 
 from workbench.signals.attention import suffix_pass
 from workbench.signals.check_layer import check_layer_signals
-from workbench.signals.deviation import kv_deviation
+from workbench.signals.deviation import densedev_scores, kv_deviation
 from workbench.signals.patching import attribution_check, patch_effects
 from workbench.signals.registry import Cost, register_signal
 from workbench.signals.saliency import decision_saliency
@@ -105,9 +105,8 @@ def attribution(signals):
 @register_signal("densedev", per="token", reads=("deviation",), log=True,
                  label="exact deviation score (densedev)")
 def densedev(signals) -> torch.Tensor:
-    """Squared K+V deviation from dense, summed over layers."""
-    dev = signals["deviation"]
-    return (dev[("k", "l2")].square() + dev[("v", "l2")].square()).sum(0)
+    """Squared K+V deviation from dense, summed over layers (`deviation.densedev_scores`, raw)."""
+    return densedev_scores(signals["deviation"])
 
 
 @register_signal("cadence_grad", per="token", reads=("saliency",), log=True,

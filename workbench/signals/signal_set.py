@@ -16,6 +16,7 @@ from workbench.checks import check_int
 from workbench.context import Context
 from workbench.errors import WorkbenchError
 from workbench.seeds import check_seed, derive_seed
+from workbench.signals.deviation import DENSEDEV_NORMS
 from workbench.signals.registry import Cost, get_signal, signals_of
 
 
@@ -29,6 +30,7 @@ class SignalOptions:
     seed: int = 0  # the run's seed: the coin's draws and the attribution sample derive from it
     epic_k: int | None = None  # EPIC: rows per passage (None: the budget spread over the pool's passages)
     relaxkv_context: float | None = None  # RelaxKV: share of passage rows in the context (None: the budget's)
+    densedev_norm: str = "none"  # DenseDev: "none" (the raw sum over layers) or "layer" (each layer over its row norm)
 
     def checked(self) -> SignalOptions:
         """These options when every knob is in range; a one-line error naming the first that is not."""
@@ -42,6 +44,8 @@ class SignalOptions:
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float))
                                   or not 0.0 <= share <= 1.0):
             raise WorkbenchError(f"relaxkv_context must be a fraction in [0, 1] (or None: the budget's), got {share!r}")
+        if self.densedev_norm not in DENSEDEV_NORMS:
+            raise WorkbenchError(f"densedev_norm must be one of {', '.join(DENSEDEV_NORMS)}, got {self.densedev_norm!r}")
         return self
 
 
