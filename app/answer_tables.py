@@ -31,7 +31,7 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
              "F1": dense.f1, "note": ""},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
              "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "retrieved": spliced.retrieved,
-             "ran on": d.answers.splice_ran_on, "F1": spliced.f1, "note": ""}]
+             "ran on": float(d.answers.splice_ran_on), "F1": spliced.f1, "note": ""}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
     for name in selectors:
         cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]

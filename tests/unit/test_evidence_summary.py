@@ -69,7 +69,7 @@ def test_ranking_and_attention_are_gathered_over_examples(run):
 def test_the_attention_figure_shows_its_data(run):
     _, attention = evidence_tables(run)
     fig = plots.evidence_attention_figure(attention, 0.2)
-    assert [t.name for t in fig.data][:2] == ["dense", "splice (reuse all)"]
+    assert [t.name for t in fig.data][:2] == ["dense", "splice"]
     assert {"cacheblend", "random"} <= {t.name for t in fig.data} and "full" not in {t.name for t in fig.data}
     assert plots.figure_problems(fig) == []
 

@@ -1,7 +1,7 @@
 """The question's attention on the gold evidence, per layer: dense, the splice and each selection
 (from `experiments.evidence.evidence_tables`, or one Diagnosis's `evidence_attention` table).
 
-Dense and the splice are dashed black and grey lines; each selector keeps its colour and marker
+Dense and the splice are dashed and dotted lines in their series colours (`plots.colors.SERIES`); each selector keeps its colour and marker
 (`plots.colors`). Where the repaired lines sit between the splice's and dense's, the repair gave the
 question back its view of the evidence."""
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.plots.colors import selector_style
+from workbench.plots.colors import selector_style, series_color
 from workbench.plots.curves import height_for_legend
 from workbench.plots.text import escape
 
-_CACHES = {"dense": ("dense", "#000000", "dash"), "spliced": ("splice (reuse all)", "#8c8c8c", "dot")}
+_CACHES = {"dense": ("dense", series_color("dense"), "dash"), "spliced": ("splice", series_color("splice"), "dot")}
 MASSES = {"mass_mean": "mean over the question's rows and heads", "mass_last": "the question's last row, mean over heads"}
 
 
