@@ -251,3 +251,13 @@ def test_scorers_rank_the_evidence_beside_chance(diagnosed):
     assert "full" not in set(r["scorer"]) and "random" not in set(r["scorer"])  # they rank nothing
     assert r["average_precision"].between(0, 1).all()
     assert (r["chance"] == r["n_evidence"] / r["n_pool"]).all()
+
+
+def test_the_package_face_diagnoses_as_the_readme_shows():
+    """`wb.diagnose(model, example, ...)` (README's API example; it raised AttributeError before)."""
+    import workbench as wb
+
+    torch.set_num_threads(1)
+    d = wb.diagnose(tiny_model("llama"), evidence_example(), selectors=("cacheblend",), budgets=(0.2,),
+                    max_new_tokens=3, progress=False)
+    assert isinstance(d, wb.Diagnosis) and d.outcomes["evidence_recall"].notna().all()
