@@ -261,3 +261,14 @@ def test_the_package_face_diagnoses_as_the_readme_shows():
     d = wb.diagnose(tiny_model("llama"), evidence_example(), selectors=("cacheblend",), budgets=(0.2,),
                     max_new_tokens=3, progress=False)
     assert isinstance(d, wb.Diagnosis) and d.outcomes["evidence_recall"].notna().all()
+
+
+def test_a_diagnosis_saved_before_retrieved_existed_reads_it_from_its_answers():
+    """A committed record (2026-12-03) has no `retrieved`: reading it computes the column from each
+    answer's text and the example, exactly what a run today records."""
+    from workbench.diagnosis import Diagnosis
+
+    folder = Path(__file__).parents[2] / "docs" / "records" / "study-ruler-mk512-smollm2" / "diagnoses" / "0"
+    d = Diagnosis.load(folder)
+    assert d.outcomes["retrieved"].tolist() == [d.example.retrieved(a) for a in d.outcomes["answer"]]
+    assert d.answers.spliced.retrieved == d.example.retrieved(d.answers.spliced.text)

@@ -261,6 +261,10 @@ class Diagnosis:
         answers = doc["answers"]
         attribution = doc.get("attribution")
         example = Example.from_dict(doc["example"])
+        outcomes = tables.get("outcomes")
+        if outcomes is not None and "answer" in outcomes and "retrieved" not in outcomes:  # made before it was
+            tables = {**tables, "outcomes": outcomes.assign(  # recorded: a function of the text and the example
+                retrieved=[example.retrieved(str(a)) for a in outcomes["answer"]])}
         return cls(
             example=example,
             config=DiagnoseConfig.from_dict(doc["config"]),
