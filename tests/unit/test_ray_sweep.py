@@ -126,8 +126,10 @@ def test_kvwb_run_with_the_ray_executor(cluster, model_folder, tmp_path, capsys)
 
 
 def sweep_until_first_saved(model_folder, config, out):
-    """Start a 2-worker Ray sweep in a thread; once its first example is saved, return the thread,
-    its result (store or error) and the two worker processes (psutil)."""
+    """Start a 2-worker Ray sweep in a thread; once its first example is saved and the driver has
+    written the run's tables with it, return the thread, its result (store or error) and the two
+    worker processes (psutil). (Waiting for the worker's folder alone raced the driver on a loaded
+    machine: killed before the driver adopted it, the run had the example on disk but no tables.)"""
     psutil = pytest.importorskip("psutil")
     result = {}
 
@@ -140,7 +142,8 @@ def sweep_until_first_saved(model_folder, config, out):
     thread = threading.Thread(target=sweep)
     thread.start()
     deadline = time.time() + 120
-    while not ((out / "diagnoses").is_dir() and any(p.name[0] != "." for p in (out / "diagnoses").iterdir())):
+    while not ((out / "diagnoses").is_dir() and any(p.name[0] != "." for p in (out / "diagnoses").iterdir())
+               and (out / "examples.parquet").is_file()):
         assert time.time() < deadline and thread.is_alive(), result
         time.sleep(0.05)
     ours = os.getpid()  # this test's cluster: its raylet is our child, the workers the raylet's
