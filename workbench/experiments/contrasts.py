@@ -241,7 +241,7 @@ def paired_test(a: np.ndarray, b: np.ndarray, binary: bool,
 def paired_values(run: SweepRun, a: str, b: str, budget: float | str, measure: str) -> pd.Series:
     """Per example, A's value minus B's on the quantity `contrast` tests (a drawn control: its mean
     over draws; at AUC: the areas; a binary lower-is-better measure: its rate), indexed by example."""
-    c_a, c_b, ids, ra, rb = _sides(run, a, b, budget, get_measure(measure))
+    _, _, ids, ra, rb = _sides(run, a, b, budget, get_measure(measure))
     return pd.Series(ra - rb, index=ids)
 
 
