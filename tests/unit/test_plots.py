@@ -101,6 +101,7 @@ def test_the_gap_curve_draws_each_share_with_its_interval_between_the_references
     assert list(line.error_y.array) == pytest.approx([0.3] * 3) and list(line.error_y.arrayminus) == pytest.approx([0.2] * 3)
     assert sorted(s.y0 for s in fig.layout.shapes if s.name) == [0.0, 1.0]  # reuse all and full recompute
     assert "gap closed" in fig.layout.yaxis.title.text and plots.figure_problems(fig) == []
+    assert "candidate pool" in fig.layout.xaxis.title.text and "reused rows" not in fig.layout.xaxis.title.text  # b is over the pool
     none = plots.gap_curve(summary.assign(gap_recovered=np.nan, gap_recovered_low=np.nan, gap_recovered_high=np.nan))
     assert not none.data and "no EM gap" in none.layout.title.text and plots.figure_problems(none) == []
 

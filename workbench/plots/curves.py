@@ -19,6 +19,7 @@ from workbench.plots.text import escape
 from workbench.selectors.registry import reference_selectors
 
 SLOT = 0.6  # share of a budget's slot that its selectors' points spread over
+LABELLED_SELECTORS = 4  # rows against EM: each point names its budget while at most this many selectors are shown
 DODGE_ROWS = 0.06  # share of the rows axis's data range the points at one budget spread over
 LEGEND_ENTRY = 20  # px a legend entry takes beside the plot (plotly's default font, a marker and a line)
 LEGEND_FRAME = 200  # px of a figure outside its plot area: title, x-axis ticks and title, margins
@@ -69,7 +70,7 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
             error_y={"type": "data", "symmetric": False, "array": line[high] - line[metric],
                      "arrayminus": line[metric] - line[low], "thickness": 1.2, "width": 3} if bars else None,
             **selector_style(label)))
-    fig.update_xaxes(title="budget b (share of reused rows recomputed; each selector's points side by side)",
+    fig.update_xaxes(title="budget b (share of the candidate pool, by default the changed rows; selectors side by side)",
                      tickvals=list(range(len(budgets))), ticktext=[f"{b:g}" for b in budgets],
                      range=[-0.5, len(budgets) - 0.5], showgrid=False, zeroline=False)
     for i in range(1, len(budgets)):  # a light line between budgets' slots
@@ -95,7 +96,7 @@ def gap_curve(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figu
         fig.update_layout(title=f"{title}<br><sub>{note}</sub>" if title else note, height=160)
         return fig
     fig = budget_curve(summary, "gap_recovered", title, selectors)
-    fig.update_yaxes(title=f"share of the {measure} gap closed (0: reuse all, 1: full)")
+    fig.update_yaxes(title=f"share of the {measure} gap closed<br>(0: reuse all, 1: full; above 1: above dense's {measure})")
     return fig
 
 
@@ -109,25 +110,42 @@ def height_for_legend(fig: go.Figure, least: int) -> int:
 
 def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figure:
     """Rows recomputed per example against exact match, one line per selector (points dodged,
-    never left of 0 rows; the references at their own rows)."""
+    never left of 0 rows). The references are lines at their EM, their rows in the legend (full
+    recompute's rows would stretch the axis past every selector's); the budgets are named on a
+    top axis at their median rows, and beside each point while few selectors are shown."""
     summary = _shown(summary, selectors)
     references = reference_selectors()
-    labels = [s for s in dict.fromkeys(summary["selector"]) if s not in references]
-    rows = summary["rows_per_example"].astype(float)
+    shown = summary[~summary["selector"].isin(references)]
+    labels = list(dict.fromkeys(shown["selector"]))
+    rows = shown["rows_per_example"].astype(float)
     width = float(rows.max() - rows.min()) if len(rows) else 0.0
     offsets = dodge(labels, DODGE_ROWS * (width or 1.0))
     fig = go.Figure()
     for label, line in summary.groupby("selector", sort=False):
+        if label in references:
+            value, spent = float(line["em"].mean()), float(line["rows_per_example"].mean())
+            reference_line(fig, value, f"{REFERENCE_NAMES.get(label, escape(label))}: EM {value:.3g} at "
+                                       f"{spent:.0f} rows", selector_color(label))
+            continue
         line = line.sort_values("rows_per_example")
         x = np.maximum(line["rows_per_example"].to_numpy(float) + offsets.get(label, 0.0), 0.0)
         fig.add_trace(go.Scatter(
-            x=x, y=line["em"], mode="lines+markers", name=escape(REFERENCE_NAMES.get(label, label)),
-            text=[f"b = {b:g}<br>{r:.1f} rows" for b, r in zip(line["budget"], line["rows_per_example"])],
-            hovertemplate="%{text}<br>EM %{y:.3f}<extra>" + escape(label) + "</extra>",
+            x=x, y=line["em"], mode="lines+markers+text" if len(labels) <= LABELLED_SELECTORS else "lines+markers",
+            name=escape(label), text=[f"b={b:g}" for b in line["budget"]], textposition="top center",
+            textfont={"size": 10, "color": selector_color(label)},
+            customdata=[f"b = {b:g}<br>{r:.1f} rows" for b, r in zip(line["budget"], line["rows_per_example"])],
+            hovertemplate="%{customdata}<br>EM %{y:.3f}<extra>" + escape(label) + "</extra>",
             **selector_style(label)))
     fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)", rangemode="tozero")
+    if len(shown):
+        at = shown.groupby("budget")["rows_per_example"].median().sort_index()  # [budget] -> its median rows
+        fig.add_trace(go.Scatter(x=list(at.values), y=[None] * len(at), xaxis="x2", showlegend=False,
+                                 hoverinfo="skip", mode="markers"))
+        fig.update_layout(xaxis2={"overlaying": "x", "side": "top", "matches": "x", "tickvals": list(at.values),
+                                  "ticktext": [f"b={b:g}" for b in at.index], "showgrid": False,
+                                  "title": {"text": "budget (at its median rows)", "standoff": 4}})
     fig.update_yaxes(title="exact match")
-    fig.update_layout(title=title, height=height_for_legend(fig, 420))
+    fig.update_layout(title=title, height=height_for_legend(fig, 460), margin={"t": 110})
     return fig
 
 
