@@ -31,9 +31,14 @@ def ran_on(text: str, n_tokens: int, dense_text: str, dense_tokens: int, margin:
     proper prefix of it and what follows holds a word (a trailing full stop is not a run-on), or it
     is longer than dense's by more than `margin` tokens. An answer cut where dense's was (dense ran
     to the token limit too) never ran on."""
+    return continues_past(text, dense_text) or n_tokens - dense_tokens > margin
+
+
+def continues_past(text: str, dense_text: str) -> bool:
+    """`ran_on`'s text half: dense's answer is a proper prefix of `text` and what follows holds a
+    word. Needs no token ids, so it also reads answers stored without them."""
     text, dense_text = text.strip(), dense_text.strip()
-    continues = text.startswith(dense_text) and bool(normalize_answer(text[len(dense_text):]))
-    return continues or n_tokens - dense_tokens > margin
+    return text.startswith(dense_text) and bool(normalize_answer(text[len(dense_text):]))
 
 
 def first_token_kl(dense_logp: torch.Tensor, cell_logp: torch.Tensor) -> float:

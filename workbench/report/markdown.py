@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.summary import attribution_table
 from workbench.runstore import SweepRun
 
@@ -36,6 +37,9 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
             if "dense_contains" in ex else "")),
         "",
     ]
+    anatomy = anatomy_sentence(splice_anatomy(ex), hint=table.attrs.get("measure", "em") == "em")
+    if anatomy:
+        lines.insert(2, anatomy)
     reference = table.attrs.get("reference")
     measure = table.attrs.get("measure", "em")
     if measure != "em" and f"dense_{measure}" in ex:
@@ -71,6 +75,13 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                  "bootstrapped over examples and its tests exact sign-flip tests on those means (no b/c: they "
                  "belong to one draw; `kvwb summary --contrast` gives each draw's)." if len(drawn) else ""),
               "", markdown_table(targets)]
+    cells = cell_anatomy(run.outcomes, ex)
+    if not cells.empty:
+        lines += ["", "What each answer's lost exact matches are (against dense, per budget): lost: lost the gold / "
+                  "named it and ran on past dense's answer / named it and ended otherwise"
+                  + (" (ran on read from the text: this run's cells predate the recorded run-on)"
+                     if cells.attrs.get("ran_on_rule") != "recorded" else "")
+                  + "; drawn controls: mean per draw.", "", markdown_table(anatomy_grid(cells))]
     atp = attribution_table(run)
     if not atp.empty:
         worse = int((atp["rho_k"] < atp["rho_v"]).sum())

@@ -1,0 +1,99 @@
+"""What an exact-match gap is made of: lost evidence, or an answer that no longer stops.
+
+Exact match counts an answer that names the gold and runs on ("1695484. The grass is green…")
+as wrong, exactly like one that names another number. So the lost exact matches of an answer
+(dense right, the answer wrong) are split three ways, each against dense's answer to the same
+example:
+
+    lost_gold   it retrieves less of the gold than dense's answer did (`retrieved` falls)
+    ran_on      it retrieves as much, and ran on past where dense's answer ended (`graded.ran_on`)
+    other       it retrieves as much and did not run on (another wording, a cut, a prefix)
+
+`gained` counts the other way (dense wrong, the answer right). Cells of runs recorded before
+`ran_on` was (their outcomes lack the column) use its text half, `graded.continues_past`; the
+table says so in `attrs["ran_on_rule"]`.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from workbench.diagnosis.graded import continues_past
+
+KINDS = ("lost_gold", "ran_on", "other")
+# Below this share of lost exact matches that lost the gold, the summary says the EM gap is mostly
+# how answers end (a display rule, fixed before any run was read with it).
+MOSTLY = 0.5
+
+
+def _split(dense_em, em, dense_retrieved, retrieved, ran_on) -> dict:
+    """Counts of one answer set against dense's (aligned pandas Series)."""
+    lost = (dense_em >= 1) & (em < 1)
+    lost_gold = lost & (retrieved < dense_retrieved)
+    kept = lost & ~lost_gold
+    return {"lost": int(lost.sum()), "lost_gold": int(lost_gold.sum()),
+            "ran_on": int((kept & ran_on.astype(bool)).sum()), "other": int((kept & ~ran_on.astype(bool)).sum()),
+            "gained": int(((dense_em < 1) & (em >= 1)).sum())}
+
+
+def splice_anatomy(examples: pd.DataFrame) -> dict | None:
+    """The splice's lost exact matches split (module docstring); None where the run records no
+    retrieval measure or no run-on (no gold, or an examples table from before them)."""
+    need = ("dense_em", "spliced_em", "dense_retrieved", "spliced_retrieved", "spliced_ran_on")
+    if not set(need) <= set(examples.columns) or examples["spliced_retrieved"].isna().all():
+        return None
+    ex = examples.dropna(subset=["dense_em", "spliced_em", "dense_retrieved", "spliced_retrieved"])
+    return _split(ex["dense_em"], ex["spliced_em"], ex["dense_retrieved"], ex["spliced_retrieved"],
+                  ex["spliced_ran_on"].fillna(False))
+
+
+def cell_anatomy(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
+    """Per selector and budget, its lost exact matches split (mean counts per draw for drawn
+    controls). Columns: selector, budget, draws, lost, lost_gold, ran_on, other, gained."""
+    if "retrieved" not in outcomes.columns or "dense_retrieved" not in examples.columns:
+        return pd.DataFrame(columns=["selector", "budget", "draws", "lost", *KINDS, "gained"])
+    dense = examples.set_index("example_id")[["dense_em", "dense_retrieved"]]
+    cells = outcomes.join(dense, on="example_id").dropna(subset=["em", "retrieved", "dense_em", "dense_retrieved"])
+    recorded = "ran_on" in cells.columns and cells["ran_on"].notna().all()
+    ran = cells["ran_on"].astype(bool) if recorded else pd.Series(
+        [continues_past(a, d) for a, d in zip(cells["answer"], cells["dense_answer"])], index=cells.index)
+    rows = []
+    for (selector, budget), cell in cells.groupby(["selector", "budget"], sort=False):
+        draws = max(int(cell["draw"].nunique()), 1) if "draw" in cell and cell["draw"].notna().any() else 1
+        counts = _split(cell["dense_em"], cell["em"], cell["dense_retrieved"], cell["retrieved"], ran.loc[cell.index])
+        rows.append({"selector": selector, "budget": budget, "draws": draws,
+                     **{k: v / draws for k, v in counts.items()}})
+    table = pd.DataFrame(rows)
+    table.attrs["ran_on_rule"] = "recorded" if recorded else "text (dense's answer a proper prefix)"
+    return table
+
+
+def anatomy_sentence(counts: dict | None, who: str = "the splice", hint: bool = True) -> str:
+    """One line saying what `who`'s lost exact matches are, with a warning when most kept the gold
+    (and, with `hint`, the measure that reads the gap apart from how answers end)."""
+    if counts is None:
+        return ""
+    lost = counts["lost"]
+    if lost == 0:
+        return f"{who} loses no exact match that dense has ({counts['gained']} gained)."
+    line = (f"Of {who}'s {lost} lost exact matches (dense right, {who} wrong): {counts['lost_gold']} lost the gold, "
+            f"{counts['ran_on']} name it and ran on past dense's answer, {counts['other']} name it and end "
+            f"otherwise ({counts['gained']} gained).")
+    if counts["lost_gold"] / lost < MOSTLY:
+        line += " Most of this EM gap is how the answer ends, not lost evidence" + (
+            ": read it with `--measure retrieved`." if hint else ".")
+    return line
+
+
+def anatomy_grid(table: pd.DataFrame) -> pd.DataFrame:
+    """`cell_anatomy` as selector rows × budget columns of "lost: gold / ran on / other"."""
+    if table.empty:
+        return pd.DataFrame()
+    def text(r):
+        fmt = (lambda v: f"{v:g}") if r.draws == 1 else (lambda v: f"{v:.1f}")
+        return f"{fmt(r.lost)}: {fmt(r.lost_gold)} / {fmt(r.ran_on)} / {fmt(r.other)}"
+    shown = table.assign(cell=[text(r) for r in table.itertuples()])
+    grid = shown.pivot(index="selector", columns="budget", values="cell")
+    grid = grid.reindex(table["selector"].drop_duplicates())
+    grid.columns = [f"b={b:g}" for b in grid.columns]
+    return grid.reset_index()
