@@ -18,6 +18,9 @@ from typing import Callable
 
 from workbench.context import Context, build_context
 from workbench.diagnosis import DiagnoseConfig, Diagnosis, check_budgets, diagnose
+from workbench.diagnosis.heads import HeadPatterns, head_patterns
+from workbench.diagnosis.lens import logit_lens
+from workbench.diagnosis.reopen import cell_rows, reopen_context
 from workbench.errors import WorkbenchError
 from workbench.experiments.evidence import evidence_tables
 from workbench.experiments.find import FILTERS, find_examples
@@ -50,6 +53,8 @@ __all__ = [
     "reference_selectors", "selector_choices", "selector_info", "signal_is_log", "signal_label",
     # live
     "check_budgets", "context_length", "live_diagnose", "load_example", "load_model",
+    # a diagnosed example on the model again: attention by head, the logit lens
+    "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context",
     # analyses
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",

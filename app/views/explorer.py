@@ -5,7 +5,9 @@ the view: /explorer?run=NAME&example=ID&budget=0.2&selectors=cadence-grad,cacheb
 kept current as the widgets change, and opening such a link restores it (also the chosen token,
 &token=POSITION, and the two selectors set against each other, &a=...&b=...); the URL is written
 however the page ends. A kept record (docs/records/keep.py: outcomes only) shows its answers and
-outcomes, and one line on what it lacks and the command that regenerates it."""
+outcomes, and one line on what it lacks and the command that regenerates it. Below, on demand (a
+button), attention by head and the logit lens of the example, run again on its model
+(heads_lens_panel.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from answer_tables import answers_table
 from compare_panel import missing_tables, outcome_budgets, runs_against, with_no_picks
 from diagnosis_panel import DEVIATION, diagnosis_panel, example_text
 from example_finder import find, previous_next
+from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
 from permalink import Permalink
 from status import report_error
@@ -113,6 +116,8 @@ def page() -> None:
     else:
         shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
     if shown_view is not None:
+        heads_lens_panel(diagnosis, "explorer", f"{run.path}#{example_id}", *shown_view,
+                         st.session_state.get("explorer_token"), run.manifest)
         runs_against(diagnosis, "explorer", run.name, *shown_view)
 
 

@@ -21,7 +21,9 @@ from workbench.plots.diagnosis import (
 )
 from workbench.plots.evidence import evidence_attention_figure
 from workbench.plots.fidelity import fidelity_figures
+from workbench.plots.heads import head_pattern_figure
 from workbench.plots.layer_effects import layer_effects_figure
+from workbench.plots.lens import logit_lens_figure
 from workbench.plots.pipeline import agent_graph, gate_entropy, reuse_vs_accuracy
 from workbench.plots.tokens import (
     layer_heatmap,
@@ -35,7 +37,7 @@ from workbench.plots.unit_curve import unit_curve_figure
 __all__ = [
     "agent_graph", "annotation_problems", "axis_problems", "figure_problems", "method_color", "method_style",
     "series_color", "budget_curve", "deviation_figure", "evidence_attention_figure", "diagnosis_figures", "diagnosis_html", "fidelity_figures",
-    "METRIC_TITLES", "flip_matrix_figure", "gap_curve", "gate_entropy", "layer_effects_figure", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
+    "METRIC_TITLES", "flip_matrix_figure", "gap_curve", "gate_entropy", "head_pattern_figure", "layer_effects_figure", "logit_lens_figure", "layer_heatmap", "layer_profile", "layer_signal_figure", "picks_figure", "picks_matrix",
     "residual_by_layer", "residual_figure", "reuse_vs_accuracy", "rows_vs_accuracy", "selector_color", "selector_style",
     "selector_symbol", "show_diagnosis", "strip_figure", "token_strip", "unit_curve_figure",
 ]

@@ -1,0 +1,64 @@
+"""The explorer's attention by head and logit lens (issue 45, items 6 and 7): nothing runs before
+the button; after it, both figures, on a run with its tables and on one kept as a record (outcomes
+only: the repaired cell's rows are chosen again)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from apptest import charts, ok, open_page
+from small_runs import config, save_model
+from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.models import load_model
+
+KEPT = {"diagnosis.json", "outcomes.parquet"}  # what docs/records/keep.py keeps of an example
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A one-example synthetic sweep on the tiny model (loaded from its folder, so the app loads it by
+    the name the run records) and a copy of it stripped as keep.py keeps a record."""
+    base = tmp_path_factory.mktemp("heads")
+    _, folder = save_model(base)
+    root = base / "runs"
+    run_sweep(load_model(str(folder)), SweepConfig(dataset="synthetic", n=1, diagnose=config(budgets=(0.2,))),
+              root / "synth", progress=False)
+    shutil.copytree(root / "synth", root / "kept")
+    for path in (root / "kept" / "diagnoses").rglob("*"):
+        if path.is_file() and path.name not in KEPT:
+            path.unlink()
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _env(runs, monkeypatch):
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    monkeypatch.delenv("KVWB_PLUGINS", raising=False)
+
+
+def titles(at) -> list[str]:
+    return [str(c.get("layout", {}).get("title", {}).get("text", "")) for c in charts(at)]
+
+
+@pytest.mark.parametrize("run", ["synth", "kept"])
+def test_the_explorer_shows_attention_by_head_and_the_logit_lens_on_demand(run):
+    at = open_page("views/explorer.py")
+    at.selectbox(key="explorer_run").set_value(run).run()
+    ok(at)
+    assert not any("attends to" in t or "Logit lens" in t for t in titles(at))  # nothing ran before the button
+    at.selectbox(key="explorer_hl_cell").set_value("densedev").run()
+    at.button(key="explorer_hl_go").click().run()
+    ok(at)
+    shown = titles(at)
+    heads = [c for c in charts(at) if "attends to" in str(c["layout"]["title"]["text"])]
+    lens = [c for c in charts(at) if "Logit lens" in str(c["layout"]["title"]["text"])]
+    assert len(heads) == 1 and len(lens) == 1, shown
+    assert [t["name"] for t in heads[0]["data"]] == ["dense", "splice", "repaired cell"]
+    assert [t["name"] for t in lens[0]["data"]] == ["dense", "splice", "repaired cell"]
+    top = [d.value for d in at.dataframe if "dense" in d.value.columns and "splice" in d.value.columns]
+    assert top and len(top[-1]) == 5  # the lens's top 5 tokens under each cache
+    at.select_slider(key="explorer_hl_layer").set_value(0).run()  # another layer: cached, no button again
+    ok(at)
+    assert any("at layer 0" in t for t in titles(at))
