@@ -1,0 +1,34 @@
+"""What each answer's lost exact matches are, at one budget (from `experiments.gap_anatomy.cell_anatomy`):
+one horizontal bar per selector, stacked lost the gold / named it and ran on / named it and ended
+otherwise. A bar that is mostly "ran on" is a gap in how answers stop, not in what they found."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.plots.text import escape
+
+KIND_STYLE = {  # kind: (legend name, colour); colour-blind safe (Okabe-Ito)
+    "lost_gold": ("lost the gold", "#D55E00"),
+    "ran_on": ("named it, ran on past dense", "#56B4E9"),
+    "other": ("named it, ended otherwise", "#999999"),
+}
+
+
+def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
+    """Stacked bars of `table` (selector, budget, lost_gold, ran_on, other; a drawn control's mean per
+    draw) at `budget`, for `selectors` (default: every one but `full`), in the table's order."""
+    at = table[(table["budget"].astype(float) - budget).abs() < 1e-9]
+    at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
+    names = [escape(s) for s in at["selector"]]
+    fig = go.Figure()
+    for kind, (label, colour) in KIND_STYLE.items():
+        fig.add_trace(go.Bar(y=names, x=at[kind].to_numpy(), name=label, orientation="h", marker_color=colour,
+                             hovertemplate="%{y}: %{x:g} " + label + "<extra></extra>"))
+    fig.update_layout(barmode="stack", title=title or f"What each answer's lost exact matches are, b = {budget:g}",
+                      height=max(260, 90 + 26 * len(names)), legend={"orientation": "h", "y": -0.18, "traceorder": "normal"},
+                      margin={"l": 110})
+    fig.update_xaxes(title="examples where dense is right and the answer is wrong", rangemode="tozero")
+    fig.update_yaxes(autorange="reversed", title="")
+    return fig
