@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -221,3 +222,18 @@ def run_examples(run: RunFolder) -> tuple[list[str], dict[str, str], dict[str, P
     ids = sweep.example_ids
     questions = dict(zip(ids, sweep.examples["question"].astype(str)))
     return ids, questions, {i: sweep.diagnosis_folder(i) for i in ids}
+
+
+def run_preregistration(folder: Path):
+    """The pre-registered families kept beside a sweep (`preregistration.json`), or None."""
+    return wb.read_preregistration(folder)
+
+
+@st.cache_data(show_spinner="Testing the contrasts...", max_entries=16)
+def _contrasts(path: str, stamp: tuple, families: str, measure: str) -> pd.DataFrame:
+    return wb.family_table(_sweep(path, stamp), json.loads(families), measure)
+
+
+def run_contrasts(folder: Path, families: dict, measure: str) -> pd.DataFrame:
+    """`family_table` of a sweep: each family's contrasts on `measure`, Holm within each family."""
+    return _contrasts(str(folder), _sweep_stamp(folder), json.dumps(families), measure)

@@ -22,7 +22,9 @@ from workbench.diagnosis.heads import HeadPatterns, head_patterns
 from workbench.diagnosis.lens import logit_lens
 from workbench.diagnosis.reopen import cell_rows, reopen_context
 from workbench.errors import WorkbenchError
+from workbench.experiments.contrasts import MEASURES as CONTRAST_MEASURES
 from workbench.experiments.evidence import evidence_tables
+from workbench.experiments.families import PREREGISTRATION, family_table, read_preregistration, suggested_family
 from workbench.experiments.find import FILTERS, find_examples
 from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
 from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
@@ -56,6 +58,7 @@ __all__ = [
     # a diagnosed example on the model again: attention by head, the logit lens
     "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context",
     # analyses
+    "CONTRAST_MEASURES", "PREREGISTRATION", "family_table", "read_preregistration", "suggested_family",
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",
 ]

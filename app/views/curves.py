@@ -1,21 +1,54 @@
-"""Budget curves: accuracy, the share of the EM gap closed and flip rate against budget per selector
-with their intervals, recomputed rows against accuracy, and the summary table with McNemar b/c and
-Holm-corrected p."""
+"""Budget curves: the share of the gap closed (the headline), the contrast family (pre-registered
+beside the run, or chosen here) with b / c, raw and Holm-adjusted p and a forest plot of the paired
+differences, then accuracy, flips, a graded outcome and rows against accuracy per selector, and the
+summary table; the selector chips filter every figure and table but the family."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import state
+from readable import compact, count, p_value, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
-from workbench.app_api import WorkbenchError, reference_selectors, resolve_reference, tokens_to_target
+from workbench.app_api import (
+    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, reference_selectors, resolve_reference, suggested_family,
+    tokens_to_target,
+)
+from workbench.plots.forest import forest_figure
 
-COLUMNS = ["selector", "budget", "n", "em", "em_low", "em_high", "retrieved", "ran_on", "answer_tokens", "f1",
-           "flip_rate", "flip_low", "flip_high",
-           "f1_to_dense", "first_token_agree", "dense_logprob_mean", "agree_prefix", "first_kl", "gap_recovered",
-           "rows_per_example", "share_recomputed", "ref_b", "ref_c", "ref_p", "ref_p_holm",
-           "dense_b", "dense_c", "dense_p", "dense_p_holm"]
+HEADERS = {"selector": "selector", "budget": "budget b", "n": "n", "em": "EM", "em_low": "EM low", "em_high": "EM high",
+           "gap_recovered": "gap closed", "gap_recovered_low": "gap low", "gap_recovered_high": "gap high",
+           "retrieved": "retrieved", "flip_rate": "flips", "flip_low": "flips low", "flip_high": "flips high",
+           "rows_per_example": "rows / example", "share_recomputed": "share recomputed", "f1": "F1 (gold)",
+           "f1_to_dense": "F1 to dense", "first_token_agree": "1st token = dense's",
+           "dense_logprob_mean": "dense log-prob / token", "agree_prefix": "leading tokens = dense's",
+           "first_kl": "KL 1st token", "ran_on": "ran on", "answer_tokens": "answer tokens",
+           "ref_b": "b vs ref", "ref_c": "c vs ref", "ref_p": "p vs ref", "ref_p_holm": "Holm p vs ref",
+           "dense_b": "b vs dense", "dense_c": "c vs dense", "dense_p": "p vs dense", "dense_p_holm": "Holm p vs dense"}
+FORMATS = {"n": count, "ref_b": count, "ref_c": count, "dense_b": count, "dense_c": count, "ref_p": p_value,
+           "ref_p_holm": p_value, "dense_p": p_value, "dense_p_holm": p_value, "budget": compact,
+           "rows_per_example": lambda v: "" if v != v else f"{v:.1f}", "gap_recovered": signed,
+           "gap_recovered_low": signed, "gap_recovered_high": signed}
+CONTRAST_HEADERS = {"family": "family", "name": "contrast", "a": "A", "b": "B", "at": "budget", "n": "n",
+                    "b_count": "b (A right, B wrong)", "c_count": "c", "p_value": "p", "p_holm": "Holm p",
+                    "rate_a": "A", "rate_b": "B", "difference": "A − B", "low": "95% low", "high": "95% high",
+                    "draws": "b / c per draw", "draws_separating": "draws p < 0.05", "test": "test"}
+CONTRAST_FORMATS = {"b_count": count, "c_count": count, "p_value": p_value, "p_holm": p_value, "difference": signed,
+                    "low": signed, "high": signed, "draws_separating": count, "n": count}
+
+
+def contrast_lines(text: str) -> dict:
+    """The "chosen here" family from the text box: one contrast a line, `NAME: A:B@b` or `A:B@b`."""
+    family = {}
+    for k, line in enumerate(t.strip() for t in text.splitlines()):
+        if not line:
+            continue
+        name, sep, rest = line.partition(" ")
+        named = sep and name.endswith(":") and "@" not in name
+        family[name[:-1] if named else f"C{k + 1}"] = rest.strip() if named else line
+    return family
+
 
 st.title("Budget curves")
 
@@ -54,14 +87,67 @@ labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_se
 if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
     st.session_state["curves_selectors"], st.session_state["curves_selectors_of"] = labels, run.name
 ensure_choice("curves_selectors", labels, labels)
-shown = st.multiselect("Selectors in the figures (the references, reuse all and full recompute, are always lines)",
-                       labels, key="curves_selectors") or labels
-show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
-            f"accuracy-{run.name}", "curves_em")
+shown = st.multiselect("Selectors shown in every figure and table below (the references, reuse all and full "
+                       "recompute, are always lines)", labels, key="curves_selectors") or labels
+in_view = summary[summary["selector"].isin([*shown, *reference_selectors()])]
+
 gap_title = {"em": "EM", "retrieved": "retrieval"}[measure]
 show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed against budget (paired bootstrap 95%)",
                             selectors=shown),
             f"gap-{run.name}", "curves_gap")
+
+st.subheader("Contrasts")
+pre = None
+try:
+    pre = state.run_preregistration(run.path)
+except WorkbenchError as err:
+    warn(err)
+sources = (["pre"] if pre else []) + ["chosen"]
+ensure_choice("curves_family_source", sources, sources[0])
+source = st.radio("Family", sources, key="curves_family_source", horizontal=True,
+                  format_func=lambda v: (f"pre-registered ({pre.count} contrasts in {len(pre.families)} families"
+                                         f"{', ' + pre.source if pre.source else ''})" if v == "pre" else
+                                         "chosen here"),
+                  help=f"A run or kept record may hold its pre-registered families in `{PREREGISTRATION}` beside its "
+                       "manifest; they open by default. Holm adjusts p within each family.")
+if source == "pre":
+    families, default_measure = pre.families, pre.measure
+else:
+    if st.session_state.get("curves_family_of") != run.name:
+        st.session_state["curves_family_text"] = "\n".join(
+            suggested_family(sweep.outcomes["selector"].unique(), sweep.outcomes["budget"].unique()))
+        st.session_state["curves_family_of"] = run.name
+    text = st.text_area("Contrasts, one a line: `A:B@budget` (`A:coin@b`: A's matched coin; `@auc`: the area over "
+                        "the budgets), optionally named `NAME: A:B@b`; together they are one family under Holm",
+                        key="curves_family_text", height=140)
+    families, default_measure = {"chosen": contrast_lines(text)}, measure
+measures = list(CONTRAST_MEASURES)
+if st.session_state.get("curves_contrast_measure_of") != (run.name, source):
+    st.session_state["curves_contrast_measure"] = default_measure if default_measure in measures else "em"
+    st.session_state["curves_contrast_measure_of"] = (run.name, source)
+contrast_measure = st.selectbox("Contrasts tested on", measures, key="curves_contrast_measure",
+                                format_func=lambda m: f"{m}: {CONTRAST_MEASURES[m].description}")
+contrasts = None
+if not any(families.values()):
+    st.info("No contrast given: write one a line above, e.g. `cadence-grad:cacheblend@0.2`.")
+else:
+    try:
+        contrasts = state.run_contrasts(run.path, families, contrast_measure)
+    except WorkbenchError as err:
+        warn(err)
+if contrasts is not None and len(contrasts):
+    st.caption("b = examples where A is right and B wrong, c the reverse (exact McNemar); against a drawn control "
+               "(a coin) the exact sign-flip test on its mean over draws, with each draw's b / c beside it. "
+               "p raw and Holm-adjusted within each family; A − B is the paired difference with its bootstrap 95% "
+               "interval. The whole family is tested whichever selectors are shown above.")
+    show_table(contrasts, CONTRAST_HEADERS, CONTRAST_FORMATS, key="curves_contrasts_table")
+    csv_button(contrasts, f"contrasts-{run.name}", "curves_contrasts_csv", "Contrasts as CSV")
+    show_figure(forest_figure(contrasts, f"Paired differences A − B on {contrast_measure} (filled: Holm p < 0.05)"),
+                f"forest-{run.name}", "curves_forest")
+
+st.subheader("Curves")
+show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
+            f"accuracy-{run.name}", "curves_em")
 show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)", selectors=shown),
             f"flips-{run.name}", "curves_flips")
 graded = [c for c in plots.METRIC_TITLES
@@ -89,20 +175,21 @@ if not attention.empty:
     st.caption("Where the repaired lines climb from the splice's toward dense's, the repair gave the question back "
                "its view of the gold evidence (RULER's needles, HotpotQA's supporting sentences). Each selector's "
                "average precision against the evidence rows, beside chance:")
-    st.dataframe(ranking, hide_index=True)
+    st.dataframe(ranking[ranking["selector"].isin(shown)] if "selector" in ranking else ranking, hide_index=True)
 
 st.subheader("Summary")
 st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget "
            "(a coin: the exact sign-flip test on its mean over draws, no b/c). "
-           + (f"`ref_*` against {plain(reference)}, " if reference else "") + "`dense_*` against the dense prefill.")
-st.dataframe(summary[[c for c in COLUMNS if c in summary.columns]], hide_index=True, width="stretch")
-csv_button(summary, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")
+           + (f"\"vs ref\": against {plain(reference)}, " if reference else "") + "\"vs dense\": against the dense "
+           "prefill. Blank: not defined (no gap, a coin's b / c, no reference).")
+show_table(in_view, HEADERS, FORMATS, key="curves_summary_table")
+csv_button(in_view, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")
 
 st.subheader("Rows needed to reach a target")
 t1, t2 = st.columns(2)
 share = t1.slider("Share of dense EM", 0.5, 1.0, 0.9, 0.05, key="curves_share")
 max_flip = t2.slider("Largest flip rate", 0.0, 0.5, 0.2, 0.05, key="curves_max_flip")
-targets = tokens_to_target(summary, ex, share_of_dense=share, max_flip_rate=max_flip)
+targets = tokens_to_target(in_view, ex, share_of_dense=share, max_flip_rate=max_flip)
 st.dataframe(targets, hide_index=True)
 st.caption("Empty where no budget of the run reaches the target.")
 csv_button(targets, f"targets-{run.name}", "curves_targets_csv")

@@ -2,10 +2,12 @@
 
 Three families, each with stable colours that never borrow another family's:
 
-- **selectors**: the built-in ones (`registered_specs()` at import, in registration order)
-  get fixed colours; the references are grey (`none`) and black (`full`); a matched control
-  (`coin:bcr`) takes its selector's colour, dotted, with open markers; any other label (a
-  plugin's selector, `random:chunk`) gets a colour and marker from a hash of the label.
+- **selectors**: every registered one (`registered_specs()`, in registration order, a plugin's
+  included) gets the next colour of `palette.distinct_palette`, whose colours keep at least
+  `palette.MIN_DELTA_E` (CIEDE2000) from each other, the page and the references; the references
+  are grey (`none`) and black (`full`); a matched control (`coin:bcr`) takes its selector's
+  colour, dotted, with open markers; any other label (`random:chunk`) gets a colour and marker
+  from a hash of the label.
 - **reuse methods** of `kvwb pipeline`: fixed colours (the KVComm family in blues by γ, the
   dense references in greys); `bcr` is BCR's selector colour and `bcr-coin` its coin style.
 - **series** that are neither (the fidelity probe's conditions, the unit curve's informed and
@@ -21,14 +23,21 @@ import colorsys
 import hashlib
 
 from workbench.errors import WorkbenchError
+from workbench.plots.palette import AVOID, PALETTE_SIZE, distinct_palette
 from workbench.selectors.registry import get_selector, reference_selectors, registered_specs
 
-REFERENCE_COLORS = {"none": "#7f7f7f", "full": "#222222"}
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#bcbd22", "#393b79", "#ad494a", "#637939", "#843c39", "#5254a3")
+REFERENCE_COLORS = {"none": AVOID[1], "full": AVOID[2]}
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "cross", "pentagon",
            "star", "hexagon", "triangle-left", "triangle-right", "hourglass", "bowtie")
-_BUILTIN = tuple(label for label in registered_specs() if label not in reference_selectors())
+
+
+def registered_labels() -> tuple[str, ...]:
+    """The registered selectors that are not references, in registration order (plugins' last):
+    the order the palette's colours are handed out in."""
+    return tuple(label for label in registered_specs() if label not in reference_selectors())
+
+
+_BUILTIN = registered_labels()  # the built-in ones (plugins register later): reuse methods borrow them
 
 # reuse methods: (colour, marker); none of these is a selector colour
 METHODS = {
@@ -78,8 +87,9 @@ def selector_color(label: str) -> str:
         return selector_color(base)
     if label in REFERENCE_COLORS:
         return REFERENCE_COLORS[label]
-    if label in _BUILTIN:
-        return PALETTE[_BUILTIN.index(label) % len(PALETTE)]
+    labels = registered_labels()
+    if label in labels:
+        return distinct_palette(max(PALETTE_SIZE, len(labels)))[labels.index(label)]
     return _hashed_color(label)
 
 
@@ -90,8 +100,9 @@ def selector_symbol(label: str) -> str:
     base = matched_to(label)
     if base is not None:
         return selector_symbol(base).removesuffix("-open") + "-open"
-    if label in _BUILTIN:
-        return SYMBOLS[_BUILTIN.index(label) % len(SYMBOLS)]
+    labels = registered_labels()
+    if label in labels:
+        return SYMBOLS[labels.index(label) % len(SYMBOLS)]
     return SYMBOLS[_digest(label) % len(SYMBOLS)]
 
 

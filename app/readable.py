@@ -1,0 +1,52 @@
+"""Tables as a reader wants them: readable headers, numbers formatted by what they are, and a
+blank where a value is missing (never "None" or NaN). A column without missing values stays a
+number under its format (it sorts as one); Streamlit draws a missing cell as "None" whatever the
+format says, so a column with missing values is shown as its formatted text."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+
+def p_value(v) -> str:
+    return "" if v is None or pd.isna(v) else f"{v:.2g}"
+
+
+def rate(v) -> str:
+    return "" if v is None or pd.isna(v) else f"{v:.3f}"
+
+
+def signed(v) -> str:
+    return "" if v is None or pd.isna(v) else f"{v:+.3f}"
+
+
+def count(v) -> str:
+    return "" if v is None or pd.isna(v) else f"{int(round(float(v)))}"
+
+
+def compact(v) -> str:
+    """A budget, a row count: as short as it reads (0.05, 81, 12.5)."""
+    if v is None or pd.isna(v):
+        return ""
+    return f"{v:g}" if isinstance(v, (int, float)) and math.isfinite(v) else str(v)
+
+
+def show_table(table: pd.DataFrame, headers: dict, formats: dict | None = None, key: str | None = None,
+               height: int | None = None) -> None:
+    """`table`'s columns named by `headers` (its order; columns it lacks are left out), each
+    formatted by `formats` (a column -> function of one value; floats default to 3 decimals), and
+    every missing value blank."""
+    columns = [c for c in headers if c in table.columns]
+    shown = table[columns].reset_index(drop=True)
+    formats = formats or {}
+    chosen = {c: formats.get(c, rate if pd.api.types.is_float_dtype(shown[c]) else compact) for c in columns}
+    as_text = [c for c in columns if shown[c].isna().any()]
+    for c in as_text:
+        shown[c] = shown[c].map(chosen[c]).astype(object)
+    styler = shown.style.format({c: f for c, f in chosen.items() if c not in as_text}, na_rep="")
+    config = {c: st.column_config.Column(headers[c]) for c in columns}
+    st.dataframe(styler, hide_index=True, width="stretch", column_config=config, key=key,
+                 **({"height": height} if height else {}))

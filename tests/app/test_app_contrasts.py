@@ -1,0 +1,116 @@
+"""Budget curves shows the contrast family: the pre-registered one where a run keeps
+`preregistration.json` (a restored record), else one chosen on the page; each contrast's b / c, raw
+and Holm p as `contrast_family` computes them, and a forest plot with the table's intervals; the
+selector chips filter the figures and the summary table."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import pandas as pd
+import pytest
+
+from apptest import ROOT, array, charts, frame_with, ok, open_page
+from workbench.experiments.contrasts import contrast_family
+from workbench.runstore import load_sweep
+
+sys.path.insert(0, str(ROOT / "docs" / "records"))
+import keep  # noqa: E402 - docs/records is no package
+
+RECORD = "study-ruler-mk512-smollm2"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, app_world):
+    """A restored record (its preregistration.json kept beside it) and a copy of the small wide sweep."""
+    root = tmp_path_factory.mktemp("contrasts") / "runs"
+    keep.restore(RECORD, runs=root)
+    shutil.copytree(app_world["runs"] / "wide", root / "wide")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _env(runs, monkeypatch):
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    monkeypatch.delenv("KVWB_PLUGINS", raising=False)
+
+
+def curves(run: str):
+    at = open_page("views/curves.py")
+    at.selectbox(key="curves_run").set_value(run).run()
+    ok(at)
+    return at
+
+
+def forest(at) -> dict:
+    return next(c for c in charts(at) if "Paired differences" in str(c["layout"].get("title", {}).get("text", "")))
+
+
+def check_against_the_library(at, runs, run: str, families: dict, measure: str) -> pd.DataFrame:
+    shown = frame_with(at, "family", "name", "b_count", "c_count", "p_value", "p_holm", "low", "high")
+    sweep = load_sweep(runs / run)
+    expected = [c for family in families.values() for c in contrast_family(sweep, list(family.values()), measure)]
+    assert len(shown) == len(expected) > 0
+    for row, c in zip(shown.itertuples(), expected):
+        assert (row.a, row.b) == (c.a, c.b)
+        assert row.p_value == pytest.approx(c.p_value) and row.p_holm == pytest.approx(c.p_holm)
+        assert str(row.b_count) == ("" if c.b_count is None else str(c.b_count))  # blank, never "None"
+        assert (row.low, row.high) == pytest.approx((c.low, c.high))
+    bars = [t for t in forest(at)["data"] if t.get("showlegend") is False]
+    assert len(bars) == len(shown)
+    for trace, row in zip(bars, shown.itertuples()):
+        x = array(trace["x"])[0]
+        assert x == pytest.approx(row.difference)
+        assert x + array(trace["error_x"]["array"])[0] == pytest.approx(row.high)
+        assert x - array(trace["error_x"]["arrayminus"])[0] == pytest.approx(row.low)
+    return shown
+
+
+def test_a_restored_record_opens_on_its_preregistered_family_with_holm_p(runs):
+    at = curves(RECORD)
+    assert at.radio(key="curves_family_source").value == "pre"
+    assert at.selectbox(key="curves_contrast_measure").value == "em"
+    pre = keep.HERE / RECORD / "preregistration.json"
+    import json
+
+    families = json.loads(pre.read_text())["families"]
+    shown = check_against_the_library(at, runs, RECORD, families, "em")
+    assert list(shown["name"]) == ["A1", "A2", "A3", "B1", "B2", "B3"]
+    a1 = shown.set_index("name").loc["A1"]
+    assert (a1["b_count"], a1["c_count"]) == ("26", "15")  # RESULTS 10.6's table
+    assert len(shown.set_index("name").loc["A2", "draws"].split(",")) == 5  # BCR against each coin draw
+    at.selectbox(key="curves_contrast_measure").set_value("flip").run()
+    ok(at)
+    check_against_the_library(at, runs, RECORD, families, "flip")
+
+
+def test_a_small_run_without_one_tests_the_family_chosen_on_the_page(runs):
+    at = curves("wide")
+    assert at.radio(key="curves_family_source").value == "chosen"
+    text = at.text_area(key="curves_family_text")
+    assert "bcr:coin@0.2" in text.value
+    text.set_value("first: cadence-grad:cacheblend@0.2\nbcr:coin@0.5\nepic:cacheblend@auc").run()
+    ok(at)
+    shown = check_against_the_library(at, runs, "wide", {"chosen": {
+        "first": "cadence-grad:cacheblend@0.2", "C2": "bcr:coin@0.5", "C3": "epic:cacheblend@auc"}}, "em")
+    assert list(shown["name"]) == ["first", "C2", "C3"]
+    at.text_area(key="curves_family_text").set_value("cadence-grad:nothing@0.2").run()
+    ok(at)
+    assert at.warning and not any("Paired differences" in str(c["layout"].get("title")) for c in charts(at))
+
+
+def test_the_chips_filter_every_figure_and_the_summary_table(runs):
+    at = curves("wide")
+    at.multiselect(key="curves_selectors").set_value(["cadence-grad", "coin:bcr"]).run()
+    ok(at)
+    summary = frame_with(at, "selector", "budget", "em", "gap_recovered")
+    assert set(summary["selector"]) == {"cadence-grad", "coin:bcr", "none", "full"}
+    for chart in charts(at):
+        if "Paired differences" in str(chart["layout"].get("title")):
+            continue
+        names = {t.get("name") for t in chart["data"] if t.get("name") and t.get("showlegend") is not False}
+        assert names <= {"cadence-grad", "coin:bcr"}, (chart["layout"].get("title"), names)
+    gap = charts(at)[0]  # the headline: its axis says what a share above 1 is, or that there is no gap
+    said = str(gap["layout"].get("yaxis", {}).get("title", {}).get("text", "")) + str(gap["layout"]["title"])
+    assert "above 1: above dense" in said or "no EM gap" in said, said
