@@ -7,7 +7,7 @@ from workbench.plots.anatomy import KIND_STYLE, gap_anatomy_figure
 
 TABLE = pd.DataFrame({"selector": ["none", "full", "cacheblend", "none", "cacheblend"],
                       "budget": [0.2, 0.2, 0.2, 0.5, 0.5], "draws": 1,
-                      "lost": [79, 0, 6, 79, 1], "lost_gold": [0, 0, 1, 0, 0], "ran_on": [79, 0, 4, 79, 1],
+                      "lost": [79, 0, 6, 79, 1], "lost_gold": [0, 0, 1, 0, 0], "in_word": 0, "ran_on": [79, 0, 4, 79, 1],
                       "other": [0, 0, 1, 0, 0], "gained": [5, 0, 2, 5, 3]})
 
 
@@ -23,5 +23,5 @@ def test_each_kind_is_one_trace_of_the_budget_counts_without_full():
 
 def test_a_chosen_subset_and_another_budget():
     fig = gap_anatomy_figure(TABLE, 0.5, selectors=["cacheblend"])
-    assert [list(t.y) for t in fig.data] == [["cacheblend"]] * 3 and fig.data[1].x[0] == 1
+    assert [list(t.y) for t in fig.data] == [["cacheblend"]] * 4 and fig.data[2].x[0] == 1
     assert "b = 0.5" in fig.layout.title.text

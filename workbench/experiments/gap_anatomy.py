@@ -6,6 +6,9 @@ as wrong, exactly like one that names another number. So the lost exact matches 
 example:
 
     lost_gold   it retrieves less of the gold than dense's answer did (`retrieved` falls)
+    in_word     it retrieves as much, but the gold occurs only inside a longer word where dense's
+                occurred as whole words (`contains` falls): RULER's substring match counts
+                "43918910" as naming 4391891, a damaged answer, not a formatting loss
     ran_on      it retrieves as much, and ran on past where dense's answer ended (`graded.ran_on`)
     other       it retrieves as much and did not run on (another wording, a cut, a prefix)
 
@@ -20,20 +23,28 @@ import pandas as pd
 
 from workbench.diagnosis.graded import continues_past
 
-KINDS = ("lost_gold", "ran_on", "other")
+KINDS = ("lost_gold", "in_word", "ran_on", "other")
 # Below this share of lost exact matches that lost the gold, the summary says the EM gap is mostly
 # how answers end (a display rule, fixed before any run was read with it).
 MOSTLY = 0.5
 
 
-def _split(dense_em, em, dense_retrieved, retrieved, ran_on) -> dict:
-    """Counts of one answer set against dense's (aligned pandas Series)."""
+def _split(dense_em, em, dense_retrieved, retrieved, ran_on, dense_contains=None, contains=None) -> dict:
+    """Counts of one answer set against dense's (aligned pandas Series; `contains` optional)."""
     lost = (dense_em >= 1) & (em < 1)
     lost_gold = lost & (retrieved < dense_retrieved)
-    kept = lost & ~lost_gold
-    return {"lost": int(lost.sum()), "lost_gold": int(lost_gold.sum()),
+    in_word = lost & ~lost_gold & ((contains < dense_contains) if contains is not None else False)
+    kept = lost & ~lost_gold & ~in_word
+    return {"lost": int(lost.sum()), "lost_gold": int(lost_gold.sum()), "in_word": int(in_word.sum()),
             "ran_on": int((kept & ran_on.astype(bool)).sum()), "other": int((kept & ~ran_on.astype(bool)).sum()),
             "gained": int(((dense_em < 1) & (em >= 1)).sum())}
+
+
+def _pair(frame, dense: str, answer: str):
+    """The (dense, answer) `contains` columns where both are recorded, else (None, None)."""
+    if {dense, answer} <= set(frame.columns) and frame[[dense, answer]].notna().all().all():
+        return frame[dense], frame[answer]
+    return None, None
 
 
 def splice_anatomy(examples: pd.DataFrame) -> dict | None:
@@ -44,15 +55,16 @@ def splice_anatomy(examples: pd.DataFrame) -> dict | None:
         return None
     ex = examples.dropna(subset=["dense_em", "spliced_em", "dense_retrieved", "spliced_retrieved"])
     return _split(ex["dense_em"], ex["spliced_em"], ex["dense_retrieved"], ex["spliced_retrieved"],
-                  ex["spliced_ran_on"].fillna(False))
+                  ex["spliced_ran_on"].fillna(False), *_pair(ex, "dense_contains", "spliced_contains"))
 
 
 def cell_anatomy(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
     """Per selector and budget, its lost exact matches split (mean counts per draw for drawn
-    controls). Columns: selector, budget, draws, lost, lost_gold, ran_on, other, gained."""
+    controls). Columns: selector, budget, draws, lost, lost_gold, in_word, ran_on, other, gained."""
     if "retrieved" not in outcomes.columns or "dense_retrieved" not in examples.columns:
         return pd.DataFrame(columns=["selector", "budget", "draws", "lost", *KINDS, "gained"])
-    dense = examples.set_index("example_id")[["dense_em", "dense_retrieved"]]
+    dense = examples.set_index("example_id")[[c for c in ("dense_em", "dense_retrieved", "dense_contains")
+                                              if c in examples.columns]]
     cells = outcomes.join(dense, on="example_id").dropna(subset=["em", "retrieved", "dense_em", "dense_retrieved"])
     recorded = "ran_on" in cells.columns and cells["ran_on"].notna().all()
     ran = cells["ran_on"].astype(bool) if recorded else pd.Series(
@@ -60,7 +72,8 @@ def cell_anatomy(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame
     rows = []
     for (selector, budget), cell in cells.groupby(["selector", "budget"], sort=False):
         draws = max(int(cell["draw"].nunique()), 1) if "draw" in cell and cell["draw"].notna().any() else 1
-        counts = _split(cell["dense_em"], cell["em"], cell["dense_retrieved"], cell["retrieved"], ran.loc[cell.index])
+        counts = _split(cell["dense_em"], cell["em"], cell["dense_retrieved"], cell["retrieved"], ran.loc[cell.index],
+                        *_pair(cell, "dense_contains", "contains"))
         rows.append({"selector": selector, "budget": budget, "draws": draws,
                      **{k: v / draws for k, v in counts.items()}})
     table = pd.DataFrame(rows)
@@ -76,22 +89,23 @@ def anatomy_sentence(counts: dict | None, who: str = "the splice", hint: bool = 
     lost = counts["lost"]
     if lost == 0:
         return f"{who} loses no exact match that dense has ({counts['gained']} gained)."
+    glued = f"{counts['in_word']} name it only inside a longer word, " if counts.get("in_word") else ""
     line = (f"Of {who}'s {lost} lost exact matches (dense right, {who} wrong): {counts['lost_gold']} lost the gold, "
-            f"{counts['ran_on']} name it and ran on past dense's answer, {counts['other']} name it and end "
+            f"{glued}{counts['ran_on']} name it and ran on past dense's answer, {counts['other']} name it and end "
             f"otherwise ({counts['gained']} gained).")
-    if counts["lost_gold"] / lost < MOSTLY:
+    if (counts["lost_gold"] + counts.get("in_word", 0)) / lost < MOSTLY:
         line += " Most of this EM gap is how the answer ends, not lost evidence" + (
             ": read it with `--measure retrieved`." if hint else ".")
     return line
 
 
 def anatomy_grid(table: pd.DataFrame) -> pd.DataFrame:
-    """`cell_anatomy` as selector rows × budget columns of "lost: gold / ran on / other"."""
+    """`cell_anatomy` as selector rows × budget columns of "lost: gold / in word / ran on / other"."""
     if table.empty:
         return pd.DataFrame()
     def text(r):
         fmt = (lambda v: f"{v:g}") if r.draws == 1 else (lambda v: f"{v:.1f}")
-        return f"{fmt(r.lost)}: {fmt(r.lost_gold)} / {fmt(r.ran_on)} / {fmt(r.other)}"
+        return f"{fmt(r.lost)}: {fmt(r.lost_gold)} / {fmt(r.in_word)} / {fmt(r.ran_on)} / {fmt(r.other)}"
     shown = table.assign(cell=[text(r) for r in table.itertuples()])
     grid = shown.pivot(index="selector", columns="budget", values="cell")
     grid = grid.reindex(table["selector"].drop_duplicates())

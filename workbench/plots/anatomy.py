@@ -1,6 +1,6 @@
 """What each answer's lost exact matches are, at one budget (from `experiments.gap_anatomy.cell_anatomy`):
-one horizontal bar per selector, stacked lost the gold / named it and ran on / named it and ended
-otherwise. A bar that is mostly "ran on" is a gap in how answers stop, not in what they found."""
+one horizontal bar per selector, stacked lost the gold / named it only inside a longer word / named it and ran on /
+named it and ended otherwise. A bar that is mostly "ran on" is a gap in how answers stop, not in what they found."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from workbench.plots.text import escape
 
 KIND_STYLE = {  # kind: (legend name, colour); colour-blind safe (Okabe-Ito)
     "lost_gold": ("lost the gold", "#D55E00"),
+    "in_word": ("named it only inside a longer word", "#CC79A7"),
     "ran_on": ("named it, ran on past dense", "#56B4E9"),
     "other": ("named it, ended otherwise", "#999999"),
 }
 
 
 def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
-    """Stacked bars of `table` (selector, budget, lost_gold, ran_on, other; a drawn control's mean per
+    """Stacked bars of `table` (selector, budget, lost_gold, in_word, ran_on, other; a drawn control's mean per
     draw) at `budget`, for `selectors` (default: every one but `full`), in the table's order."""
     at = table[(table["budget"].astype(float) - budget).abs() < 1e-9]
     at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]

@@ -35,6 +35,7 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
          f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"
          + (f"; answer contained: dense {ex['dense_contains'].mean():.3f}, splice {ex['spliced_contains'].mean():.3f}"
             if "dense_contains" in ex else "")),
+        *_caveats(ex),
         "",
     ]
     anatomy = anatomy_sentence(splice_anatomy(ex), hint=table.attrs.get("measure", "em") == "em")
@@ -78,7 +79,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     cells = cell_anatomy(run.outcomes, ex)
     if not cells.empty:
         lines += ["", "What each answer's lost exact matches are (against dense, per budget): lost: lost the gold / "
-                  "named it and ran on past dense's answer / named it and ended otherwise"
+                  "named it only inside a longer word (RULER's substring match counts it) / named it and ran on "
+                  "past dense's answer / named it and ended otherwise"
                   + (" (ran on read from the text: this run's cells predate the recorded run-on)"
                      if cells.attrs.get("ran_on_rule") != "recorded" else "")
                   + "; drawn controls: mean per draw.", "", markdown_table(anatomy_grid(cells))]
@@ -90,6 +92,23 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                        f"V only {atp['rho_v'].median():.2f}; keys tracked worse than values in {worse} of "
                        f"{len(atp)}.")]
     return "\n".join(lines)
+
+
+def _caveats(ex: pd.DataFrame) -> list[str]:
+    """The header's warnings, a line each: examples computed under hooks, examples whose records held
+    fewer distractors than `gold+K` asked (examples.parquet's `hooks` and `distractors_short`)."""
+    lines = []
+    if "hooks" in ex and ex["hooks"].notna().any():
+        hooked = ex["hooks"].dropna().astype(str)
+        lines.append(f"HOOKED: {len(hooked)} of {len(ex)} examples were computed under hooks ({hooked.iloc[0]}): "
+                     f"not an unmodified model's diagnosis")
+    if "distractors_short" in ex:
+        short = pd.to_numeric(ex["distractors_short"], errors="coerce")
+        if (short > 0).any():
+            lines.append(f"{int((short > 0).sum())} of {len(ex)} examples had fewer distractors than the passage "
+                         f"setting asks (up to {int(short.max())} fewer): their records hold fewer, and each kept "
+                         f"those it had")
+    return lines
 
 
 def _with_interval(value: float, low: float, high: float) -> str:
