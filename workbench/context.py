@@ -5,23 +5,29 @@
     Context(model, example, layout, spliced=served)   # no dense reference: what needs one refuses
     fixed = ctx.repair(ctx.reused_positions[:40])
     ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
-    fixed, acts = ctx.run_with_cache(ctx.reused_positions[:10])   # every hook point's activation
-    fixed = ctx.repair(rows, hooks={"blocks.3.attn.hook_z": fn})  # fn(tensor, hook), engine.hooks
+    fixed = ctx.repair(rows, hooks={"blocks.3.attn.hook_z": fn})  # fn(tensor, hook=point), engine.hooks
+    logits, cache = ctx.run_with_cache(rows)     # TransformerLens-shaped: the question over the repair
+    logits = ctx.run_with_hooks(rows, over="dense", fwd_hooks=[("blocks.3.attn.hook_z", fn)])
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
 from workbench import decode
-from workbench.engine.hooks import caching_hooks, hook_names
+
+from workbench.engine.hooks import FINAL_HOOKS, Hooks, Rows, caching_hooks, compose, hook_names
+from workbench.engine.hooks import names_filter as names_filter_of
+from workbench.engine.layers import final_logits
+from workbench.engine.masks import check_positions
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, dense_cache, splice
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
-from workbench.repair import repair
+from workbench.repair import recompute_rows, repair
 from workbench.tasks import Example, synthetic_examples
 
 
@@ -53,19 +59,69 @@ class Context:
 
     def repair(self, positions, cache: KVCache | None = None, hooks=None) -> KVCache:
         """A new cache with `positions` recomputed exactly over `cache` (default: the splice).
-        `hooks`: {hook point name: fn(tensor, hook)} run on the pass (`engine.hooks`)."""
+        `hooks`: {hook point name: fn(tensor, hook=point)} or [(name or filter, fn)], run on the
+        pass (`engine.hooks`), checked before it."""
         return repair(self.model, self.spliced if cache is None else cache, self.layout.ids, positions, hooks=hooks)
 
-    def run_with_cache(self, positions, names=None, cache: KVCache | None = None,
-                       hooks=None) -> tuple[KVCache, dict[str, torch.Tensor]]:
-        """`repair` that also returns the activations of the hook points `names` (default: every
-        one), by name, each with the pass's cell axis first (`[1, row, ...]`; see `engine.hooks`).
-        `hooks` run too, before the activations are kept."""
-        names = hook_names(self.model.adapter.n_layers) if names is None else tuple(names)
+    def run_with_cache(self, rows=None, *, over="spliced", names_filter=None, fwd_hooks=None):
+        """TransformerLens's `run_with_cache` on this example: recompute `rows` (None: none, every
+        row reused) over `over` ("spliced", "dense" or a `KVCache` of the handed-off span) and run
+        the question (the suffix) in the same engine pass. Returns `(logits, cache)`: logits
+        [1, question, vocab] (the question's rows; equal to HF's forward of the suffix over the
+        repaired cache up to float rounding) and a TransformerLens `ActivationCache` of the points
+        `names_filter` picks (None: every one; a name, a list or `name -> bool`). Every activation
+        has a batch axis of 1 and the pass's rows: the sorted `rows`, then the question's
+        (`ln_final.hook_normalized` and `hook_unembed` too); `hook_pattern` / `hook_attn_scores`
+        key on absolute positions [0, suffix end). `cache.positions` ([row]) holds the rows'
+        absolute positions. `fwd_hooks` ([(name or filter, fn)] or {name: fn}) run first.
+
+        The cache's model is a stand-in holding the config (`cache.model.cfg`: n_layers, n_heads,
+        d_model, d_head, d_mlp), so `accumulated_resid`, `decompose_resid`, `stack_activation`
+        and indexing by `(name, layer)` work; what needs the weights (`apply_ln=True`,
+        `logit_attrs`, `stack_head_results`) needs a `TransformerBridge` and is not built here."""
+        known = hook_names(self.model.adapter)
+        kept = names_filter_of(names_filter, known)  # checked with the hooks, before any model work
+        hooks = Hooks.of(fwd_hooks, self.model.adapter)
         store: dict[str, torch.Tensor] = {}
-        kept = caching_hooks(names, store)
-        both = {name: [*_listed((hooks or {}).get(name)), *_listed(kept.get(name))] for name in {*kept, *(hooks or {})}}
-        return self.repair(positions, cache, both), store
+        logits, positions = self._question_pass(rows, over, compose(hooks, caching_hooks(kept, store)))
+        cache = activation_cache({name: store[name] for name in known if name in store}, self.model)
+        cache.positions = positions
+        return logits, cache
+
+    def run_with_hooks(self, rows=None, *, over="spliced", fwd_hooks=None) -> torch.Tensor:
+        """TransformerLens's `run_with_hooks`: the question's logits ([1, question, vocab]) after
+        recomputing `rows` over `over`, with `fwd_hooks` ([(name or filter, fn)] or {name: fn})
+        on the one pass that does both (see `run_with_cache`)."""
+        return self._question_pass(rows, over, Hooks.of(fwd_hooks, self.model.adapter))[0]
+
+    def _question_pass(self, rows, over, hooks) -> tuple[torch.Tensor, torch.Tensor]:
+        """Recompute `rows` over `over` and run the question in one engine pass under `hooks`
+        (checked); returns (logits [1, question, vocab], the pass's positions [row])."""
+        ad = self.model.adapter
+        hooks = Hooks.of(hooks, ad)
+        base = self._cache_named(over, "run_with_cache")
+        n, end = base.n_positions, len(self.layout.ids)
+        if n != self.layout.suffix_start:
+            raise WorkbenchError(f"over: a cache of the handed-off span ({self.layout.suffix_start} positions) "
+                                 f"is needed, got {n}")
+        pos = check_positions(torch.zeros(0, dtype=torch.long) if rows is None else rows, n, "rows")
+        positions = torch.cat([pos, torch.arange(n, end)])  # [row]: the repair's, then the question's
+        _, h = recompute_rows(self.model, base, self.layout.ids, positions, hooks=hooks)  # [row, hidden]
+        with torch.inference_mode():
+            if hooks and any(name in hooks for name in FINAL_HOOKS):  # every row, so each point has the pass's rows
+                logits = final_logits(ad, h, Rows.one_cell(positions.to(h.device)), hooks)[len(pos):]
+            else:
+                logits = ad.logits(h[len(pos):])
+        return logits[None], positions
+
+    def _cache_named(self, over, needed_by: str) -> KVCache:
+        if isinstance(over, KVCache):
+            return over
+        if over == "spliced":
+            return self.spliced
+        if over == "dense":
+            return self.reference(f"{needed_by}(over='dense')")
+        raise WorkbenchError(f"over: expected 'spliced', 'dense' or a KVCache, got {over!r}")
 
     def answer(self, cache: KVCache, max_new_tokens: int = 24) -> str:
         """The greedy answer (first line) the receiver gives from `cache`."""
@@ -118,8 +174,23 @@ class Context:
         return err
 
 
-def _listed(fn) -> list:
-    return [] if fn is None else [fn] if callable(fn) else list(fn)
+class _CacheModel:
+    """What TransformerLens's `ActivationCache` reads of its model for the residual-stream
+    helpers that need no weights: the config."""
+
+    def __init__(self, model: LoadedModel):
+        ad, config = model.adapter, model.config
+        self.cfg = SimpleNamespace(n_layers=ad.n_layers, n_heads=ad.n_heads, n_key_value_heads=ad.n_kv_heads,
+                                   d_model=config.hidden_size, d_head=ad.head_dim, d_mlp=config.intermediate_size,
+                                   d_vocab=config.vocab_size, attn_only=False, normalization_type="RMS",
+                                   model_name=model.name)
+
+
+def activation_cache(store: dict[str, torch.Tensor], model: LoadedModel):
+    """`store` ({name: [1, row, ...]}) as TransformerLens's `ActivationCache` over `model`'s config."""
+    from transformer_lens.ActivationCache import ActivationCache
+
+    return ActivationCache(store, _CacheModel(model))
 
 
 def rounding_tolerance(dtype: torch.dtype, max_position: int, max_abs: float, width: int = 0) -> float:

@@ -32,6 +32,7 @@ WINDOWED_FAMILIES = ("gemma3_text",)  # sliding-window layers honoured by splice
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 NO_ROPE_FAMILIES = ("gpt2", "gpt_bigcode", "opt", "bloom", "mpt", "bert", "t5")
 LAYER_TYPES = ("full_attention", "sliding_attention")
+MLP_HOOKS = ("mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post")
 
 
 def check_supported_config(config, where: str) -> None:
@@ -142,19 +143,55 @@ class FamilyAdapter:
         """Whether some layer attends only within a sliding window."""
         return any(w is not None for w in self.windows)
 
-    def project_qkv(self, layer: int, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    @property
+    def has_qk_norm(self) -> bool:
+        """Whether attention norms its queries and keys before RoPE (Qwen3, Gemma 3)."""
+        return hasattr(self.layers[0].self_attn, "q_norm")
+
+    def project_qkv(self, layer: int, x: torch.Tensor, hook=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer-normed hidden rows -> (q, k, v) before RoPE, q/k norms applied.
 
-        x: [row, hidden] -> q [row, head, d_head], k and v [row, kv_head, d_head]
+        x: [row, hidden] -> q [row, head, d_head], k and v [row, kv_head, d_head]. `hook(name, x)
+        -> x`, when given, sees the projections ("attn.hook_q", "attn.hook_k", "attn.hook_v") and,
+        where the family has them, the normed ones ("attn.hook_q_normed", "attn.hook_k_normed").
         """
         attn = self.layers[layer].self_attn
         rows = x.shape[0]
         q = attn.q_proj(x).view(rows, self.n_heads, self.head_dim)
         k = attn.k_proj(x).view(rows, self.n_kv_heads, self.head_dim)
         v = attn.v_proj(x).view(rows, self.n_kv_heads, self.head_dim)
+        if hook is not None:
+            q, k, v = hook("attn.hook_q", q), hook("attn.hook_k", k), hook("attn.hook_v", v)
         if hasattr(attn, "q_norm"):  # Qwen3, Gemma 3: RMSNorm over d_head, before RoPE
             q, k = attn.q_norm(q), attn.k_norm(k)
+            if hook is not None:
+                q, k = hook("attn.hook_q_normed", q), hook("attn.hook_k_normed", k)
         return q, k, v
+
+    @staticmethod
+    def norm(module: nn.Module, x: torch.Tensor, hook=None, name: str = "") -> torch.Tensor:
+        """`module(x)` for an RMSNorm; with a hook registered on `name` (`name in hook`), written
+        out so that the hook sees x / rms(x) in fp32 before the weight (TransformerLens's
+        `hook_normalized`): the same operations as the family's module, bit for bit."""
+        if hook is None or name not in hook:
+            return module(x)
+        x32 = x.float()
+        eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
+        normed = hook(name, x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps))
+        if hasattr(module, "variance_epsilon"):  # the Llama family: the weight over the input's dtype
+            return module.weight * normed.to(x.dtype)
+        return (normed * (1.0 + module.weight.float())).type_as(x)  # Gemma: 1 + weight, in fp32
+
+    @staticmethod
+    def mlp(block: nn.Module, x: torch.Tensor, hook=None) -> torch.Tensor:
+        """The block's gated MLP, down(act(gate(x)) * up(x)); with a hook on one of its points,
+        written out through "mlp.hook_pre" (gate), "mlp.hook_pre_linear" (up) and "mlp.hook_post"."""
+        mlp = block.mlp
+        if hook is None or not any(name in hook for name in MLP_HOOKS):
+            return mlp(x)
+        pre = hook("mlp.hook_pre", mlp.gate_proj(x))
+        linear = hook("mlp.hook_pre_linear", mlp.up_proj(x))
+        return mlp.down_proj(hook("mlp.hook_post", mlp.act_fn(pre) * linear))
 
     def rotated_qkv(self, layer: int, x: torch.Tensor, positions: torch.Tensor):
         """Layer-normed hidden rows -> (q, k, v) with RoPE at `positions` ([row]): the queries and
@@ -166,17 +203,21 @@ class FamilyAdapter:
         """The rest of a decoder layer after attention. h: [row, hidden] (its input);
         attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden].
         `hook(name, x) -> x`, when given, sees what attention and the MLP add to the residual
-        stream ("hook_attn_out", "hook_mlp_out", each [row, hidden])."""
+        stream ("hook_attn_out", "hook_mlp_out", each [row, hidden]), the stream between them
+        ("hook_resid_mid"), the MLP's input norm ("ln2.hook_normalized") and the MLP's points."""
         block = self.layers[layer]
         out = block.self_attn.o_proj(attn)
         gemma = hasattr(block, "pre_feedforward_layernorm")  # Gemma: norms after attention and around the MLP
         if gemma:
             out = block.post_attention_layernorm(out)
         h = h + (out if hook is None else hook("hook_attn_out", out))
+        if hook is not None:
+            h = hook("hook_resid_mid", h)
         if gemma:
-            mlp = block.post_feedforward_layernorm(block.mlp(block.pre_feedforward_layernorm(h)))
+            mlp = block.post_feedforward_layernorm(
+                self.mlp(block, self.norm(block.pre_feedforward_layernorm, h, hook, "ln2.hook_normalized"), hook))
         else:
-            mlp = block.mlp(block.post_attention_layernorm(h))
+            mlp = self.mlp(block, self.norm(block.post_attention_layernorm, h, hook, "ln2.hook_normalized"), hook)
         return h + (mlp if hook is None else hook("hook_mlp_out", mlp))
 
     def _tables(self, like: torch.Tensor, positions: torch.Tensor, kind: str | None):
@@ -270,9 +311,13 @@ class FamilyAdapter:
             for handle in handles:
                 handle.remove()
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Final norm + LM head (+ soft-capping where the model has it). hidden: [row, hidden] -> [row, vocab]."""
-        logits = self.lm_head(self.final_norm(hidden))
+    def logits(self, hidden: torch.Tensor, hook=None) -> torch.Tensor:
+        """Final norm + LM head (+ soft-capping where the model has it). hidden: [row, hidden] -> [row, vocab].
+        `hook(name, x) -> x`, when given, sees "ln_final.hook_normalized" and "hook_unembed" (the
+        LM head's output, before any soft-cap, as TransformerLens's unembed)."""
+        logits = self.lm_head(self.norm(self.final_norm, hidden, hook, "ln_final.hook_normalized"))
+        if hook is not None:
+            logits = hook("hook_unembed", logits)
         if self.logit_softcap is not None:
             logits = torch.tanh(logits / self.logit_softcap) * self.logit_softcap
         return logits

@@ -63,7 +63,7 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     """
     ad = model.adapter
     device = model.device
-    hooks = Hooks.of(hooks, ad.n_layers)
+    hooks = Hooks.of(hooks, ad)
     n = max(cache.n_positions, int(positions.max()) + 1 if positions.numel() else 0)
     keys = _grown(cache.keys, n)  # [layer, kv_head, pos, d_head]
     values = _grown(cache.values, n)

@@ -90,7 +90,10 @@ def test_the_architecture_docs_examples_run(tiny_llama, tmp_path):
                 exec(compile(block, "ARCHITECTURE.md", "exec"), {})
         hooked = {"ctx": wb.build_context(tiny_llama, small_example())}  # the hook example runs on a context
         exec(compile(hook_example[0], "ARCHITECTURE.md", "exec"), hooked)
-        assert hooked["pattern"].shape[:3] == (1, tiny_llama.adapter.n_heads, 10)
+        n_rows = 10 + len(hooked["ctx"].suffix_ids)  # the repaired rows, then the question's
+        assert hooked["pattern"].shape[:3] == (1, tiny_llama.adapter.n_heads, n_rows)
+        assert hooked["resid"].shape[:3] == (tiny_llama.adapter.n_layers + 1, 1, n_rows)
+        assert not torch.equal(hooked["patched"], hooked["logits"])  # the ablation moved the question's logits
         assert not torch.equal(hooked["ablated"].keys, hooked["fixed"].keys)  # the ablation moved the cache
         d = diagnose(tiny_llama, small_example(), selectors=("late-value-dev", "cadence-grad"), budgets=(0.5,),
                      progress=False)

@@ -27,8 +27,9 @@ def _identity(x, hook):
     return x
 
 
-def _every_name_but_pattern(n_layers: int) -> dict:
-    return {name: _identity for name in hook_names(n_layers) if not name.endswith("hook_pattern")}
+def _every_name_but_pattern(adapter) -> dict:
+    """Every point but the two that write the softmax out (hook_attn_scores, hook_pattern)."""
+    return {name: _identity for name in hook_names(adapter) if not name.endswith(("hook_pattern", "hook_attn_scores"))}
 
 
 def _check_pattern(probs: torch.Tensor, hook, window) -> None:
@@ -49,7 +50,7 @@ def test_a_pattern_hook_of_a_repaired_cell_sees_rows_summing_to_one(ctx):
     seen = []
 
     def look(probs, hook):
-        assert hook.name == f"blocks.{LAYER}.attn.hook_pattern" and hook.layer == LAYER
+        assert hook.name == f"blocks.{LAYER}.attn.hook_pattern" and hook.layer() == LAYER
         _check_pattern(probs, hook, window)
         seen.append(probs.shape)
 
@@ -63,7 +64,7 @@ def test_a_pattern_hook_of_a_repaired_cell_sees_rows_summing_to_one(ctx):
 
 def test_an_identity_hook_leaves_answers_and_kv_bit_identical(ctx):
     model, rows = ctx.model, ctx.reused_positions[1::2]
-    hooks = _every_name_but_pattern(model.adapter.n_layers)
+    hooks = _every_name_but_pattern(model.adapter)
     plain, hooked = ctx.repair(rows), ctx.repair(rows, hooks=hooks)
     assert torch.equal(plain.keys, hooked.keys) and torch.equal(plain.values, hooked.values)
     none = ctx.repair(rows, hooks={name: lambda x, hook: None for name in hooks})  # None keeps the tensor
@@ -155,25 +156,29 @@ def test_compose_runs_the_earlier_maps_hooks_first():
 
 def test_run_with_cache_returns_every_name_of_every_layer(ctx):
     rows = ctx.reused_positions[:10]
-    fixed, acts = ctx.run_with_cache(rows)
+    n_q = len(ctx.suffix_ids)
+    logits, acts = ctx.run_with_cache(rows)
     ad = ctx.model.adapter
-    assert set(acts) == set(hook_names(ad.n_layers)) and len(acts) == 1 + len(LAYER_HOOKS) * ad.n_layers
-    assert acts["hook_embed"].shape == (1, 10, ctx.model.config.hidden_size)
-    assert acts[f"blocks.{LAYER}.attn.hook_rot_k"].shape == (1, 10, ad.n_kv_heads, ad.head_dim)
-    assert acts[f"blocks.{LAYER}.attn.hook_z"].shape == (1, 10, ad.n_heads, ad.head_dim)
-    assert acts[f"blocks.{LAYER}.attn.hook_pattern"].shape == (1, ad.n_heads, 10, ctx.layout.suffix_start)
+    assert set(acts.keys()) == set(hook_names(ad))  # the question computes logits: every point fires
+    assert logits.shape == (1, n_q, ctx.model.config.vocab_size)
+    assert acts["hook_embed"].shape == (1, 10 + n_q, ctx.model.config.hidden_size)  # the repair's rows, then the question's
+    assert acts[f"blocks.{LAYER}.attn.hook_rot_k"].shape == (1, 10 + n_q, ad.n_kv_heads, ad.head_dim)
+    assert acts[f"blocks.{LAYER}.attn.hook_z"].shape == (1, 10 + n_q, ad.n_heads, ad.head_dim)
+    n = ctx.layout.suffix_start + n_q
+    assert acts[f"blocks.{LAYER}.attn.hook_pattern"].shape == (1, ad.n_heads, 10 + n_q, n)  # by absolute key position
+    assert acts["hook_unembed"].shape == (1, 10 + n_q, ctx.model.config.vocab_size)  # every row of the pass
     # the cached keys and values are the repaired cache's rows
-    assert torch.equal(acts[f"blocks.{LAYER}.attn.hook_rot_k"][0].transpose(0, 1), fixed.keys[LAYER][:, rows])
-    assert torch.equal(acts[f"blocks.{LAYER}.attn.hook_v"][0].transpose(0, 1), fixed.values[LAYER][:, rows])
-    assert torch.allclose(fixed.keys, ctx.repair(rows).keys, atol=1e-5)
-    _, some = ctx.run_with_cache(rows, names=["blocks.0.hook_resid_post"])
-    assert list(some) == ["blocks.0.hook_resid_post"]
+    fixed = ctx.repair(rows)
+    assert torch.allclose(acts[f"blocks.{LAYER}.attn.hook_rot_k"][0, :10].transpose(0, 1), fixed.keys[LAYER][:, rows],
+                          atol=1e-5)
+    _, some = ctx.run_with_cache(rows, names_filter="blocks.0.hook_resid_post")
+    assert list(some.keys()) == ["blocks.0.hook_resid_post"]
 
 
 def test_bad_hooks_fail_with_a_clear_error(ctx):
     with pytest.raises(wb.WorkbenchError, match="unknown hook points"):
         ctx.repair(ctx.reused_positions[:3], hooks={"blocks.9.attn.hook_z": _identity})
-    with pytest.raises(wb.WorkbenchError, match="returned shape"):
+    with pytest.raises(wb.WorkbenchError, match="returned a tensor"):
         ctx.repair(ctx.reused_positions[:3], hooks={"blocks.0.hook_resid_pre": lambda x, hook: x[:, :1]})
 
 
@@ -192,7 +197,7 @@ def test_stop_after_qkv_ends_the_last_layer_at_its_rotated_keys(ctx, stop):
     """`stop_after_qkv`: the last layer fires its hook points up to hook_rot_k and nothing after;
     the layers below run whole, and what they fire and return is the full pass's, bit for bit."""
     ad, rows = ctx.model.adapter, ctx.reused_positions[:10]
-    every = hook_names(ad.n_layers)
+    every = hook_names(ad)
     full_acts, cut_acts = {}, {}
     full, h_full = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=stop + 1,
                                   hooks=caching_hooks(every, full_acts))

@@ -91,10 +91,10 @@ class EvidenceAttention:
                 **{f"blocks.{l}.attn.hook_rot_k": self._read for l in range(n)}}
 
     def _keep_queries(self, q: torch.Tensor, hook: HookPoint) -> None:
-        self._queries[hook.layer] = q
+        self._queries[hook.layer()] = q
 
     def _read(self, k: torch.Tensor, hook: HookPoint) -> None:  # k: [cell, row, kv_head, d_head]
-        q, layer = self._queries.pop(hook.layer), hook.layer
+        q, layer = self._queries.pop(hook.layer()), hook.layer()
         suffix = (hook.positions >= self.start) & (hook.positions < self.end)  # [cell, row]
         for c in suffix.any(1).nonzero().flatten().tolist():
             if int(suffix[c].sum()) != self.end - self.start:

@@ -91,7 +91,7 @@ class SuffixCapture:
         for c in inside.any(1).nonzero().flatten().tolist():
             cell = int(hook.cells[c])
             if self.cells is None or cell in self.cells:
-                self.found.setdefault(cell, {})[hook.layer] = x[c, inside[c]].float()  # [suffix, hidden], a copy
+                self.found.setdefault(cell, {})[hook.layer()] = x[c, inside[c]].float()  # [suffix, hidden], a copy
 
     def residuals(self, cell: int) -> list[torch.Tensor]:
         """Cell `cell`'s suffix residuals: [layer] of [suffix, hidden], fp32."""

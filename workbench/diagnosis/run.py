@@ -33,7 +33,7 @@ from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.engine.answers import CellAnswer, answer_cells
-from workbench.engine.hooks import compose
+from workbench.engine.hooks import Hooks, compose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
 from workbench.repair import attention_pairs
@@ -89,6 +89,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     distinct cells in one batched pass, and dense's), `_outcomes` (a row per selection), `_tables`.
     """
     config = (config or DiagnoseConfig()).with_(**overrides).checked()
+    hooks = Hooks.of(hooks, model.adapter)  # names, functions and container checked before any model work
     if ctx is not None and ctx.dense is None:
         raise WorkbenchError("diagnose needs a dense reference (its flips, residuals and graded outcomes are "
                              "judged against the dense answer); the context given has none (dense=None)")

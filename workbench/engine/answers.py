@@ -25,7 +25,8 @@ from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
 from workbench.engine.cells import Cell, CellRows, run_cells
 from workbench.engine.decode import Advance, Answer, StopRule, Walk, decode_greedy
 from workbench.engine.graphs import StaticStep, graphs_wanted
-from workbench.engine.hooks import Hooks
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import final_logits
 from workbench.engine.masks import check_context, check_positions
 from workbench.engine.steps import Decoder
 from workbench.errors import WorkbenchError
@@ -79,7 +80,7 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     if long:
         raise WorkbenchError(f"the context masks of row sets {long[:8]} pass the base cache's {n} positions: a "
                              "context covers the handed-off rows only (the suffix always sees every key)")
-    hooks = Hooks.of(hooks, model.adapter.n_layers)
+    hooks = Hooks.of(hooks, model.adapter)
     reference = [int(t) for t in reference_ids]
     forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
     tail = torch.arange(n, n + n_suffix + len(forced))
@@ -92,7 +93,11 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     for c, (rows, done) in enumerate(zip(row_sets, passes)):
         r = int(rows.numel())
         first = r + n_suffix - 1  # the row that predicts the first answer token
-        logits = model.adapter.logits(done.hidden[first:first + max(len(reference), 1)]).float()  # [pred, vocab]
+        pred = slice(first, first + max(len(reference), 1))
+        rows = Rows.one_cell(done.positions[pred]) if hooks else None  # the predicting rows, one cell
+        if rows is not None:
+            rows.cells = torch.tensor([c], device=rows.positions.device)
+        logits = final_logits(model.adapter, done.hidden[pred], rows, hooks).float()  # [pred, vocab]
         logp = torch.log_softmax(logits, dim=-1)
         token_logprobs = tuple(float(logp[i, t]) for i, t in enumerate(reference))
         greedy = logits.argmax(-1).tolist()
@@ -159,7 +164,7 @@ def _stepper(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int
             decoder.keep(keep)
             alive = [alive[i] for i in keep]
         positions = torch.tensor([first + len(walks[c].generated) - 1 for c in alive])  # [alive]
-        return model.adapter.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [alive, vocab]
+        return decoder.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [alive, vocab]
     return advance
 
 

@@ -14,14 +14,15 @@ import torch.nn.functional as F
 from workbench.engine.layers import explicit_attention
 
 
-def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=None, pattern=None) -> torch.Tensor:
+def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=None, explicit=None) -> torch.Tensor:
     """Many rows per cell run torch's fused kernel over each cell's keys laid end to end (its
     scores are never held whole). A few rows per cell (a decode step) score the shared base with
-    one product for all cells instead, which copies no cell's keys. A `pattern` hook (on
-    `key_pos`, [cell, key]) writes the softmax out (`layers.explicit_attention`)."""
-    if pattern is not None:
+    one product for all cells instead, which copies no cell's keys. A `hook_attn_scores` or
+    `hook_pattern` (`explicit`, on `key_pos`, [cell, key]) writes the softmax out
+    (`layers.explicit_attention`)."""
+    if explicit is not None:
         keys, values = _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, q.shape[0])
-        return explicit_attention(q, keys, values, mask, ad.scaling, key_pos, pattern)
+        return explicit_attention(q, keys, values, mask, ad.scaling, key_pos, explicit)
     if q.shape[2] > 8:
         return _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
     return _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)

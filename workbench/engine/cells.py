@@ -107,7 +107,7 @@ def run_cells(model: LoadedModel, base: KVCache, cells: list[Cell], max_bytes: i
     """Recompute every cell's rows over `base` (see the module docstring); one result per cell.
     `progress(done, total)` is called after each group of cells. `hooks` ({name: fn}, see
     `engine.hooks`) run on every group's pass, their cell axis the group's cells."""
-    hooks = Hooks.of(hooks, model.adapter.n_layers)
+    hooks = Hooks.of(hooks, model.adapter)
     for i, cell in enumerate(cells):
         check_cell(cell, base, f"cell {i}")
     out: list[CellRows | None] = [None] * len(cells)

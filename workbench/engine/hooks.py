@@ -1,57 +1,101 @@
-"""Hook points on every pass of the engine, named as TransformerLens names them.
+"""Hook points on every pass of the engine, named and meant as TransformerLens 4's
+`TransformerBridge` names them (checked name by name on a full dense pass: tests/unit/test_hooks_tl.py).
 
-    hook_embed                          [cell, row, hidden]     the embedded rows
-    blocks.{l}.hook_resid_pre           [cell, row, hidden]     layer l's input
-    blocks.{l}.attn.hook_q / hook_k     [cell, row, head | kv_head, d_head]  before RoPE (q/k norms applied)
-    blocks.{l}.attn.hook_v              [cell, row, kv_head, d_head]
-    blocks.{l}.attn.hook_rot_q / _rot_k [cell, row, head | kv_head, d_head]  after RoPE (what the cache stores)
-    blocks.{l}.attn.hook_pattern        [cell, head, row, key]  softmax over the keys each row sees
-    blocks.{l}.attn.hook_z              [cell, row, head, d_head]  attention output before o_proj
-    blocks.{l}.hook_attn_out            [cell, row, hidden]     what attention adds to the residual stream
-    blocks.{l}.hook_mlp_out             [cell, row, hidden]     what the MLP adds
-    blocks.{l}.hook_resid_post          [cell, row, hidden]     layer l's output
+    hook_embed                               [cell, row, hidden]     the embedded rows
+    blocks.{l}.hook_resid_pre                [cell, row, hidden]     layer l's input
+    blocks.{l}.ln1.hook_normalized           [cell, row, hidden]     x / rms(x) before the norm's weight (fp32)
+    blocks.{l}.attn.hook_q / hook_k          [cell, row, head | kv_head, d_head]  the projections (before any q/k norm)
+    blocks.{l}.attn.hook_v                   [cell, row, kv_head, d_head]
+    blocks.{l}.attn.hook_q_normed / _k_normed  after the q/k RMSNorm (Qwen3, Gemma 3 only), before RoPE
+    blocks.{l}.attn.hook_rot_q / hook_rot_k  [cell, row, head | kv_head, d_head]  after RoPE (what the cache stores)
+    blocks.{l}.attn.hook_attn_scores         [cell, head, row, key]  scaled, masked (-inf) scores before the softmax (fp32)
+    blocks.{l}.attn.hook_pattern             [cell, head, row, key]  the softmax (fp32)
+    blocks.{l}.attn.hook_z                   [cell, row, head, d_head]  attention output before o_proj
+    blocks.{l}.hook_attn_out                 [cell, row, hidden]     what attention adds (Gemma: after its post-norm)
+    blocks.{l}.hook_resid_mid                [cell, row, hidden]     resid_pre + attn_out
+    blocks.{l}.ln2.hook_normalized           [cell, row, hidden]     the MLP's input norm, before its weight (fp32)
+    blocks.{l}.mlp.hook_pre                  [cell, row, d_mlp]      gate_proj's output, before the activation
+    blocks.{l}.mlp.hook_pre_linear           [cell, row, d_mlp]      up_proj's output
+    blocks.{l}.mlp.hook_post                 [cell, row, d_mlp]      act(pre) * pre_linear, down_proj's input
+    blocks.{l}.hook_mlp_out                  [cell, row, hidden]     what the MLP adds (Gemma: after its post-norm)
+    blocks.{l}.hook_resid_post               [cell, row, hidden]     layer l's output
+    ln_final.hook_normalized                 [cell, row, hidden]     the final norm, before its weight (fp32)
+    hook_unembed                             [cell, row, vocab]      the logits (after Gemma's soft-cap)
 
-A hook is `fn(tensor, hook) -> tensor | None`, as in TransformerLens: it may edit the tensor in
-place, return a replacement of the same shape, or return None to keep it. `hook` is a
-`HookPoint`: its name, layer, and the absolute positions of the rows (`positions`, [cell, row],
--1 on padding) and, for `hook_pattern`, of the keys (`key_positions`, [cell, key]). The cell axis
-is the pass's: one cell for a serial repair, every cell of a group in a batched pass, the cells
-still decoding in a decode step; `cells` ([cell]) says which of the caller's cells each one is
-(its index in the list given to `run_cells` / `answer_cells`; 0 in a serial repair). A padded row's values are zeros and whatever a hook writes there
-is dropped. Without hooks a pass makes no copy and no call: each point is one `if`.
+`ln_final` and `hook_unembed` fire only on the rows whose logits a pass computes (the question's
+in `Context.run_with_cache`, an answer's in the batched cells and decode steps); a repair
+computes none. `hook_q_normed` / `hook_k_normed` exist only on families with q/k norms; the
+bridge gives them as [batch, head, pos, d_head] on Gemma 3 and Qwen3, the workbench as
+[cell, row, head, d_head] like `hook_q` (the test transposes).
+
+A hook is called `fn(tensor, hook=point)`, as TransformerLens calls it: it may edit the tensor
+in place, return a replacement of the same shape, dtype and device, or return None to keep it.
+`hook` is a `HookPoint`: `.name`, `.layer()` (None for the points outside the blocks), `.ctx`
+(a dict kept per point for the whole pass, as TransformerLens's), and the workbench's additions:
+the absolute positions of the rows (`positions`, [cell, row], -1 on padding), for
+`hook_pattern` / `hook_attn_scores` of the keys (`key_positions`, [cell, key]: absolute positions
+0..n-1 in every pass, the batched cells' and decode steps' included, so a repaired position
+appears once), and `cells` ([cell]: which of the caller's cells each one is; 0 in a serial
+repair). The cell axis is the pass's: one cell for a serial repair, every cell of a group in a
+batched pass, the cells still decoding in a decode step. A padded row's values are zeros and
+whatever a hook writes there is dropped.
+
+Hooks are given as `{name: fn or [fn]}`, as `fwd_hooks=[(name or filter, fn), ...]` (a filter is a
+callable `name -> bool`, as in TransformerLens) or as a `Hooks`; they are checked against the
+model's names before any model work (`Hooks.of`). A hook that leaves NaN or inf (-inf is allowed
+in `hook_attn_scores`, as masking) raises an error naming its point. Without hooks a pass makes
+no copy, no call and no check: each point is one `if`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from workbench.errors import WorkbenchError
 
-LAYER_HOOKS = ("hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_v", "attn.hook_rot_q",
-               "attn.hook_rot_k", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_mlp_out",
+LAYER_HOOKS = ("hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
+               "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
+               "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid",
+               "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post", "hook_mlp_out",
                "hook_resid_post")
+QK_NORM_HOOKS = ("attn.hook_q_normed", "attn.hook_k_normed")
+FINAL_HOOKS = ("ln_final.hook_normalized", "hook_unembed")
+EXPLICIT_ATTENTION = ("attn.hook_attn_scores", "attn.hook_pattern")  # points that write the softmax out
 
 
-def hook_names(n_layers: int) -> tuple[str, ...]:
-    """Every hook point of a model of `n_layers` layers, in the order a pass reaches them."""
-    return ("hook_embed",) + tuple(f"blocks.{l}.{name}" for l in range(n_layers) for name in LAYER_HOOKS)
+def hook_names(model_or_layers, qk_norm: bool | None = None) -> tuple[str, ...]:
+    """Every hook point of a model, in the order a pass reaches them. `model_or_layers`: a
+    `FamilyAdapter` (its q/k norms decide `hook_q_normed`) or a number of layers (`qk_norm`
+    then says whether they exist; default not)."""
+    n_layers = model_or_layers if isinstance(model_or_layers, int) else model_or_layers.n_layers
+    if qk_norm is None:
+        qk_norm = bool(getattr(model_or_layers, "has_qk_norm", False))
+    layer = tuple(n for n in LAYER_HOOKS if qk_norm or n not in QK_NORM_HOOKS)
+    return ("hook_embed",) + tuple(f"blocks.{l}.{name}" for l in range(n_layers) for name in layer) + FINAL_HOOKS
 
 
 @dataclass(frozen=True)
 class HookPoint:
-    """Where a hooked tensor comes from: its name, its layer (None for hook_embed) and positions."""
+    """Where a hooked tensor comes from: its name, its layer (`layer()`, None outside the blocks),
+    the rows' absolute positions and the pass's `ctx` dict of this point."""
 
     name: str
-    layer: int | None
+    layer_index: int | None
     positions: torch.Tensor  # [cell, row] absolute positions of the rows; -1 on padding
-    key_positions: torch.Tensor | None = None  # [cell, key] for hook_pattern; -1 on padding
+    key_positions: torch.Tensor | None = None  # [cell, key] absolute, for hook_pattern / hook_attn_scores
     cells: torch.Tensor | None = None  # [cell] each cell's index among the caller's cells
+    ctx: dict = field(default_factory=dict, compare=False)  # kept per point for the whole pass
+
+    def layer(self) -> int | None:
+        """The block this point sits in (TransformerLens's `hook.layer()`); None for hook_embed,
+        ln_final and hook_unembed."""
+        return self.layer_index
 
 
-HookFn = Callable[[torch.Tensor, HookPoint], "torch.Tensor | None"]
+HookFn = Callable[..., "torch.Tensor | None"]
 
 
 class Rows:
@@ -76,9 +120,24 @@ class Rows:
         n = positions.numel()
         return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n), cells)
 
-    def point(self, name: str, layer: int | None, key_positions: torch.Tensor | None = None) -> HookPoint:
+    def select(self, tokens: torch.Tensor) -> Rows:
+        """These rows narrowed to `tokens` ([k] indices into the rows laid end to end), each cell
+        keeping its own: the rows whose logits a pass computes. Padded to the longest cell."""
+        cell_of = self.cell_of[tokens]
+        counts = torch.bincount(cell_of, minlength=len(self.positions))  # [cell]
+        starts = torch.cumsum(counts, 0) - counts
+        order = torch.argsort(cell_of, stable=True)
+        row_of = torch.empty_like(cell_of)
+        row_of[order] = torch.arange(len(tokens), device=tokens.device) - starts[cell_of[order]]
+        width = int(counts.max()) if len(tokens) else 0
+        positions = self.positions.new_full((len(self.positions), width), -1)
+        positions[cell_of, row_of] = self.positions[cell_of, self.row_of[tokens]]
+        return Rows(positions, cell_of, row_of, self.cells)
+
+    def point(self, name: str, layer: int | None, key_positions: torch.Tensor | None = None,
+              ctx: dict | None = None) -> HookPoint:
         """The HookPoint of `name` on these rows."""
-        return HookPoint(name, layer, self.positions, key_positions, self.cells)
+        return HookPoint(name, layer, self.positions, key_positions, self.cells, {} if ctx is None else ctx)
 
     def to_cells(self, x: torch.Tensor) -> torch.Tensor:
         """[token, ...] -> [cell, row, ...], zeros on padding."""
@@ -91,23 +150,89 @@ class Rows:
         return x[self.cell_of, self.row_of]
 
 
-class Hooks:
-    """The hooks of a pass, checked once against the model's hook points."""
+def _describe(value) -> str:
+    return type(value).__name__ if not isinstance(value, str) else repr(value)[:40]
 
-    def __init__(self, hooks: Mapping[str, HookFn | Iterable[HookFn]], n_layers: int):
-        known = set(hook_names(n_layers))
-        unknown = sorted(set(hooks) - known)
+
+def _name_filter(spec, known: tuple[str, ...], what: str) -> list[str]:
+    """The names a TransformerLens-style filter picks: a name, a list of names or `name -> bool`."""
+    if isinstance(spec, str):
+        if spec not in known:
+            raise WorkbenchError(f"{what}: unknown hook point {spec!r}; this model has {_known_summary(known)}")
+        return [spec]
+    if callable(spec):
+        try:
+            return [name for name in known if spec(name)]
+        except Exception as err:  # a filter that fails on a name
+            raise WorkbenchError(f"{what}: the names filter raised {type(err).__name__}: {err}") from None
+    if isinstance(spec, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in spec):
+        unknown = sorted(set(spec) - set(known))
         if unknown:
-            raise WorkbenchError(f"unknown hook points {unknown[:4]}: this model has hook_embed and "
-                                 f"blocks.0..{n_layers - 1}.{{{', '.join(LAYER_HOOKS)}}}")
-        self.fns = {name: [fn] if callable(fn) else list(fn) for name, fn in hooks.items()}
+            raise WorkbenchError(f"{what}: unknown hook points {unknown[:4]}; this model has {_known_summary(known)}")
+        return [n for n in known if n in set(spec)]
+    raise WorkbenchError(f"{what}: expected a hook point name, a list of names or a callable name -> bool, "
+                         f"got {_describe(spec)}")
+
+
+def names_filter(spec, known: tuple[str, ...]) -> list[str]:
+    """`names_filter` as TransformerLens takes it (None: every name; a name; a list; `name -> bool`)."""
+    return list(known) if spec is None else _name_filter(spec, known, "names_filter")
+
+
+def _known_summary(known: tuple[str, ...]) -> str:
+    layers = sorted({int(n.split(".")[1]) for n in known if n.startswith("blocks.")})
+    per_layer = dict.fromkeys(n.split(".", 2)[2] for n in known if n.startswith("blocks.0."))
+    top = [n for n in known if not n.startswith("blocks.")]
+    return (f"{', '.join(top)} and blocks.0..{layers[-1] if layers else 0}.{{{', '.join(per_layer)}}}")
+
+
+def _fns(name: str, fn) -> list:
+    """A hook point's function(s) as a list, each checked callable."""
+    fns = [fn] if callable(fn) else list(fn) if isinstance(fn, (list, tuple)) else None
+    if fns is None or not all(callable(f) for f in fns):
+        bad = fn if fns is None else next(f for f in fns if not callable(f))
+        raise WorkbenchError(f"hook on {name}: expected a function fn(tensor, hook) or a list of them, "
+                             f"got {_describe(bad)}")
+    return fns
+
+
+class Hooks:
+    """The hooks of a pass, checked once against the model's hook points: `{name: fn or [fn]}`
+    or `[(name or filter, fn), ...]` (TransformerLens's `fwd_hooks`)."""
+
+    def __init__(self, hooks, known: tuple[str, ...] | int):
+        known = hook_names(known) if isinstance(known, int) else tuple(known)
+        self.known = known
+        self.fns: dict[str, list[HookFn]] = {}
+        if isinstance(hooks, Mapping):
+            pairs = list(hooks.items())
+            for name, _ in pairs:
+                if not isinstance(name, str):
+                    raise WorkbenchError(f"hooks: a hook point name must be a string, got {_describe(name)}")
+            unknown = sorted(set(hooks) - set(known))
+            if unknown:
+                raise WorkbenchError(f"unknown hook points {unknown[:4]}: this model has {_known_summary(known)}")
+        elif isinstance(hooks, (list, tuple)):
+            pairs = []
+            for item in hooks:
+                if not (isinstance(item, tuple) and len(item) == 2):
+                    raise WorkbenchError(f"fwd_hooks: expected (name or filter, fn) pairs, got {_describe(item)}")
+                pairs += [(name, item[1]) for name in _name_filter(item[0], known, "fwd_hooks")]
+        else:
+            raise WorkbenchError(f"hooks: expected {{name: fn}} or [(name or filter, fn), ...], got {_describe(hooks)}")
+        for name, fn in pairs:
+            self.fns.setdefault(name, []).extend(_fns(name, fn))
+        self.contexts: dict[str, dict] = {}  # each point's `HookPoint.ctx`, for the whole pass
 
     @classmethod
-    def of(cls, hooks, n_layers: int) -> Hooks | None:
-        """None when no hook is registered (the pass then takes no hook branch at all)."""
+    def of(cls, hooks, model_or_known) -> Hooks | None:
+        """Checked hooks, or None when none is registered (the pass then takes no hook branch at
+        all). `model_or_known`: a `FamilyAdapter`, a number of layers or the names themselves."""
         if hooks is None or isinstance(hooks, Hooks):
             return hooks or None
-        return cls(hooks, n_layers) if hooks else None
+        known = model_or_known if isinstance(model_or_known, (int, tuple)) else hook_names(model_or_known)
+        out = cls(hooks, known)
+        return out or None
 
     def __bool__(self) -> bool:
         return bool(self.fns)
@@ -115,21 +240,42 @@ class Hooks:
     def __contains__(self, name: str) -> bool:
         return name in self.fns
 
+    def context(self, name: str) -> dict:
+        return self.contexts.setdefault(name, {})
+
     def call(self, name: str, x: torch.Tensor, point: HookPoint) -> torch.Tensor:
-        """Run the hooks of `name` on `x` (already [cell, ...]); returns what they leave."""
-        for fn in self.fns.get(name, ()):
-            out = fn(x, point)
+        """Run the hooks of `name` on `x` (already [cell, ...]); returns what they leave, checked:
+        a tensor of x's shape, dtype and device, with no NaN or inf the hook made."""
+        fns = self.fns.get(name, ())
+        for fn in fns:
+            out = fn(x, hook=point)
             if out is not None:
-                if out.shape != x.shape:
-                    raise WorkbenchError(f"hook on {name} returned shape {tuple(out.shape)}, expected {tuple(x.shape)}")
+                if not isinstance(out, torch.Tensor):
+                    raise WorkbenchError(f"hook on {name} returned {_describe(out)}; expected None or a "
+                                         f"torch.Tensor of shape {tuple(x.shape)}")
+                if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device:
+                    raise WorkbenchError(f"hook on {name} returned a tensor {tuple(out.shape)} {out.dtype} on "
+                                         f"{out.device}; expected {tuple(x.shape)} {x.dtype} on {x.device}")
                 x = out
+        if fns:
+            _check_finite(name, x)
         return x
 
     def rows(self, name: str, layer: int | None, x: torch.Tensor, rows: Rows) -> torch.Tensor:
         """Run the hooks of `name` on rows laid end to end (x: [token, ...]); a no-op without one."""
         if name not in self.fns:
             return x
-        return rows.from_cells(self.call(name, rows.to_cells(x), rows.point(name, layer))).to(x.dtype)
+        return rows.from_cells(self.call(name, rows.to_cells(x), rows.point(name, layer, ctx=self.context(name))))
+
+
+def _check_finite(name: str, x: torch.Tensor) -> None:
+    """A one-line error when a hooked tensor holds NaN or inf (-inf is masking in hook_attn_scores)."""
+    if not x.is_floating_point():
+        return
+    bad = x.isnan() | (x == float("inf")) if name.endswith("hook_attn_scores") else ~x.isfinite()
+    if bool(bad.any()):
+        raise WorkbenchError(f"hook on {name} left {int(bad.sum())} non-finite values (NaN or inf) in its "
+                             f"{tuple(x.shape)} tensor; a hook must leave finite activations")
 
 
 def compose(*maps) -> dict[str, list[HookFn]]:
@@ -137,8 +283,10 @@ def compose(*maps) -> dict[str, list[HookFn]]:
     earlier map's hooks run first, and each hook sees the tensor as the ones before it left it."""
     out: dict[str, list[HookFn]] = {}
     for hooks in maps:
+        if hooks is not None and not isinstance(hooks, (Hooks, Mapping)):
+            raise WorkbenchError(f"hooks: expected {{name: fn}} or a Hooks to compose, got {_describe(hooks)}")
         for name, fns in (hooks.fns if isinstance(hooks, Hooks) else hooks or {}).items():
-            out.setdefault(name, []).extend([fns] if callable(fns) else fns)
+            out.setdefault(name, []).extend(_fns(name, fns))
     return out
 
 

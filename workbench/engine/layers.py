@@ -19,11 +19,11 @@ from collections.abc import Callable
 
 import torch
 
-from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.hooks import EXPLICIT_ATTENTION, Hooks, Rows
 from workbench.family import FamilyAdapter, rotate_half
 
-# attend(layer, q [token, head, d_head], k, v [token, kv_head, d_head] post-RoPE, pattern) -> [token, head * d_head]
-# pattern: None, or fn(probs [cell, head, row, key], key_positions [cell, key]) -> probs (a hook_pattern)
+# attend(layer, q [token, head, d_head], k, v [token, kv_head, d_head] post-RoPE, explicit) -> [token, head * d_head]
+# explicit: None, or an `Explicit`: the attention is then written out (`explicit_attention`) for its hooks
 Attend = Callable[..., torch.Tensor]
 
 
@@ -45,23 +45,48 @@ def run_layers(ad: FamilyAdapter, ids: torch.Tensor, positions: torch.Tensor, ro
         if not hooks:
             h = ad.finish_layer(l, h, attend(l, q, k, v, None))
             continue
-        z = attend(l, q, k, v, _pattern_hook(hooks, l, rows))  # [token, head * d_head]
+        z = attend(l, q, k, v, Explicit.of(hooks, l, rows))  # [token, head * d_head]
         z = hooks.rows(f"blocks.{l}.attn.hook_z", l, z.view(len(z), ad.n_heads, ad.head_dim), rows).flatten(1)
-        h = ad.finish_layer(l, h, z, lambda name, x, l=l: hooks.rows(f"blocks.{l}.{name}", l, x, rows))
+        h = ad.finish_layer(l, h, z, LayerHooks(hooks, l, rows))
         h = hooks.rows(f"blocks.{l}.hook_resid_post", l, h, rows)
     if stop_after_qkv and n:
         h, *_ = _rotated_qkv(ad, n - 1, h, tables[n - 1], rows, hooks)
     return h
 
 
+def final_logits(ad: FamilyAdapter, h: torch.Tensor, rows: Rows | None = None, hooks: Hooks | None = None) -> torch.Tensor:
+    """The logits of rows `h` ([token, hidden] -> [token, vocab]) through `ln_final.hook_normalized`
+    and `hook_unembed` when hooks are given (`rows`: where those rows sit among the cells)."""
+    if not hooks:
+        return ad.logits(h)
+    return ad.logits(h, LayerHooks(hooks, None, rows))
+
+
+class LayerHooks:
+    """The hooks of one layer as the family adapter calls them: `hook(local name, x) -> x` on
+    rows laid end to end, and `local name in hook` (whether anything is registered there)."""
+
+    def __init__(self, hooks: Hooks, layer: int | None, rows: Rows):
+        self.hooks, self.layer, self.rows = hooks, layer, rows
+        self.prefix = "" if layer is None else f"blocks.{layer}."
+
+    def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        return self.hooks.rows(self.prefix + name, self.layer, x, self.rows)
+
+    def __contains__(self, name: str) -> bool:
+        return self.prefix + name in self.hooks
+
+
 def _rotated_qkv(ad: FamilyAdapter, l: int, h: torch.Tensor, rope, rows: Rows, hooks: Hooks | None):
     """Layer l up to its post-RoPE q, k and its v, through their hook points (`hook_resid_pre` to
     `hook_rot_k`). h: [token, hidden]; rope: (cos, sin) [token, d_head]. Returns (h, q, k, v)."""
+    hook = None
     if hooks:
         h = hooks.rows(f"blocks.{l}.hook_resid_pre", l, h, rows)
-    q, k, v = ad.project_qkv(l, ad.layers[l].input_layernorm(h))  # [token, head | kv_head, d_head]
-    if hooks:
-        q, k, v = (hooks.rows(f"blocks.{l}.attn.hook_{n}", l, x, rows) for n, x in zip("qkv", (q, k, v)))
+        hook = LayerHooks(hooks, l, rows)
+    norm = ad.layers[l].input_layernorm
+    x = norm(h) if hook is None else ad.norm(norm, h, hook, "ln1.hook_normalized")
+    q, k, v = ad.project_qkv(l, x, hook)  # [token, head | kv_head, d_head]
     cos, sin = rope
     q = q * cos[:, None] + rotate_half(q) * sin[:, None]
     k = k * cos[:, None] + rotate_half(k) * sin[:, None]
@@ -71,19 +96,56 @@ def _rotated_qkv(ad: FamilyAdapter, l: int, h: torch.Tensor, rope, rows: Rows, h
     return h, q, k, v
 
 
-def _pattern_hook(hooks: Hooks, layer: int, rows: Rows):
-    name = f"blocks.{layer}.attn.hook_pattern"
-    if name not in hooks:
-        return None
+class Explicit:
+    """The hooks of a layer's written-out attention: `hook_attn_scores` (before the softmax) and
+    `hook_pattern` (after it), each seen by absolute key position ([cell, head, row, n], keys
+    0..n-1, `HookPoint.key_positions`): the caller's key axis (the batched cells' base, known and
+    new rows; a decode step's) is scattered there, a repaired position once (its stale base copy,
+    which the mask hides, dropped), and gathered back after the hook."""
 
-    def pattern(probs: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-        return hooks.call(name, probs, rows.point(name, layer, key_positions))
-    return pattern
+    def __init__(self, hooks: Hooks, layer: int, rows: Rows):
+        self.hooks, self.layer, self.rows = hooks, layer, rows
+
+    @classmethod
+    def of(cls, hooks: Hooks, layer: int, rows: Rows) -> Explicit | None:
+        """None when neither point of `layer` is hooked (the caller then runs its fused kernel)."""
+        if not any(f"blocks.{layer}.{name}" in hooks for name in EXPLICIT_ATTENTION):
+            return None
+        return cls(hooks, layer, rows)
+
+    def __call__(self, kind: str, x: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+        """Run the hooks of `attn.hook_{kind}` on x ([cell, head, row, key] over `key_positions`,
+        [cell, key], -1 on padding); returns x as they left it, on the caller's key axis."""
+        name = f"blocks.{self.layer}.attn.hook_{kind}"
+        if name not in self.hooks:
+            return x
+        fill = float("-inf") if kind == "attn_scores" else 0.0
+        n = int(key_positions.max()) + 1 if key_positions.numel() else 0
+        column = _absolute_columns(key_positions, n)  # [cell, key]: its absolute position, or n (dropped)
+        index = column[:, None, None].expand_as(x)
+        full = x.new_full((*x.shape[:3], n + 1), fill).scatter_(-1, index, x)  # [cell, head, row, n + 1]
+        absolute = torch.arange(n, device=x.device).expand(len(x), n)  # [cell, key]
+        seen = self.hooks.call(name, full[..., :n].contiguous(),
+                               self.rows.point(name, self.layer, absolute, self.hooks.context(name)))
+        back = torch.cat([seen, seen.new_full((*seen.shape[:3], 1), fill)], dim=-1).gather(-1, index)
+        return back.masked_fill((column == n)[:, None, None], fill)
+
+
+def _absolute_columns(key_positions: torch.Tensor, n: int) -> torch.Tensor:
+    """Each key's absolute position, or `n` for padding (-1) and for a position that appears again
+    later on the key axis (a stale base row its cell recomputes). key_positions: [cell, key]."""
+    order = torch.arange(key_positions.shape[1], device=key_positions.device).expand_as(key_positions)
+    slot = torch.where(key_positions >= 0, key_positions, n)
+    last = torch.full((len(key_positions), n + 1), -1, dtype=torch.long, device=key_positions.device)
+    last = last.scatter_reduce(1, slot, order, "amax")
+    live = (last.gather(1, slot) == order) & (key_positions >= 0)
+    return torch.where(live, key_positions, n)
 
 
 def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                       scaling: float, key_positions: torch.Tensor, pattern) -> torch.Tensor:
-    """Attention with its pattern written out, for a `hook_pattern` to read or edit: fp32 softmax.
+                       scaling: float, key_positions: torch.Tensor, explicit: Explicit) -> torch.Tensor:
+    """Attention with its scores and pattern written out, for `hook_attn_scores` / `hook_pattern`
+    to read or edit (`Explicit`): fp32 scores and softmax.
 
     q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
     head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
@@ -93,6 +155,7 @@ def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
     v = values.to(q.dtype).repeat_interleave(group, dim=1)
     scores = torch.einsum("chrd,chkd->chrk", q.float(), k.float()) * scaling
-    probs = pattern(scores.masked_fill(~mask[:, None], float("-inf")).softmax(-1), key_positions)
+    scores = explicit("attn_scores", scores.masked_fill(~mask[:, None], float("-inf")), key_positions)
+    probs = explicit("pattern", scores.softmax(-1), key_positions)
     out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
     return out.permute(0, 2, 1, 3).reshape(n_cells, width, n_heads * d)

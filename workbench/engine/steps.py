@@ -13,7 +13,7 @@ import torch
 from workbench.engine.attention import attend
 from workbench.engine.cells import Cell
 from workbench.engine.hooks import Hooks, Rows
-from workbench.engine.layers import run_layers
+from workbench.engine.layers import final_logits, run_layers
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
@@ -25,7 +25,8 @@ class Decoder:
                  index: list[int] | None = None):
         """index: the cells' indices among the caller's (`HookPoint.cells`; default 0, 1, ...)."""
         ad, device = model.adapter, model.device
-        self.model, self.base, self.hooks = model, base, Hooks.of(hooks, ad.n_layers)
+        self.model, self.base, self.hooks = model, base, Hooks.of(hooks, ad)
+        self.rows = None  # the last step's rows, for its hooked logits
         index = list(index) if index is not None else list(range(len(cells)))
         self.index = torch.tensor(index, dtype=torch.long, device=device)  # [cell]
         known = [int(c.known_positions.numel()) for c in cells]
@@ -41,6 +42,11 @@ class Decoder:
             self.values[:, c, :, :n] = cell.known_values.to(device, base.values.dtype)
             self.kpos[c, :n] = pos
             self.hidden_base[c, pos[pos < base.n_positions]] = True
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The logits of the last step's rows ([cell, hidden] -> [cell, vocab]), through
+        `ln_final.hook_normalized` and `hook_unembed` when hooked."""
+        return final_logits(self.model.adapter, hidden, self.rows, self.hooks)
 
     def keep(self, cells: list[int]) -> None:
         """Drop every cell but `cells` (indices into the current ones)."""
@@ -70,7 +76,7 @@ class Decoder:
             return attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
                           self.keys[l], self.values[l], masks[l], key_pos, pattern)[:, 0]  # [cell, head * d_head]
 
-        rows = Rows.one_row_each(pos, self.index) if self.hooks else None
+        rows = self.rows = Rows.one_row_each(pos, self.index) if self.hooks else None
         h = run_layers(ad, ids.to(device).long(), pos, rows, attend_step, self.hooks)  # [cell, hidden]
         slot = self.length  # [cell]: where each cell's new row goes (read before it grows in place below)
         cells = torch.arange(n_cells, device=device)
