@@ -10,7 +10,7 @@ LOCK   := requirements.lock
 PORT   ?= 8501
 PYTEST_ARGS ?=
 
-.PHONY: install lock model gemma browser app test bench gpu-wheels clean
+.PHONY: install lock model gemma browser app test results bench gpu-wheels clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,12 @@ app: model
 
 test: model gemma browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every table RESULTS and the records' README mark (<!-- kvwb-results: NAME -->) regenerated from
+# the committed records in docs/records and compared cell by cell (kvwb results; minutes: each
+# record is restored and summarised as its section's command does).
+results: install
+	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md
 
 bench: model
 	$(BIN)/kvwb bench repair

@@ -37,7 +37,8 @@ def tree(root: Path) -> dict[str, bytes | None]:
 def test_every_subcommand_has_help(capsys):
     parser = cli.build_parser()
     subcommands = parser._subparsers._group_actions[0].choices
-    commands = {"prepare", "answer", "diagnose", "run", "summary", "curve", "fidelity", "pipeline", "report", "bench", "answerability"}
+    commands = {"prepare", "answer", "diagnose", "run", "summary", "curve", "fidelity", "pipeline", "report", "bench",
+                "answerability", "results"}
     assert set(subcommands) == commands
     for name in subcommands:
         with pytest.raises(SystemExit) as stop:

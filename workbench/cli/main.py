@@ -11,12 +11,12 @@ import threading
 from contextlib import contextmanager
 
 from workbench.cli import (
-    answer, answerability, bench, curve, diagnose, fidelity, pipeline, prepare, report, run, summary,
+    answer, answerability, bench, curve, diagnose, fidelity, pipeline, prepare, report, results, run, summary,
 )
 from workbench.cli.common import one_line, printable
 from workbench.errors import WorkbenchError
 
-COMMANDS = (prepare, answer, answerability, diagnose, run, summary, curve, fidelity, pipeline, report, bench)
+COMMANDS = (prepare, answer, answerability, diagnose, run, summary, curve, fidelity, pipeline, report, results, bench)
 
 
 class Parser(argparse.ArgumentParser):
