@@ -17,7 +17,7 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -109,20 +109,26 @@ def write_parquet(path: Path, table: pd.DataFrame) -> None:
 
 
 @contextmanager
-def atomic_folder(out: Path) -> Iterator[Path]:
+def atomic_folder(out: Path, guard: Callable[[], None] | None = None) -> Iterator[Path]:
     """Yield a temporary sibling of `out` to fill; on a clean exit it replaces `out`.
 
     An existing `out` is moved aside and deleted only after the new folder is in place; on an
     exception the temporary folder is removed and `out` is untouched. Whether `out` may be
-    replaced at all is the caller's decision (see `workbench.runstore.out`).
+    replaced at all is the caller's decision (see `workbench.runstore.out`). `guard`, when given,
+    is called before anything is made and again just before the rename: it raises to stop the
+    write (a Ray worker whose driver no longer holds the run's lock), leaving nothing behind.
     """
     out = Path(out)
+    if guard is not None:
+        guard()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     old = None
     try:
         yield tmp
         _usual_mode(tmp, folder=True)
+        if guard is not None:
+            guard()
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
             os.rename(out, old / out.name)
@@ -133,10 +139,11 @@ def atomic_folder(out: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def write_folder(out: Path, files: dict[str, object], tables: dict[str, pd.DataFrame]) -> Path:
+def write_folder(out: Path, files: dict[str, object], tables: dict[str, pd.DataFrame],
+                 guard: Callable[[], None] | None = None) -> Path:
     """Write files (a str as UTF-8 text, anything else as a JSON document) and parquet tables
-    (`NAME.parquet`) as one folder, atomically: the one folder writer."""
-    with atomic_folder(out) as tmp:
+    (`NAME.parquet`) as one folder, atomically: the one folder writer (`guard`: `atomic_folder`'s)."""
+    with atomic_folder(out, guard) as tmp:
         for name, data in files.items():
             (tmp / name).write_text(data if isinstance(data, str) else dumps(data), encoding="utf-8")
         for name, table in tables.items():

@@ -49,5 +49,14 @@ class Registry(dict, Generic[T]):
         return Registry(self.what, replace=self.replace, items=self.items())
 
 
+def qualified_name(fn) -> str:
+    """`module.qualname` of a function (its repr when it has no qualified name)."""
+    name = getattr(fn, "__qualname__", None)
+    if not isinstance(name, str):
+        return repr(fn)
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if isinstance(module, str) else name
+
+
 def _shown(key: Hashable) -> str:
     return ":".join(key) if isinstance(key, tuple) else str(key)

@@ -160,10 +160,10 @@ def test_the_cli_settings_reach_the_held_options():
 
     knobs = ["--seed", "4", "--pool", "all", "--coin-draws", "2", "--chunk-scope", "passage", "--grow-max-span", "0",
              "--rerotation", "exact", "--epic-k", "3", "--relaxkv-context", "0.5", "--max-new-tokens", "5",
-             "--selectors", "none,random", "--budgets", "0.3"]
+             "--selectors", "none,random,epic,relaxkv", "--budgets", "0.3"]  # each knob beside its selector
     run = sweep_config(build_parser().parse_args(["run", "--n", "2", "--out", "x", *knobs])).diagnose
     one = diagnose_config(build_parser().parse_args(["diagnose", *knobs]))
-    want = {"selectors": ["none", "random"], "budgets": [0.3], "seed": 4, "pool": "all", "coin_draws": 2,
+    want = {"selectors": ["none", "random", "epic", "relaxkv"], "budgets": [0.3], "seed": 4, "pool": "all", "coin_draws": 2,
             "chunk_scope": "passage", "grow_max_span": None, "rerotation": "exact", "epic_k": 3,
             "relaxkv_context": 0.5, "max_new_tokens": 5}
     for config in (run, one):

@@ -179,10 +179,30 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
                         "default), or 'layer': each layer's over the square of its mean dense row norm (K and V apart)")
 
 
+# The options that set one selector's knob: (option, its default, the selector it applies to).
+SELECTOR_OPTIONS = {"epic_k": ("--epic-k", None, "epic"), "relaxkv_context": ("--relaxkv-context", None, "relaxkv"),
+                    "densedev_norm": ("--densedev-norm", "none", "densedev")}
+
+
+def check_selector_options(args) -> None:
+    """Refuse an option of one selector (`SELECTOR_OPTIONS`) given without that selector (a matched coin
+    of it, `coin:epic`, counts): it would change nothing the run computes, yet be recorded as if it did."""
+    from workbench.selectors import default_selectors, parse_selectors
+
+    specs = parse_selectors(args.selectors or default_selectors(expensive=True))
+    used = {spec.informed.name for spec in specs}
+    for dest, (option, default, selector) in SELECTOR_OPTIONS.items():
+        if getattr(args, dest, default) != default and selector not in used:
+            raise WorkbenchError(f"{option} applies to the {selector} selector only, and the selectors "
+                                 f"({', '.join(s.label for s in specs)}) do not include it: add {selector} to "
+                                 f"--selectors or leave {option} out")
+
+
 def diagnose_settings(args) -> dict:
     """The DiagnoseConfig fields `add_diagnose_options` sets."""
     if args.grow_max_span < 0:
         raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
+    check_selector_options(args)
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
             "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation, "epic_k": args.epic_k,
             "relaxkv_context": args.relaxkv_context, "densedev_norm": args.densedev_norm}

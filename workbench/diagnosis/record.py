@@ -45,7 +45,7 @@ A record never imports its renderer: `show()` and `_repr_html_` call the functio
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from workbench.context import Context
 from workbench.diagnosis.config import DiagnoseConfig
 from workbench.diagnosis.graded import ran_on
 from workbench.errors import WorkbenchError
+from workbench.registry import qualified_name
 from workbench.selectors import parse_selector
 from workbench.tasks import Example, is_flip
 
@@ -173,6 +174,7 @@ class Diagnosis:
     attribution: AttributionSummary | None = None
     draft_ids: tuple[int, ...] = ()
     workbench_version: str = ""
+    hooks: dict | None = None  # {hook point: [qualified names]} it ran under (`hook_record`); None: unhooked
     ctx: Context | None = field(default=None, repr=False, compare=False)  # live caches; never saved
 
     def __getattr__(self, name: str) -> pd.DataFrame:
@@ -184,6 +186,11 @@ class Diagnosis:
     @property
     def example_id(self) -> str:
         return self.example.id
+
+    @property
+    def hooked(self) -> bool:
+        """Whether it was computed under hooks: not an unmodified model's diagnosis."""
+        return bool(self.hooks)
 
     @property
     def attribution_text(self) -> str:
@@ -240,14 +247,16 @@ class Diagnosis:
             "attribution": asdict(self.attribution) if self.attribution else None,
             "draft_ids": list(self.draft_ids),
             "workbench_version": self.workbench_version,
+            **({"hooks": self.hooks} if self.hooks else {}),  # written only when hooked: older documents read alike
         }
 
-    def save(self, folder: str | Path, overwrite: bool = False) -> Path:
-        """Write diagnosis.json + one parquet per table into `folder`, atomically."""
+    def save(self, folder: str | Path, overwrite: bool = False, guard: Callable[[], None] | None = None) -> Path:
+        """Write diagnosis.json + one parquet per table into `folder`, atomically (`guard`, raising, stops
+        the write before anything is made or renamed: `atomic.atomic_folder`)."""
         folder = Path(folder)
         if folder.exists() and not overwrite:
             raise WorkbenchError(f"{folder} exists; pass overwrite=True (or --force) to replace it")
-        return write_folder(folder, {FILE: self.to_document()}, self.tables)
+        return write_folder(folder, {FILE: self.to_document()}, self.tables, guard)
 
     @classmethod
     def from_document(cls, doc: dict, tables: dict[str, pd.DataFrame]) -> Diagnosis:
@@ -279,6 +288,7 @@ class Diagnosis:
             attribution=AttributionSummary(**attribution) if attribution else None,
             draft_ids=tuple(doc.get("draft_ids", ())),
             workbench_version=doc.get("workbench_version", ""),
+            hooks=doc.get("hooks") or None,
         )
 
     @classmethod
@@ -299,6 +309,27 @@ class Diagnosis:
             return cls.from_document(doc, tables)
         except (KeyError, TypeError) as err:
             raise WorkbenchError(f"{meta}: not a diagnosis document (missing or malformed {err})") from None
+
+
+def hook_record(hooks) -> dict[str, list[str]] | None:
+    """What a diagnosis ran under, for its record: {hook point: [each function's qualified name]}, or
+    None without hooks. `hooks` is a mapping {name: fn or [fn]} or any object holding one as `fns`
+    (`engine.hooks.Hooks`); only names are read, never a function called."""
+    if hooks is None:
+        return None
+    fns = getattr(hooks, "fns", hooks)
+    if not isinstance(fns, Mapping):
+        return {"(hooks)": [qualified_name(hooks)]}
+    out = {}
+    for name, fn in fns.items():
+        many = isinstance(fn, Iterable) and not callable(fn) and not isinstance(fn, (str, bytes, Mapping))
+        out[str(name)] = [qualified_name(f) for f in (list(fn) if many else [fn])]
+    return out or None
+
+
+def hooks_text(hooks: dict | None) -> str:
+    """A hook record in one line: `blocks.0.hook_attn_out: mod.fn; ...` ("" when None)."""
+    return "; ".join(f"{name}: {', '.join(fns)}" for name, fns in (hooks or {}).items())
 
 
 def _tuple_or_none(values) -> tuple | None:

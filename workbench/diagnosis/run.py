@@ -27,7 +27,7 @@ from workbench.diagnosis.evidence import (
 from workbench.diagnosis.graded import graded, ran_on
 from workbench.diagnosis.layer_effects import SuffixCapture, effects_table
 from workbench.diagnosis.record import (
-    AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing,
+    AnswerRecord, Answers, AttributionSummary, ContextSummary, Diagnosis, Timing, hook_record,
 )
 from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
@@ -80,7 +80,8 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     With `config.attribution`, the AtP check runs (first-order estimates vs actual patching
     of `patch_max_tokens` tokens, K+V, K only, V only). `hooks` ({hook point name: fn(tensor,
     hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
-    answers), never on the dense reference's: they change the outcomes, not what they are judged by.
+    answers), never on the dense reference's: they change the outcomes, not what they are judged by;
+    the Diagnosis records them (`Diagnosis.hooks`: each point's functions by qualified name).
     `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
     (a drawn one's first draw), read by hooks from the cells' pass (after `hooks`: it sees what
     they left) and the dense one, not run again.
@@ -128,7 +129,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
         attribution=AttributionSummary(check.summary(), {k: vars(v) for k, v in check.correlations.items()})
         if check else None,
         draft_ids=tuple(signals["draft"].draft_ids) if "draft" in signals else (),
-        workbench_version=__version__, ctx=ctx)
+        workbench_version=__version__, hooks=hook_record(hooks), ctx=ctx)
 
 
 @dataclass(frozen=True, eq=False)

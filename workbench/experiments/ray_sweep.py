@@ -20,10 +20,12 @@ driver's; workers whose code or package versions differ are refused.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -35,6 +37,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.sweep import SweepConfig, check_some_done
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
+from workbench.runstore.lock import lock_holder, writer_state
 from workbench.runstore.environment import COMPARED, environment
 from workbench.tasks import Example
 
@@ -101,12 +104,52 @@ def resource_wait(ray, workers: int, cpus: float, gpus: float, joined: bool) -> 
     return SCALE_SECONDS
 
 
-class SweepWorker:
-    """A Ray actor's state: one loaded model; each call diagnoses one example into the run folder."""
+DRIVER_POLL_SECONDS = 2.0  # how often a worker looks whether its driver still lives
 
-    def __init__(self, model_spec: str, device: str | None, dtype: str | None, threads: int):
+
+def driver_holds(run: Path, driver: tuple[int, str]) -> None:
+    """Raise unless `run`'s lock still names `driver` (process id, host) and that process lives: a
+    worker's write guard (`Diagnosis.save(guard=...)`), so a worker that outlives its driver, or whose
+    run folder was emptied or taken by another writer since, writes nothing."""
+    holder = lock_holder(run)
+    if holder != tuple(driver) or writer_state(run) == "gone":
+        raise WorkbenchError(f"{run}: the driver (process {driver[0]} on {driver[1]}) no longer holds the run's lock "
+                             f"(it names {'no one' if holder is None else 'process %d on %s' % holder}); this "
+                             f"worker's example is not written")
+
+
+def end_with_driver(driver: tuple[int, str], exit=os._exit, poll: float = DRIVER_POLL_SECONDS) -> threading.Thread:
+    """A daemon thread that ends this process (`exit(1)`) once the driver's process is gone; a driver on
+    another host cannot be watched from here (its lock guards the writes)."""
+    pid, host = driver
+
+    def watch() -> None:
+        while host == socket.gethostname():
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                exit(1)
+                return
+            except PermissionError:  # alive, under another user
+                pass
+            time.sleep(poll)
+
+    thread = threading.Thread(target=watch, name="kvwb-driver-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+class SweepWorker:
+    """A Ray actor's state: one loaded model; each call diagnoses one example into the run folder,
+    only while its driver holds the run's lock; the actor ends when its driver's process does."""
+
+    def __init__(self, model_spec: str, device: str | None, dtype: str | None, threads: int,
+                 driver: tuple[int, str] | None = None):
         import torch
 
+        if driver is not None:
+            end_with_driver(driver)
+        self.driver = driver
         torch.set_num_threads(max(1, int(threads)))
         self.model = load_model(model_spec, device=device, dtype=dtype)
 
@@ -125,7 +168,12 @@ class SweepWorker:
             diagnosis = diagnose(self.model, example, config, progress=False)
         except Exception as err:  # noqa: BLE001 - one bad example must not end the run
             return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc(limit=3)}
-        diagnosis.save(folder, overwrite=True)
+        run = Path(folder).parent.parent  # RUN/diagnoses/FOLDER
+        try:
+            diagnosis.save(folder, overwrite=True, guard=None if self.driver is None else
+                           (lambda: driver_holds(run, self.driver)))
+        except WorkbenchError as err:
+            return {"error": str(err), "traceback": ""}
         return {}
 
 
@@ -134,7 +182,8 @@ def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float,
     """The actors, the model identity they all share and the first one's environment (refused if
     the models, or the code and package versions, differ)."""
     remote = ray.remote(num_cpus=cpus, num_gpus=gpus)(SweepWorker)
-    actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus))) for _ in range(workers)]
+    driver = (os.getpid(), socket.gethostname())  # the process that takes the run's lock (`run_lock` writes these)
+    actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus)), driver) for _ in range(workers)]
     try:
         identities = ray.get([a.identity.remote() for a in actors], timeout=timeout)
     except ray.exceptions.GetTimeoutError:

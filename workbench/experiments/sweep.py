@@ -19,10 +19,11 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from workbench.diagnosis import DiagnoseConfig, diagnose
+from workbench.diagnosis.record import hook_record
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import SweepStore, check_out, run_lock
-from workbench.selectors import default_selectors
+from workbench.selectors import default_selectors, selector_code
 from workbench.tasks import data_identity, load_dataset
 
 SWEEP_DIAGNOSE = DiagnoseConfig(selectors=default_selectors(), attribution=False)
@@ -51,21 +52,27 @@ class SweepConfig:
 
     def identity(self) -> dict:
         """Everything about the data and the computation a resumed run must share."""
-        return {**data_identity(self.dataset, self.dataset_options), "n": self.n, "diagnose": self.diagnose.to_dict()}
+        return {**data_identity(self.dataset, self.dataset_options), "n": self.n, "diagnose": self.diagnose.to_dict(),
+                "selector_code": selector_code(self.diagnose.selectors)}  # a plugin's selector is not a built-in's
 
 
-def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress: bool = True) -> SweepStore:
+def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress: bool = True,
+              hooks=None) -> SweepStore:
     """Diagnose every example of `config.dataset` into `out`, resuming a compatible run there.
 
-    Returns the store (its manifest says how the run ended). Raises if every example failed,
-    with the first example's error.
+    `hooks` (as `diagnose` takes them) run on every example; the manifest's args record them
+    ("hooks": each point's functions by qualified name), so a hooked run and an unhooked one never
+    resume each other. Returns the store (its manifest says how the run ended). Raises if every
+    example failed, with the first example's error.
     """
     config = config.checked()
     examples = config.load_examples(model)
     out = check_out(out, kind="sweep", resume=True)
     order = [e.id for e in examples]
+    hooked = hook_record(hooks)
+    identity = {**config.identity(), **({"hooks": hooked} if hooked else {})}
     with run_lock(out):
-        store = SweepStore.open(out, model_identity(model), config.identity())
+        store = SweepStore.open(out, model_identity(model), identity)
         bar = tqdm(examples, desc="examples", unit="example", disable=not progress,
                    initial=0, total=len(examples))
         try:
@@ -74,7 +81,7 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
                     continue
                 bar.set_postfix_str(f"example {example.id}")
                 try:
-                    diagnosis = diagnose(model, example, config.diagnose, progress=False)
+                    diagnosis = diagnose(model, example, config.diagnose, progress=False, hooks=hooks)
                 except Exception as err:  # noqa: BLE001 - one bad example must not end the run
                     store.fail(example.id, f"{type(err).__name__}: {err}", traceback.format_exc(limit=3))
                     continue

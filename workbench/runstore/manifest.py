@@ -294,6 +294,8 @@ def _short(value, limit: int = 100) -> str:
 
 # Fingerprint keys that earlier versions did not record: a run they made is compared without them.
 ADDED_FINGERPRINT_KEYS = ("weights_sha256",)
+# Argument keys that earlier versions did not record (the code of each selector): likewise, and recorded from then on.
+ADDED_ARGS = ("selector_code",)
 
 
 def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, fixed=None) -> dict:
@@ -314,7 +316,7 @@ def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, f
     if upgraded:
         current_print = {k: v for k, v in current_print.items() if k in recorded_print or k not in ADDED_FINGERPRINT_KEYS}
     recorded = {"model": recorded_print, **(manifest.get("args") or {})}
-    current = {"model": current_print, **args}
+    current = {"model": current_print, **{k: v for k, v in args.items() if k in recorded or k not in ADDED_ARGS}}
     if fixed is not None:
         keep = {"model", *fixed}
         recorded = {k: v for k, v in recorded.items() if k in keep}

@@ -22,12 +22,15 @@ import pandas as pd
 
 from workbench.atomic import write_folder, write_parquet
 from workbench.diagnosis import Diagnosis
+from workbench.diagnosis.record import hooks_text
+from workbench.errors import WorkbenchError
 from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.manifest import (
     MANIFEST, finished, interruption, new_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.paths import folder_name, move_aside, subfolders
 from workbench.runstore.segments import open_segment, record
+from workbench.selectors import selector_code
 
 
 def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
@@ -38,9 +41,10 @@ def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files:
 
 def write_diagnosis_run(out: Path, diagnosis: Diagnosis, model_identity: dict) -> Path:
     """One Diagnosis as a run folder of kind "diagnosis" (`kvwb diagnose --out`)."""
-    manifest = finished(new_manifest("diagnosis", model_identity, {"example_id": diagnosis.example_id,
-                                                                     "config": diagnosis.config.to_dict()}),
-                        seconds=diagnosis.timing.total_s)
+    args = {"example_id": diagnosis.example_id, "config": diagnosis.config.to_dict(),
+            "selector_code": selector_code(diagnosis.config.selectors),
+            **({"hooks": diagnosis.hooks} if diagnosis.hooked else {})}  # a hooked diagnosis says so
+    manifest = finished(new_manifest("diagnosis", model_identity, args), seconds=diagnosis.timing.total_s)
     return write_run(out, manifest, diagnosis.tables, {"diagnosis.json": diagnosis.to_document()})
 
 
@@ -57,7 +61,25 @@ def example_row(diagnosis: Diagnosis, folder: str) -> dict:
             "dense_retrieved": answers.dense.retrieved, "spliced_retrieved": answers.spliced.retrieved,
             "dense_answer_tokens": answers.dense.n_tokens, "spliced_answer_tokens": answers.spliced.n_tokens,
             "spliced_ran_on": answers.splice_ran_on,
-            "n_evidence": None if diagnosis.context.evidence is None else len(diagnosis.context.evidence)}
+            "n_evidence": None if diagnosis.context.evidence is None else len(diagnosis.context.evidence),
+            "distractors_short": _distractors_short(ex.meta), "hooks": hooks_text(diagnosis.hooks) or None}
+
+
+def _distractors_short(meta: dict) -> int | None:
+    """How many distractors fewer than `gold+K` asked the example's record held (0: none fewer);
+    None where the setting draws none (`tasks.loaders.load_hotpotqa`)."""
+    asked, kept = meta.get("distractors_asked"), meta.get("n_distractors")
+    return asked - kept if isinstance(asked, int) and isinstance(kept, int) else None
+
+
+def check_hooks(diagnosis_hooks, run_hooks, where: str) -> None:
+    """Refuse a diagnosis whose hooks are not the run's (a hooked one among unhooked ones, or the reverse):
+    a run's examples are all computed on one model, unmodified or under the same hooks."""
+    if (diagnosis_hooks or None) != (run_hooks or None):
+        mine = f"under hooks ({hooks_text(diagnosis_hooks)})" if diagnosis_hooks else "without hooks"
+        theirs = f"under hooks ({hooks_text(run_hooks)})" if run_hooks else "without hooks"
+        raise WorkbenchError(f"{where} was computed {mine}, but this run's examples are computed {theirs}: a run "
+                             f"never mixes the two; use another --out")
 
 
 class SweepStore:
@@ -68,6 +90,7 @@ class SweepStore:
         self.manifest = manifest
         self.failures: dict[str, dict] = {f["example_id"]: f for f in manifest.get("failures") or []}
         self.corrupt: list[str] = []  # example folders found unreadable on resume (moved aside, recomputed)
+        self.hooks = (manifest.get("args") or {}).get("hooks")  # what every example runs under (None: unhooked)
         self._rows: dict[str, dict] = {}
         self._outcomes: dict[str, pd.DataFrame] = {}
         self._started = time.perf_counter()
@@ -86,9 +109,9 @@ class SweepStore:
         manifest = resume_manifest(out, "sweep", model_identity, args)
         if fresh and environment is not None:
             manifest["environment"] = environment
-        write_manifest(out, manifest)  # first: a folder with a manifest is a run, whatever else it holds yet
+        store = cls(out, manifest)  # reads the saved examples back: one under other hooks is refused here
+        write_manifest(out, manifest)  # then: a folder with a manifest is a run, whatever else it holds yet
         (out / DIAGNOSES).mkdir(parents=True, exist_ok=True)
-        store = cls(out, manifest)
         store.manifest = open_segment(manifest, store.done_ids, out, environment)
         write_manifest(out, store.manifest)
         return store
@@ -106,6 +129,7 @@ class SweepStore:
             move_aside(folder)
             self.corrupt.append(f"{folder.name} ({type(err).__name__}: {err})")
             return
+        check_hooks(diagnosis.hooks, self.hooks, f"{folder}")
         self._rows[diagnosis.example_id] = example_row(diagnosis, folder.name)
         self._outcomes[diagnosis.example_id] = outcomes
 
@@ -124,6 +148,7 @@ class SweepStore:
     def save(self, diagnosis: Diagnosis, order: list[str]) -> None:
         """Save one example's Diagnosis and rewrite the run's tables (rows in `order` of ids)."""
         name = folder_name(diagnosis.example_id)
+        check_hooks(diagnosis.hooks, self.hooks, f"example {diagnosis.example_id!r}")
         diagnosis.save(self.out / DIAGNOSES / name, overwrite=True)
         self._rows[diagnosis.example_id] = example_row(diagnosis, name)
         self._outcomes[diagnosis.example_id] = diagnosis.outcomes

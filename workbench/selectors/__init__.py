@@ -8,7 +8,7 @@
 from workbench.selectors import builtin  # noqa: F401  (registers the built-in selectors)
 from workbench.selectors.registry import (
     SelectorInfo, SelectorSpec, comparison_reference, default_selectors, get_selector, parse_selector,
-    parse_selectors, reference_selectors, register_selector, selector_names,
+    parse_selectors, reference_selectors, register_selector, selector_code, selector_names,
 )
 from workbench.selectors.choose import choose
 from workbench.selectors.units import UNITS, Selection, UnitOptions, random_scores, select_rows
@@ -16,5 +16,5 @@ from workbench.selectors.units import UNITS, Selection, UnitOptions, random_scor
 __all__ = [
     "UNITS", "Selection", "SelectorInfo", "SelectorSpec", "UnitOptions", "choose", "comparison_reference",
     "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
-    "reference_selectors", "register_selector", "select_rows", "selector_names",
+    "reference_selectors", "register_selector", "select_rows", "selector_code", "selector_names",
 ]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.registry import Registry
+from workbench.registry import Registry, qualified_name
 from workbench.selectors.units import UNITS
 from workbench.signals.registry import Cost, record_names
 from workbench.signals.signal_set import SignalSet
@@ -55,6 +55,12 @@ class SelectorInfo:
     matched: bool = False  # a control matched to another selector (`coin:A`): its rows come from A's
     spend: Callable | None = None  # (signals, pool [n_pool], n_rows) -> rows it spends (None: n_rows)
     restrict: Callable | None = None  # (signals, positions, ranking [n_reused], budget) -> context bool [suffix_start]
+    code: str = ""  # the code that defined it: its function's module and qualified name (a run records it)
+
+    @property
+    def builtin(self) -> bool:
+        """Defined by the workbench itself (a plugin may not take its name)."""
+        return self.code.startswith("workbench.")
 
     @property
     def is_reference(self) -> bool:
@@ -90,11 +96,27 @@ def register_selector(name: str, *, uses: tuple[str, ...] = (), default_unit: st
 
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        code = qualified_name(fn)
+        held = _REGISTRY.get(name)
+        module = getattr(fn, "__module__", None)
+        if held is not None and held.builtin and module != getattr(held.score, "__module__", None):
+            raise WorkbenchError(f"plugin module {module!r} may not register the selector {name!r}: it is built in "
+                                 f"({held.code}); register it under a name of its own")
         _REGISTRY.add(name, SelectorInfo(name, fn, tuple(uses), default_unit, tuple(units), fixed, doc,
                                        source, needs_dense, expensive, tuple(default_units) or (default_unit,),
-                                       drawn, matched, spend, restrict))
+                                       drawn, matched, spend, restrict, code))
         return fn
     return decorate
+
+
+def selector_code(specs) -> dict[str, str]:
+    """{selector name: the code that defines it} for every selector `specs` run (a matched coin's and
+    the selector it copies): what a run records, and a resume must find unchanged."""
+    out = {}
+    for spec in parse_selectors(specs):
+        for info in (spec.info, spec.informed):
+            out[info.name] = info.code
+    return out
 
 
 def selector_names() -> list[str]:

@@ -132,6 +132,18 @@ class Example:
         )
 
 
+MAX_DATA_SEED = 2**32 - 1  # a run seed's range (`workbench.seeds`): a data seed is recorded beside it
+
+
+def check_data_seed(value) -> int:
+    """A data seed (RULER's examples, HotpotQA's gold+K draw): an integer from 0 to MAX_DATA_SEED, else a
+    one-line error, given with the data set's options before any run folder is written."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DATA_SEED:
+        raise WorkbenchError(f"data_seed must be an integer >= 0 and at most {MAX_DATA_SEED} (2**32 - 1), "
+                             f"got {value!r}")
+    return value
+
+
 def check_text(text: str, what: str) -> None:
     """Raise unless `text` is UTF-8 text: a lone surrogate (JSON's escaped "\\udc80" loads as one)
     passes every type check, then every tokenizer refuses it after the model loads."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.example import Example
+from workbench.tasks.example import Example, check_data_seed
 
 _TYPE_NAMES = {str: "a string", list: "a list", dict: "an object", int: "an integer"}
 
@@ -32,7 +32,9 @@ def load_hotpotqa(path: str | Path, passages: str = "all", data_seed: int = 0) -
 
     ``passages``: "all" paragraphs (default), "gold" (those supporting_facts name) or "gold+K"
     (the gold ones and K distractors drawn by `data_seed` and the record's id), kept in the
-    record's order; ``meta["passage_setting"]`` records a setting other than "all".
+    record's order; ``meta["passage_setting"]`` records a setting other than "all". A record with
+    fewer than K distractors keeps those it has: ``meta["n_distractors"]`` (beside
+    ``meta["distractors_asked"]``, K) says how many, and `kvwb summary` counts such examples.
     """
     keep = _passage_setting(passages, data_seed)
     return _load_multihop(path, "hotpotqa", extra_fields=("type", "level"), keep=keep)
@@ -92,8 +94,7 @@ def _passage_setting(passages, data_seed):
     if match is None:
         raise WorkbenchError(f"passages must be 'all', 'gold' or 'gold+K' (K distractors, e.g. 'gold+2') for "
                              f"hotpotqa data, got {passages!r}")
-    if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
-        raise WorkbenchError(f"data_seed must be an integer >= 0, got {data_seed!r}")
+    check_data_seed(data_seed)
     if passages == "all":
         return None
     return (passages, int(match.group(1) or 0), data_seed)
@@ -156,13 +157,12 @@ def _keep_passages(record, example_id: str, passages: list[str], meta: dict, kee
     if gold is None:
         raise WorkbenchError(f"{record.where}: passages {setting!r} needs supporting_facts, which the record lacks")
     others = [i for i in range(len(passages)) if i not in gold]
-    if k > len(others):
-        raise WorkbenchError(f"{record.where}: passages {setting!r} asks for {k} distractors but the record has "
-                             f"{len(others)}")
-    drawn = random.Random(f"workbench-hotpotqa:{seed}:{example_id}").sample(others, k)
+    # a record with fewer than K distractors (HotpotQA's dev set holds some with only their gold
+    # paragraphs) keeps those it has; `n_distractors` records how many, beside the K asked
+    drawn = random.Random(f"workbench-hotpotqa:{seed}:{example_id}").sample(others, min(k, len(others)))
     kept = sorted([*gold, *drawn])
     meta.update(titles=[meta["titles"][i] for i in kept], support_passages=[kept.index(i) for i in gold],
-                passage_setting=setting, data_seed=seed,
+                passage_setting=setting, data_seed=seed, n_distractors=len(drawn), distractors_asked=k,
                 evidence=[[kept.index(p), start, end] for p, start, end in meta.get("evidence", []) if p in kept])
     return [passages[i] for i in kept]
 

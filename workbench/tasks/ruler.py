@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from workbench.errors import WorkbenchError
-from workbench.tasks.example import Example
+from workbench.tasks.example import Example, check_data_seed
 
 TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "variable_tracking")
 OPTIONS = ("target_tokens", "passages", "needle_depth", "data_seed")
@@ -145,8 +145,7 @@ def check_options(task: str, target_tokens=DEFAULT_TARGET_TOKENS, passages=DEFAU
                                          and 0 <= needle_depth <= 1):
         raise WorkbenchError(f"needle_depth must be a number from 0 to 1 (0: the start of the haystack, 1: its end), "
                              f"got {needle_depth!r}")
-    if not (is_int(data_seed) and data_seed >= 0):
-        raise WorkbenchError(f"data_seed must be an integer >= 0, got {data_seed!r}")
+    check_data_seed(data_seed)
 
 
 def ruler_examples(n: int, task: str, tokenizer, *, max_positions: int | None = None, **options) -> list[Example]:
