@@ -99,10 +99,13 @@ def heads_lens_panel(d: Diagnosis, key: str, example_key: str, budget: float, ch
     asked = (example_key, spec, selector, float(budget), int(query))
     done = st.session_state.setdefault("kvwb_heads_lens_done", set())
     if asked not in done:
-        st.caption(f"Runs {plain(spec)} again on this example ({n} tokens: its context rebuilt once, then a pass "
-                   f"per cache); nothing is computed until you ask.")
-        if not st.button("Compute attention by head and the logit lens", key=f"{key}_hl_go"):
-            return
+        ask = st.empty()  # the offer, cleared once the views are drawn
+        with ask.container():
+            st.caption(f"Runs {plain(spec)} again on this example ({n} tokens: its context rebuilt once, then a pass "
+                       f"per cache); nothing is computed until you ask.")
+            if not st.button("Compute attention by head and the logit lens", key=f"{key}_hl_go"):
+                return
+        ask.empty()
     try:
         found = _heads(*asked, d)
         lens = _lens(*asked[:4], d)

@@ -121,7 +121,8 @@ def test_a_cell_is_read_from_the_diagnosis_or_chosen_again_and_the_figures_draw(
     with pytest.raises(wb.WorkbenchError, match="lays out to"):
         reopen_context(tiny_llama, wrong)
     fig = plots.head_pattern_figure(found, ctx.model.adapter.n_layers - 1)
-    assert len(fig.data) == 3 and plots.figure_problems(fig) == []
+    assert [t.type for t in fig.data] == ["heatmap", "heatmap", "heatmap", "scatter"]  # the cell's rows as ticks
+    assert list(fig.data[-1].x) == rows.tolist() and plots.figure_problems(fig) == []
     lens = logit_lens(ctx, d.answers.dense.token_ids or [5], rows=rows)
     fig = plots.logit_lens_figure(lens)
     assert len(fig.data) == 3 and plots.figure_problems(fig) == []

@@ -13,6 +13,7 @@ from plotly.subplots import make_subplots
 from workbench.plots.text import escape, token_text
 from workbench.plots.tokens import CHOSEN, EVIDENCE, evidence_spans
 
+RECOMPUTED = "#d62728"  # the repaired cell's recomputed rows, as ticks above its panel
 FLOOR = 1e-4  # weights below this share the lowest colour
 TITLES = {"dense": "dense", "splice": "splice", "repaired": "repaired cell"}
 
@@ -39,8 +40,16 @@ def head_pattern_figure(found, layer: int, title: str = "") -> go.Figure:
             colorbar={"title": {"text": "log10 attention", "side": "right"}, "len": 0.9}, showscale=row == 1,
             hovertemplate=f"{TITLES.get(cache, cache)}, head %{{y}}<br>key %{{x}} %{{customdata[0]}} "
                           "(%{customdata[1]})<br>attention %{customdata[2]:.4g}<extra></extra>"), row=row, col=1)
-        fig.update_yaxes(title=f"{TITLES.get(cache, cache)}<br>head", autorange="reversed", row=row, col=1,
-                         dtick=max(1, n_heads // 8))
+        top = -0.5
+        if cache == "repaired" and found.cell:  # the rows this cell recomputes, as ticks above its heads
+            top = -1.3
+            cell = [p for p in found.cell if p < n_keys]
+            fig.add_trace(go.Scatter(x=cell, y=[-0.9] * len(cell), mode="markers", name="rows the cell recomputes",
+                                     marker={"symbol": "line-ns-open", "size": 7, "color": RECOMPUTED},
+                                     hovertemplate="recomputed: key %{x}<extra></extra>", showlegend=False),
+                          row=row, col=1)
+        fig.update_yaxes(title=f"{TITLES.get(cache, cache)}<br>head", range=[n_heads - 0.5, top], row=row, col=1,
+                         tickvals=list(range(0, n_heads, max(1, n_heads // 8))))
     for name, start, end in found.segments:
         if 0 < start < n_keys:
             fig.add_vline(x=start - 0.5, line={"color": "white", "dash": "dash", "width": 1})
@@ -49,9 +58,11 @@ def head_pattern_figure(found, layer: int, title: str = "") -> go.Figure:
     fig.add_vline(x=found.query, line={"color": CHOSEN, "width": 2})
     shown = [(name, start, min(end, n_keys)) for name, start, end in found.segments if start < n_keys]
     fig.update_xaxes(tickvals=[(s + e - 1) / 2 for _, s, e in shown], ticktext=[escape(n) for n, _, _ in shown],
-                     range=[-0.5, n_keys - 0.5], row=len(caches), col=1, title="key (token position; dashed lines: "
-                     "segment bounds; green: gold evidence; orange: the query)")
+                     range=[-0.5, n_keys - 0.5], row=len(caches), col=1,
+                     title="key (token position). Dashed: segment bounds; " + (
+                         "green: gold evidence" if found.evidence else "no gold evidence recorded for this example")
+                     + "; orange: the query" + ("; red ticks: the rows the cell recomputes" if found.cell else ""))
     query = token_text(found.tokens[found.query], 16) if found.query < len(found.tokens) else ""
     fig.update_layout(title=title or f"What token {found.query} ({query}) attends to at layer {layer}, by head",
-                      height=140 + 34 * n_heads * len(caches) // max(1, 1 + (n_heads > 12)) + 40 * len(caches))
+                      height=170 + max(12, min(20, 240 // n_heads)) * n_heads * len(caches) + 30 * len(caches))
     return fig

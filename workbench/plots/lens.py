@@ -45,7 +45,7 @@ def logit_lens_figure(table: pd.DataFrame, title: str = "") -> go.Figure:
         fig.update_xaxes(title=f"{TITLES[cache]}: dense's answer token", tickangle=-45, row=1, col=col)
     fig.update_yaxes(title="layer (lens after it)", row=1, col=1)
     n_layers = int(table["layer"].max()) + 1
-    fig.update_layout(title=title or "Logit lens: the probability of dense's answer token at every layer "
-                                     "(cell text: the lens's top token)",
+    shown = "cell text: the lens's top token" if len(steps) <= TEXT_STEPS else "hover: the lens's top tokens"
+    fig.update_layout(title=title or f"Logit lens: the probability of dense's answer token at every layer ({shown})",
                       height=max(360, 160 + 16 * n_layers))
     return fig
