@@ -26,6 +26,7 @@ from workbench.experiments.contrasts import MEASURES as CONTRAST_MEASURES
 from workbench.experiments.evidence import evidence_tables
 from workbench.experiments.families import PREREGISTRATION, family_table, read_preregistration, suggested_family
 from workbench.experiments.find import FILTERS, find_examples
+from workbench.experiments.gap_anatomy import anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
 from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
 from workbench.experiments.summary import resolve_reference, summarize, tokens_to_target
@@ -59,6 +60,7 @@ __all__ = [
     "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context",
     # analyses
     "CONTRAST_MEASURES", "PREREGISTRATION", "family_table", "read_preregistration", "suggested_family",
+    "anatomy_sentence", "cell_anatomy", "splice_anatomy",
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",
 ]

@@ -12,9 +12,10 @@ from readable import compact, count, p_value, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
-    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, reference_selectors, resolve_reference, suggested_family,
-    tokens_to_target,
+    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, cell_anatomy, reference_selectors,
+    resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
 )
+from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.forest import forest_figure
 
 HEADERS = {"selector": "selector", "budget": "budget b", "n": "n", "em": "EM", "em_low": "EM low", "em_high": "EM high",
@@ -82,6 +83,11 @@ st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain(manifest.model
             + (f" · dense retrieved {ex['dense_retrieved'].mean():.3f}, splice retrieved "
                f"{ex['spliced_retrieved'].mean():.3f}, splice ran on past dense's {ex['spliced_ran_on'].mean():.0%}"
                if "dense_retrieved" in ex else ""))
+anatomy = anatomy_sentence(splice_anatomy(ex), hint=False)
+if anatomy:
+    (st.warning if "Most of this EM gap" in anatomy else st.caption)(
+        anatomy + (" Read the gap and tests on *retrieved* above, and see \"What the lost exact matches are\" "
+                   "below." if "Most of this EM gap" in anatomy else ""))
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
 if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
@@ -165,6 +171,19 @@ else:
     st.caption("This run was made before the graded outcomes were recorded: only flips and gold scores.")
 show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against exact match", selectors=shown),
             f"rows-{run.name}", "curves_rows")
+cells = cell_anatomy(sweep.outcomes, ex)
+if not cells.empty:
+    st.subheader("What the lost exact matches are")
+    budgets = sorted(float(b) for b in cells["budget"].unique())
+    ensure_choice("curves_anatomy_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
+    at = st.select_slider("Budget of the repairs in the anatomy", budgets, key="curves_anatomy_budget")
+    show_figure(gap_anatomy_figure(cells, at, selectors=["none", *shown]), f"anatomy-{run.name}", "curves_anatomy")
+    st.caption("Each bar: the examples where dense is right and the answer (none: the splice) is wrong, split "
+               "against dense's answer: it lost the gold; it names the gold only inside a longer word (RULER's "
+               "substring match still counts it retrieved); it names the gold and ran on past where dense stopped; "
+               "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
+               + (" This run's cells predate the recorded run-on: it is read from the text."
+                  if cells.attrs.get("ran_on_rule") != "recorded" else ""))
 ranking, attention = state.run_evidence(run.path)
 if not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
