@@ -76,9 +76,10 @@ class Context:
         absolute positions. `fwd_hooks` ([(name or filter, fn)] or {name: fn}) run first.
 
         The cache's model is a stand-in holding the config (`cache.model.cfg`: n_layers, n_heads,
-        d_model, d_head, d_mlp), so `accumulated_resid`, `decompose_resid`, `stack_activation`
-        and indexing by `(name, layer)` work; what needs the weights (`apply_ln=True`,
-        `logit_attrs`, `stack_head_results`) needs a `TransformerBridge` and is not built here."""
+        d_model, d_head, d_mlp), so `accumulated_resid` and `decompose_resid` (`apply_ln=True` too:
+        from the cached `hook_scale`), `stack_activation` and indexing by `(name, layer)` work;
+        what needs the weights (`logit_attrs`, `stack_head_results`, `logit_lens`) needs a
+        `TransformerBridge` of the same weights and is not built here."""
         known = hook_names(self.model.adapter)
         kept = names_filter_of(names_filter, known)  # checked with the hooks, before any model work
         hooks = Hooks.of(fwd_hooks, self.model.adapter)

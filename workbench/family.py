@@ -170,14 +170,22 @@ class FamilyAdapter:
 
     @staticmethod
     def norm(module: nn.Module, x: torch.Tensor, hook=None, name: str = "") -> torch.Tensor:
-        """`module(x)` for an RMSNorm; with a hook registered on `name` (`name in hook`), written
-        out so that the hook sees x / rms(x) in fp32 before the weight (TransformerLens's
-        `hook_normalized`): the same operations as the family's module, bit for bit."""
-        if hook is None or name not in hook:
+        """`module(x)` for an RMSNorm; with a hook registered on `name` ("ln1.hook_normalized") or
+        on its `hook_scale`, written out as TransformerLens's: `hook_scale` sees rms(x) ([row, 1],
+        fp32), `hook_normalized` x / rms(x) in fp32 before the weight. Through `hook_normalized`
+        alone these are the family module's operations, bit for bit; a `hook_scale` divides by the
+        scale it leaves (the module multiplies by rsqrt: equal up to rounding)."""
+        scale_name = name.replace("hook_normalized", "hook_scale")
+        if hook is None or (name not in hook and scale_name not in hook):
             return module(x)
         x32 = x.float()
         eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
-        normed = hook(name, x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps))
+        variance = x32.pow(2).mean(-1, keepdim=True)
+        if scale_name in hook:
+            normed = x32 / hook(scale_name, (variance + eps).sqrt())
+        else:
+            normed = x32 * torch.rsqrt(variance + eps)
+        normed = hook(name, normed)
         if hasattr(module, "variance_epsilon"):  # the Llama family: the weight over the input's dtype
             return module.weight * normed.to(x.dtype)
         return (normed * (1.0 + module.weight.float())).type_as(x)  # Gemma: 1 + weight, in fp32

@@ -28,8 +28,10 @@ def _identity(x, hook):
 
 
 def _every_name_but_pattern(adapter) -> dict:
-    """Every point but the two that write the softmax out (hook_attn_scores, hook_pattern)."""
-    return {name: _identity for name in hook_names(adapter) if not name.endswith(("hook_pattern", "hook_attn_scores"))}
+    """Every point but those that round differently: the two that write the softmax out
+    (hook_attn_scores, hook_pattern) and the norms' hook_scale (a division, not rsqrt)."""
+    return {name: _identity for name in hook_names(adapter)
+            if not name.endswith(("hook_pattern", "hook_attn_scores", "hook_scale"))}
 
 
 def _check_pattern(probs: torch.Tensor, hook, window) -> None:

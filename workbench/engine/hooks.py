@@ -3,6 +3,7 @@
 
     hook_embed                               [cell, row, hidden]     the embedded rows
     blocks.{l}.hook_resid_pre                [cell, row, hidden]     layer l's input
+    blocks.{l}.ln1.hook_scale                [cell, row, 1]          rms(x) = sqrt(mean(x^2) + eps) (fp32)
     blocks.{l}.ln1.hook_normalized           [cell, row, hidden]     x / rms(x) before the norm's weight (fp32)
     blocks.{l}.attn.hook_q / hook_k          [cell, row, head | kv_head, d_head]  the projections (before any q/k norm)
     blocks.{l}.attn.hook_v                   [cell, row, kv_head, d_head]
@@ -13,16 +14,16 @@
     blocks.{l}.attn.hook_z                   [cell, row, head, d_head]  attention output before o_proj
     blocks.{l}.hook_attn_out                 [cell, row, hidden]     what attention adds (Gemma: after its post-norm)
     blocks.{l}.hook_resid_mid                [cell, row, hidden]     resid_pre + attn_out
-    blocks.{l}.ln2.hook_normalized           [cell, row, hidden]     the MLP's input norm, before its weight (fp32)
+    blocks.{l}.ln2.hook_scale / _normalized  the MLP's input norm (as ln1)
     blocks.{l}.mlp.hook_pre                  [cell, row, d_mlp]      gate_proj's output, before the activation
     blocks.{l}.mlp.hook_pre_linear           [cell, row, d_mlp]      up_proj's output
     blocks.{l}.mlp.hook_post                 [cell, row, d_mlp]      act(pre) * pre_linear, down_proj's input
     blocks.{l}.hook_mlp_out                  [cell, row, hidden]     what the MLP adds (Gemma: after its post-norm)
     blocks.{l}.hook_resid_post               [cell, row, hidden]     layer l's output
-    ln_final.hook_normalized                 [cell, row, hidden]     the final norm, before its weight (fp32)
+    ln_final.hook_scale / hook_normalized    the final norm (as ln1)
     hook_unembed                             [cell, row, vocab]      the logits (after Gemma's soft-cap)
 
-`ln_final` and `hook_unembed` fire only on the rows whose logits a pass computes (the question's
+`ln_final`'s points and `hook_unembed` fire only on the rows whose logits a pass computes (the question's
 in `Context.run_with_cache`, an answer's in the batched cells and decode steps); a repair
 computes none. `hook_q_normed` / `hook_k_normed` exist only on families with q/k norms; the
 bridge gives them as [batch, head, pos, d_head] on Gemma 3 and Qwen3, the workbench as
@@ -43,7 +44,8 @@ whatever a hook writes there is dropped.
 Hooks are given as `{name: fn or [fn]}`, as `fwd_hooks=[(name or filter, fn), ...]` (a filter is a
 callable `name -> bool`, as in TransformerLens) or as a `Hooks`; they are checked against the
 model's names before any model work (`Hooks.of`). A hook that leaves NaN or inf (-inf is allowed
-in `hook_attn_scores`, as masking) raises an error naming its point. Without hooks a pass makes
+in `hook_attn_scores`, as masking) raises an error naming its point (not checked after a function
+marked `fn.reads_only = True`, such as `caching_hooks`'s, which never edits). Without hooks a pass makes
 no copy, no call and no check: each point is one `if`.
 """
 
@@ -56,13 +58,13 @@ import torch
 
 from workbench.errors import WorkbenchError
 
-LAYER_HOOKS = ("hook_resid_pre", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k", "attn.hook_v",
-               "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
+LAYER_HOOKS = ("hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
+               "attn.hook_v", "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
                "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid",
-               "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post", "hook_mlp_out",
-               "hook_resid_post")
+               "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post",
+               "hook_mlp_out", "hook_resid_post")
 QK_NORM_HOOKS = ("attn.hook_q_normed", "attn.hook_k_normed")
-FINAL_HOOKS = ("ln_final.hook_normalized", "hook_unembed")
+FINAL_HOOKS = ("ln_final.hook_scale", "ln_final.hook_normalized", "hook_unembed")
 EXPLICIT_ATTENTION = ("attn.hook_attn_scores", "attn.hook_pattern")  # points that write the softmax out
 
 
@@ -257,7 +259,7 @@ class Hooks:
                     raise WorkbenchError(f"hook on {name} returned a tensor {tuple(out.shape)} {out.dtype} on "
                                          f"{out.device}; expected {tuple(x.shape)} {x.dtype} on {x.device}")
                 x = out
-        if fns:
+        if any(not getattr(fn, "reads_only", False) for fn in fns):  # a reader leaves what it was given
             _check_finite(name, x)
         return x
 
@@ -295,4 +297,5 @@ def caching_hooks(names: Iterable[str], store: dict[str, torch.Tensor]) -> dict[
     def keep(x: torch.Tensor, hook: HookPoint) -> None:
         store[hook.name] = x.detach()
 
+    keep.reads_only = True  # it never edits: no finite check after it
     return {name: keep for name in names}

@@ -121,6 +121,9 @@ class Explicit:
             return x
         fill = float("-inf") if kind == "attn_scores" else 0.0
         n = int(key_positions.max()) + 1 if key_positions.numel() else 0
+        if key_positions.shape[1] == n and bool((key_positions == torch.arange(n, device=x.device)).all()):
+            # already by absolute position (the serial repair): no scatter, no copy
+            return self.hooks.call(name, x, self.rows.point(name, self.layer, key_positions, self.hooks.context(name)))
         column = _absolute_columns(key_positions, n)  # [cell, key]: its absolute position, or n (dropped)
         index = column[:, None, None].expand_as(x)
         full = x.new_full((*x.shape[:3], n + 1), fill).scatter_(-1, index, x)  # [cell, head, row, n + 1]
