@@ -11,25 +11,34 @@ import pandas as pd
 import streamlit as st
 
 
+def _missing(v) -> bool:
+    return v is None or (pd.api.types.is_scalar(v) and not isinstance(v, str) and bool(pd.isna(v)))
+
+
 def p_value(v) -> str:
-    return "" if v is None or pd.isna(v) else f"{v:.2g}"
+    return "" if _missing(v) else v if isinstance(v, str) else f"{v:.2g}"
 
 
 def rate(v) -> str:
-    return "" if v is None or pd.isna(v) else f"{v:.3f}"
+    return "" if _missing(v) else v if isinstance(v, str) else f"{v:.3f}"
 
 
 def signed(v) -> str:
-    return "" if v is None or pd.isna(v) else f"{v:+.3f}"
+    return "" if _missing(v) else v if isinstance(v, str) else f"{v:+.3f}"
 
 
 def count(v) -> str:
-    return "" if v is None or pd.isna(v) else f"{int(round(float(v)))}"
+    return "" if _missing(v) else v if isinstance(v, str) else f"{int(round(float(v)))}"
+
+
+def general(v) -> str:
+    """Six significant digits: cosines near 1 keep what tells them apart."""
+    return "" if _missing(v) else v if isinstance(v, str) else f"{v:.6g}"
 
 
 def compact(v) -> str:
     """A budget, a row count: as short as it reads (0.05, 81, 12.5)."""
-    if v is None or pd.isna(v):
+    if _missing(v):
         return ""
     return f"{v:g}" if isinstance(v, (int, float)) and math.isfinite(v) else str(v)
 

@@ -19,6 +19,21 @@ def open_example(run: str, example: str, selector: str, budget: float) -> None:
                                                          "selectors": selector})
 
 
+def sort_rows(matrix, order: str):
+    """The flip matrix's rows by example id (2 before 10), by disagreement among the selectors
+    (p·(1 − p) of the share that flips; highest first), or by one selector's outcome (its flips
+    first); ties by disagreement, then id."""
+    by_id = matrix.reindex(sorted(matrix.index, key=natural_key))
+    if order == "id":
+        return by_id
+    share = by_id.mean(axis=1)
+    keys = by_id.assign(_split=-(share * (1 - share)), _id=range(len(by_id)))
+    columns = (["_split"] if order == "disagreement" else [order, "_split"]) + ["_id"]
+    if order != "disagreement":
+        keys[order] = -keys[order]
+    return by_id.loc[keys.sort_values(columns, kind="stable").index]
+
+
 def ids_text(ids) -> str:
     return ", ".join(sorted(map(str, ids), key=natural_key))
 
@@ -50,7 +65,16 @@ baseline = c3.selectbox("Rescued relative to", selectors, key="flips_baseline",
                         help="An example is rescued when this selector's answer flips and the other's does not.")
 
 matrix = flip_matrix(outcomes, budget, strict=strict)
-matrix = matrix.reindex(sorted(matrix.index, key=natural_key))  # 2 before 10
+orders = ["id", "disagreement", *matrix.columns]
+ensure_choice("flips_sort", orders, "id")
+order = st.selectbox("Rows sorted by", orders, key="flips_sort",
+                     format_func=lambda o: {"id": "example id",
+                                            "disagreement": "disagreement (selectors split most evenly first)"}.get(
+                         o, f"{o}'s outcome (its flips first)"),
+                     help="Disagreement: the share of selectors that flip, p, as p·(1 − p): highest where the "
+                          "selectors split evenly, 0 where all flip or none does. A coin counts by the share of its "
+                          "draws that flip.")
+matrix = sort_rows(matrix, order)
 questions = dict(zip(sweep.examples["example_id"].astype(str), sweep.examples["question"].astype(str)))
 draws = outcomes.groupby(["selector", "example_id", "budget"]).size().groupby("selector").max().to_dict()
 event = show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "

@@ -56,6 +56,10 @@ st.dataframe(calls[["agent", "role", "depth", "reused", "max_entropy", "threshol
                     "template_differs", "output"]], hide_index=True, width="stretch")
 
 st.subheader("The entropy gate, call by call")
+st.caption("KVComm reuses a call only when every slot's gate says so: at least 2 anchors and the entropy at or under "
+           "γ·log2 n, decided once per message and kept. So a call under the threshold may still be prefilled "
+           "densely (a slot with fewer anchors, another slot's lower threshold, a call policy, OpenGate's draft) and "
+           "one over it reused (the pool already holds this agent's Δ); each marker's legend entry says which.")
 try:
     show_figure(figures.gate_entropy(data.calls[data.calls["method"] == method]),
                 f"gate-{run.name}-{method}", "pipe_gate")

@@ -1,7 +1,9 @@
 """Budget curves shows the contrast family: the pre-registered one where a run keeps
 `preregistration.json` (a restored record), else one chosen on the page; each contrast's b / c, raw
 and Holm p as `contrast_family` computes them, and a forest plot with the table's intervals; the
-selector chips filter the figures and the summary table."""
+selector chips filter the figures and the summary table. Beside it (issue 45 item 5): Decision
+flips names the selectors at the top and sorts its rows; Fidelity tells coinciding series apart and
+leaves missing values blank; the multi-agent gate figure says why each call was served as it was."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ def runs(tmp_path_factory, app_world):
     """A restored record (its preregistration.json kept beside it) and a copy of the small wide sweep."""
     root = tmp_path_factory.mktemp("contrasts") / "runs"
     keep.restore(RECORD, runs=root)
-    shutil.copytree(app_world["runs"] / "wide", root / "wide")
+    for name in ("wide", "pipe-all", "fid"):
+        shutil.copytree(app_world["runs"] / name, root / name)
     return root
 
 
@@ -114,3 +117,58 @@ def test_the_chips_filter_every_figure_and_the_summary_table(runs):
     gap = charts(at)[0]  # the headline: its axis says what a share above 1 is, or that there is no gap
     said = str(gap["layout"].get("yaxis", {}).get("title", {}).get("text", "")) + str(gap["layout"]["title"])
     assert "above 1: above dense" in said or "no EM gap" in said, said
+
+
+def test_decision_flips_sorts_rows_by_disagreement_or_by_a_selectors_outcome(runs):
+    at = open_page("views/flips.py")
+    at.selectbox(key="flips_run").set_value(RECORD).run()
+    ok(at)
+    matrix = charts(at)[0]
+    assert matrix["layout"]["xaxis"]["side"] == "top"  # the selectors named where the matrix starts
+    shown = frame_with(at, "example_id", "cadence-grad", "cacheblend").set_index("example_id")
+    at.selectbox(key="flips_sort").set_value("disagreement").run()
+    ok(at)
+    rows = [str(i) for i in array(charts(at)[0]["data"][0]["y"])]
+    split = shown.mean(axis=1) * (1 - shown.mean(axis=1))
+    assert [split[i] for i in rows] == sorted(split, reverse=True)
+    at.selectbox(key="flips_sort").set_value("cadence-grad").run()
+    ok(at)
+    rows = [str(i) for i in array(charts(at)[0]["data"][0]["y"])]
+    flips = shown["cadence-grad"]
+    assert [flips[i] for i in rows] == sorted(flips, reverse=True) and flips.nunique() > 1
+
+
+def test_the_gate_figure_says_why_each_call_was_reused_or_not(runs):
+    import pandas as pd_
+
+    from workbench.experiments.pipeline_summary import DENSE_OVER, REUSED_UNDER, gate_reasons
+
+    at = open_page("views/pipeline.py")
+    at.selectbox(key="pipeline_run").set_value("pipe-all").run()
+    calls = pd_.read_parquet(runs / "pipe-all" / "calls.parquet")
+    for method in ("kvcomm-always", "opengate"):
+        at.selectbox(key="pipe_method").set_value(method).run()
+        ok(at)
+        gate = next(c for c in charts(at) if "entropy gate" in str(c["layout"]["title"]))
+        gated = calls[(calls["method"] == method)].dropna(subset=["max_entropy"])
+        reasons = gate_reasons(gated)
+        drawn = {t["name"]: len(array(t["x"])) for t in gate["data"] if not t["name"].startswith("threshold")}
+        assert drawn == reasons.value_counts().to_dict()
+        under = gated["max_entropy"] <= gated["threshold"]
+        assert not (reasons[under & ~gated["reused"]] == DENSE_OVER).any()  # a dense call under it says why
+        assert (reasons[under & gated["reused"] & (gated["min_anchors"] >= 2)] == REUSED_UNDER).all()
+    assert len(set(gate_reasons(calls.dropna(subset=["max_entropy"])))) >= 3
+
+
+def test_fidelity_tells_coinciding_series_apart_and_leaves_missing_values_blank(runs):
+    at = open_page("views/fidelity.py")
+    at.selectbox(key="fidelity_run").set_value("fid").run()
+    ok(at)
+    conditions = frame_with(at, "condition", "layers", "transfer")
+    assert "-1" not in set(map(str, conditions["layers"])) and "" in set(map(str, conditions["layers"]))
+    alpha = next(c for c in charts(at) if "genuine mix" in str(c["layout"]["title"]))
+    series = [t for t in alpha["data"] if "lines" in str(t.get("mode"))]
+    assert len({t["marker"]["symbol"] for t in series}) == len(series)  # each its own marker
+    same = any(array(a["y"]) == array(b["y"]) and array(a["x"]) == array(b["x"])
+               for i, a in enumerate(series) for b in series[i + 1:])
+    assert same == ("drawn on each other" in str(alpha["layout"]["title"]["text"]))

@@ -354,7 +354,7 @@ def test_the_flip_matrix_labels_every_example_of_a_small_run_and_stays_bounded_f
 
     small = pd.DataFrame({"none": [1, 0, 1], "cadence": [0, 0, 1]}, index=["a", "b", "c"])
     fig = flip_matrix_figure(small)
-    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 360
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height == 360 and fig.layout.xaxis.side == "top"
     large = pd.DataFrame({"none": [1, 0] * 200}, index=[str(i) for i in range(400)])
     fig = flip_matrix_figure(large)
     assert fig.layout.yaxis.dtick is None and fig.layout.height == MAX_MATRIX_HEIGHT

@@ -130,3 +130,29 @@ def repair_summary(repair: pd.DataFrame, reference: str = "random") -> pd.DataFr
                              "spliced_em": none.to_numpy()})
     run = SweepRun(Path("."), {}, examples, outcomes)
     return summarize(run, reference=reference if reference in set(outcomes["selector"]) else None)
+
+
+# why a gated call was served as it was (the calls table keeps each call's highest slot entropy, its
+# highest threshold and its fewest anchors; a call is reused only when every slot's gate says so)
+REUSED_UNDER = "reused: entropy at or under the threshold"
+REUSED_KEPT = ("reused though a slot's gate said no: the pool already holds this agent's Δ for that message "
+               "(a kept decision)")
+DENSE_OVER = "dense: entropy over the threshold"
+DENSE_FEW = "dense under the threshold: a slot had fewer than 2 anchors (no entropy there)"
+DENSE_POLICY = "dense under the threshold: the method's call policy prefills this agent densely"
+DENSE_DRAFT = "dense under the threshold: the served draft's confidence fell below OpenGate's bar"
+DENSE_OTHER = "dense under the threshold: another slot's own threshold (γ·log2 n, fewer anchors) refused"
+POLICY_METHODS = ("protect-root", "protect-leaf", "coin-alloc")  # kvcomm_result(force_dense=...) by agent
+
+
+def gate_reasons(calls: pd.DataFrame) -> pd.Series:
+    """For each gated call (max_entropy known), why it was reused or prefilled densely, in words
+    (one of the REUSED_* / DENSE_* reasons), read from its row of the calls table."""
+    under = calls["max_entropy"] <= calls["threshold"]
+    reused = calls["reused"].astype(bool)
+    few = calls["min_anchors"] < 2
+    policy = calls["method"].isin(POLICY_METHODS)
+    drafted = calls["confidence"].notna() if "confidence" in calls else pd.Series(False, index=calls.index)
+    reason = np.select([reused & under & ~few, reused, ~under, drafted, few, policy],
+                       [REUSED_UNDER, REUSED_KEPT, DENSE_OVER, DENSE_DRAFT, DENSE_FEW, DENSE_POLICY], DENSE_OTHER)
+    return pd.Series(reason, index=calls.index)

@@ -187,11 +187,18 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | 
     labelled = len(matrix) <= LABELLED_ROWS
     fig.update_yaxes(title="example", range=[len(ids) - 0.5, -0.5], type="category", showgrid=False,
                      **({"dtick": 1} if labelled else {}))  # the first example on top
-    fig.update_xaxes(type="category", showgrid=False, range=[-0.5, len(x) - 0.5])
-    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(360, 18 * len(matrix) + 160)),
-                      plot_bgcolor="#8a8a8a")  # the gaps between cells: a grid
+    # the selectors named at the top (where a tall matrix starts) and, on a tall one, at the bottom too
+    fig.update_xaxes(type="category", showgrid=False, range=[-0.5, len(x) - 0.5], side="top", tickangle=-35)
+    if len(matrix) > BOTTOM_LABELS_FROM:
+        fig.add_trace(go.Scatter(x=x, y=[None] * len(x), xaxis="x2", showlegend=False, hoverinfo="skip",
+                                 mode="markers"))
+        fig.update_layout(xaxis2={"overlaying": "x", "side": "bottom", "matches": "x", "type": "category",
+                                  "showgrid": False, "tickangle": -35})
+    fig.update_layout(title=title, height=min(MAX_MATRIX_HEIGHT, max(360, 18 * len(matrix) + 220)),
+                      plot_bgcolor="#8a8a8a", margin={"t": 150})  # the gaps between cells: a grid
     return fig
 
 
 LABELLED_ROWS = 120
+BOTTOM_LABELS_FROM = 40  # rows from which the selectors are named under the matrix as well
 MAX_MATRIX_HEIGHT = 2400

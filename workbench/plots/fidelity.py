@@ -21,6 +21,32 @@ GENUINE_LABELS = {"kv": "genuine mix, keys and values", "k": "genuine mix, keys 
                   "v": "genuine mix, values only", "fact": "genuine mix, the fact's rows only"}
 SUBSPACE_LABELS = {"wk_colspace": "the column space of W_K, W_V", "bank_span": "the span of the bank's keys"}
 TRANSFER_RANGE = [-0.05, 1.05]  # room for points at 0 and 1 above the floor and reference lines
+SYMBOLS = ("circle", "square-open", "diamond", "x-thin-open", "triangle-up-open", "star")
+SIZES = (13, 11, 9, 7, 9, 7)  # nested sizes: a series drawn over another with the same values leaves it visible
+
+
+def tell_apart(fig: go.Figure) -> go.Figure:
+    """Series that sit on each other stay visible: each its own marker, nested sizes, and the title
+    says which series coincide (the same x and y at every point)."""
+    series = [t for t in fig.data if t.name and "lines" in str(t.mode or "")]
+    for k, trace in enumerate(series):
+        trace.marker.symbol = SYMBOLS[k % len(SYMBOLS)]
+        trace.marker.size = SIZES[k % len(SIZES)]
+        trace.marker.line = {"width": 1.5, "color": trace.line.color}
+    groups: list[list] = []  # series with the same x and y at every point, together
+    for trace in series:
+        key = (trace.xaxis, trace.yaxis, tuple(trace.x), tuple(trace.y))
+        found = next((g for g in groups if g[0] == key), None)
+        if found:
+            found.append(trace.name)
+        else:
+            groups.append([key, trace.name])
+    same = [g[1:] for g in groups if len(g) > 2]
+    if same:
+        lines = "<br>".join(", ".join(names[:-1]) + f" and {names[-1]}" for names in same)
+        fig.update_layout(title=f"{fig.layout.title.text or ''}<br><sub>drawn on each other (the same values): "
+                                f"{lines}</sub>", margin={"t": 90 + 16 * len(same)})
+    return fig
 
 
 def _anchors(fig: go.Figure, conditions: pd.DataFrame, row=None, col=None) -> None:
@@ -164,5 +190,6 @@ def pool_scaling(conditions: pd.DataFrame, title: str = "") -> go.Figure:
 
 def fidelity_figures(conditions: pd.DataFrame) -> dict[str, go.Figure]:
     """Every figure from a fidelity run's `conditions` table."""
-    return {"cosine": transfer_vs_cosine(conditions), "alpha": transfer_vs_alpha(conditions),
-            "layers": layer_sweep(conditions), "bank": bank_heatmap(conditions), "pool": pool_scaling(conditions)}
+    return {"cosine": tell_apart(transfer_vs_cosine(conditions)), "alpha": tell_apart(transfer_vs_alpha(conditions)),
+            "layers": tell_apart(layer_sweep(conditions)), "bank": bank_heatmap(conditions),
+            "pool": tell_apart(pool_scaling(conditions))}
