@@ -108,8 +108,9 @@ class EvidenceAttention:
             mask = visible_keys(query_pos, key_pos, self.ad.windows[layer])  # [suffix, end]
             kept = []
 
-            def pattern(probs, _positions):  # probs: [1, head, suffix, end]
-                kept.append(probs)
+            def pattern(kind, probs, _positions):  # kind: "attn_scores", then "pattern" ([1, head, suffix, end])
+                if kind == "pattern":
+                    kept.append(probs)
                 return probs
 
             queries = q[c, suffix[c]].transpose(0, 1)[None]  # [1, head, suffix, d_head]
@@ -117,6 +118,8 @@ class EvidenceAttention:
             mass = kept[0][0][..., self.evidence.to(keys.device)].sum(-1).float()  # [head, suffix]
             cell = int(hook.cells[c])
             self.found.setdefault(cell, {})[layer] = (float(mass[:, -1].mean()), float(mass.mean()))
+
+    _keep_queries.reads_only = _read.reads_only = True  # engine.hooks: readers, so no finite check after them
 
 
 def attention_rows(label: str, budget, draw, by_layer: dict[int, tuple[float, float]]) -> list[dict]:

@@ -93,6 +93,8 @@ class SuffixCapture:
             if self.cells is None or cell in self.cells:
                 self.found.setdefault(cell, {})[hook.layer()] = x[c, inside[c]].float()  # [suffix, hidden], a copy
 
+    _keep.reads_only = True  # engine.hooks: a reader, so no finite check after it
+
     def residuals(self, cell: int) -> list[torch.Tensor]:
         """Cell `cell`'s suffix residuals: [layer] of [suffix, hidden], fp32."""
         got = self.found.get(cell, {})

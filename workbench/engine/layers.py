@@ -148,7 +148,8 @@ def _absolute_columns(key_positions: torch.Tensor, n: int) -> torch.Tensor:
 def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
                        scaling: float, key_positions: torch.Tensor, explicit: Explicit) -> torch.Tensor:
     """Attention with its scores and pattern written out, for `hook_attn_scores` / `hook_pattern`
-    to read or edit (`Explicit`): fp32 scores and softmax.
+    to read or edit (`explicit(kind, x, key_positions) -> x`, kind "attn_scores" then "pattern":
+    an `Explicit`): fp32 scores and softmax.
 
     q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
     head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
