@@ -43,11 +43,15 @@ def compact(v) -> str:
     return f"{v:g}" if isinstance(v, (int, float)) and math.isfinite(v) else str(v)
 
 
+ROW_PX, MOST_ROWS = 35, 20  # a table shows up to MOST_ROWS rows before it scrolls
+
+
 def show_table(table: pd.DataFrame, headers: dict, formats: dict | None = None, key: str | None = None,
-               height: int | None = None) -> None:
+               pinned: tuple = ()) -> None:
     """`table`'s columns named by `headers` (its order; columns it lacks are left out), each
     formatted by `formats` (a column -> function of one value; floats default to 3 decimals), and
-    every missing value blank."""
+    every missing value blank; `pinned` columns stay in view while the table scrolls sideways; up
+    to MOST_ROWS rows before it scrolls."""
     columns = [c for c in headers if c in table.columns]
     shown = table[columns].reset_index(drop=True)
     formats = formats or {}
@@ -56,6 +60,6 @@ def show_table(table: pd.DataFrame, headers: dict, formats: dict | None = None, 
     for c in as_text:
         shown[c] = shown[c].map(chosen[c]).astype(object)
     styler = shown.style.format({c: f for c, f in chosen.items() if c not in as_text}, na_rep="")
-    config = {c: st.column_config.Column(headers[c]) for c in columns}
+    config = {c: st.column_config.Column(headers[c], pinned=c in pinned) for c in columns}
     st.dataframe(styler, hide_index=True, width="stretch", column_config=config, key=key,
-                 **({"height": height} if height else {}))
+                 height=ROW_PX * (min(len(shown), MOST_ROWS) + 1) + 3)

@@ -33,7 +33,7 @@ FORMATS = {"n": count, "ref_b": count, "ref_c": count, "dense_b": count, "dense_
            "gap_recovered_low": signed, "gap_recovered_high": signed}
 CONTRAST_HEADERS = {"family": "family", "name": "contrast", "a": "A", "b": "B", "at": "budget", "n": "n",
                     "b_count": "b (A right, B wrong)", "c_count": "c", "p_value": "p", "p_holm": "Holm p",
-                    "rate_a": "A", "rate_b": "B", "difference": "A − B", "low": "95% low", "high": "95% high",
+                    "rate_a": "A's rate", "rate_b": "B's rate", "difference": "A − B", "low": "95% low", "high": "95% high",
                     "draws": "b / c per draw", "draws_separating": "draws p < 0.05", "test": "test"}
 CONTRAST_FORMATS = {"b_count": count, "c_count": count, "p_value": p_value, "p_holm": p_value, "difference": signed,
                     "low": signed, "high": signed, "draws_separating": count, "n": count}
@@ -146,7 +146,7 @@ if contrasts is not None and len(contrasts):
                "(a coin) the exact sign-flip test on its mean over draws, with each draw's b / c beside it. "
                "p raw and Holm-adjusted within each family; A − B is the paired difference with its bootstrap 95% "
                "interval. The whole family is tested whichever selectors are shown above.")
-    show_table(contrasts, CONTRAST_HEADERS, CONTRAST_FORMATS, key="curves_contrasts_table")
+    show_table(contrasts, CONTRAST_HEADERS, CONTRAST_FORMATS, key="curves_contrasts_table", pinned=("name",))
     csv_button(contrasts, f"contrasts-{run.name}", "curves_contrasts_csv", "Contrasts as CSV")
     show_figure(forest_figure(contrasts, f"Paired differences A − B on {contrast_measure} (filled: Holm p < 0.05)"),
                 f"forest-{run.name}", "curves_forest")
@@ -201,7 +201,7 @@ st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm
            "(a coin: the exact sign-flip test on its mean over draws, no b/c). "
            + (f"\"vs ref\": against {plain(reference)}, " if reference else "") + "\"vs dense\": against the dense "
            "prefill. Blank: not defined (no gap, a coin's b / c, no reference).")
-show_table(in_view, HEADERS, FORMATS, key="curves_summary_table")
+show_table(in_view, HEADERS, FORMATS, key="curves_summary_table", pinned=("selector", "budget"))
 csv_button(in_view, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV")
 
 st.subheader("Rows needed to reach a target")

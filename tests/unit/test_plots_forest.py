@@ -73,3 +73,4 @@ def test_the_suggested_family_pairs_each_selector_with_the_comparison_and_its_co
     family = suggested_family(["none", "full", "random", "cacheblend", "cadence-grad", "bcr", "coin:bcr"],
                               [0.1, 0.2, 0.5])
     assert family == ["cadence-grad:cacheblend@0.2", "bcr:cacheblend@0.2", "bcr:coin@0.2"]
+    assert suggested_family(["none", "full", "epic"], [0.2]) == ["epic:none@0.2"]  # no comparison: the splice

@@ -103,8 +103,8 @@ def _allowed(a: str, b: str, labels) -> bool:
 
 def suggested_family(labels, budgets) -> list[str]:
     """A family to start from where none is pre-registered: every selector against the default
-    comparison (cacheblend, else random) and each matched coin against its selector, at the
-    budget nearest 0.2."""
+    comparison (cacheblend, else random, else the splice `none`) and each matched coin against its
+    selector, at the budget nearest 0.2."""
     from workbench.selectors import parse_selector
     from workbench.selectors.registry import comparison_reference, reference_selectors
 
@@ -113,7 +113,7 @@ def suggested_family(labels, budgets) -> list[str]:
         return []
     at = min(budgets, key=lambda b: (abs(b - 0.2), b))
     labels = list(dict.fromkeys(labels))
-    against = comparison_reference(labels)
+    against = comparison_reference(labels) or ("none" if "none" in labels else None)  # else: the splice
     out = []
     for label in labels:
         try:

@@ -144,7 +144,10 @@ def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> 
         fig.update_layout(xaxis2={"overlaying": "x", "side": "top", "matches": "x", "tickvals": list(at.values),
                                   "ticktext": [f"b={b:g}" for b in at.index], "showgrid": False,
                                   "title": {"text": "budget (at its median rows)", "standoff": 4}})
-    fig.update_yaxes(title="exact match")
+    values = summary["em"].astype(float).dropna()
+    pad = 0.06 * max(float(values.max() - values.min()), 0.05) if len(values) else 0.05
+    # the references' lines inside the plot, not on its edges
+    fig.update_yaxes(title="exact match", range=[float(values.min()) - pad, float(values.max()) + pad] if len(values) else None)
     fig.update_layout(title=title, height=height_for_legend(fig, 460), margin={"t": 110})
     return fig
 
