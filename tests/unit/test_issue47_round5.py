@@ -364,3 +364,16 @@ def test_the_summary_counts_the_examples_short_of_distractors(tiny_llama, tmp_pa
     run_sweep(tiny_llama, config, tmp_path / "run", progress=False)
     text = render(*summarize_run(tmp_path / "run"))
     assert "2 of 3 examples had fewer distractors than the passage setting asks (up to 2 fewer)" in text
+
+
+def test_the_app_names_the_plugin_that_took_a_builtin_selector_name(own_registry, tmp_path, monkeypatch):
+    """The app imports $KVWB_PLUGINS through the same registry: its sidebar message names the plugin."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "app"))
+    import state
+
+    (tmp_path / "takes_cacheblend.py").write_text(PLUGIN)
+    monkeypatch.setenv("KVWB_PLUGINS", str(tmp_path / "takes_cacheblend.py"))
+    (problem,) = state.load_plugins()
+    assert "did not load (WorkbenchError: plugin module 'kvwb_plugin_takes_cacheblend_" in problem
+    assert "may not register the selector 'cacheblend'" in problem
+    assert own_registry.get_selector("cacheblend").code.startswith("workbench.selectors.builtin.")
