@@ -91,3 +91,17 @@ def test_the_grid_is_selector_rows_by_budget_columns():
     assert grid.columns.tolist() == ["selector", "b=0.2"]
     assert grid.set_index("selector").loc["none", "b=0.2"] == "4: 1 / 1 / 1 / 1"
     assert grid.set_index("selector").loc["coin:bcr", "b=0.2"] == "1.0: 0.0 / 0.0 / 0.5 / 0.5"
+
+
+def test_the_grid_answers_read_as_kvwb_answerability_prints_them():
+    """`kvwb answerability --csv` tables carry every column the anatomy needs (10.12's kept grid):
+    Gemma's niah_single at 512 loses 6 exact matches, all run-ons; SmolLM2's niah_multivalue at
+    1024 loses 7, all retrievals."""
+    from pathlib import Path
+
+    grid = Path(__file__).resolve().parents[2] / "docs" / "records" / "grid-retrieved"
+    single = splice_anatomy(pd.read_csv(grid / "gemma3-270m-niah_single-512.csv"))
+    multivalue = splice_anatomy(pd.read_csv(grid / "smollm2-135m-niah_multivalue-1024.csv"))
+    assert (single["lost"], single["lost_gold"], single["ran_on"]) == (6, 0, 6)
+    assert (multivalue["lost"], multivalue["lost_gold"]) == (7, 7)
+    assert "Most of this EM gap" in anatomy_sentence(single) and "Most of" not in anatomy_sentence(multivalue)

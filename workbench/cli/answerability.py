@@ -36,6 +36,7 @@ def command(args) -> int:
     dense's, before a selector study is set on that data (no signals, no repairs)."""
     from workbench.atomic import write_text
     from workbench.experiments.answerability import answerability, answerability_summary
+    from workbench.experiments.gap_anatomy import anatomy_sentence, splice_anatomy
     from workbench.runstore import check_out
     from workbench.tasks import check_dataset
 
@@ -52,6 +53,9 @@ def command(args) -> int:
         f"{s['ran_on']:.0%}")
     for measure, label in (("em", "EM"), ("retrieved", "retrieved")):
         say("  " + summary_line(answerability_summary(table, measure), label))
+    anatomy = anatomy_sentence(splice_anatomy(table), hint=False)
+    if anatomy:
+        say("  " + anatomy)
     if args.csv:
         write_text(args.csv, table.to_csv(index=False))
         say(f"wrote {printable(args.csv)}")
