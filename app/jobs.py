@@ -31,7 +31,8 @@ class Cancelled(Exception):
 class Job:
     """One piece of model work: its state, progress, result or error."""
 
-    title: str  # what other sessions read: "a Live diagnosis (example 5) of another session"
+    title: str  # what other sessions read: "a Live diagnosis of example 5"
+    owner: str = ""  # the browser session that started it ("session 2"; see status.session_label)
     state: str = "new"  # new, waiting, running, done, failed, cancelled
     share: float = 0.0  # progress, 0..1
     text: str = ""  # what it is doing now
@@ -61,10 +62,14 @@ class Job:
         self.share, self.text = min(1.0, max(0.0, share)), text
 
     def describe(self) -> str:
-        """The job as another page tells it: title, progress, how long it has run."""
+        """The job as another page tells it: title, whose, progress, how long it has run (or waited)."""
         doing = self.detail() if self.detail is not None else self.text
-        since = f"started {time.time() - (self.began or self.asked):.0f} s ago"
-        return f"{self.title} ({doing + ', ' if doing else ''}{since})"
+        if self.began is not None:
+            since = f"running for {time.time() - self.began:.0f} s"
+        else:
+            since = f"asked {time.time() - self.asked:.0f} s ago"
+        whose = f" of {self.owner}" if self.owner else ""
+        return f"{self.title}{whose} ({doing + ', ' if doing else ''}{since})"
 
 
 class ModelGate:

@@ -8,11 +8,13 @@ kept until the user dismisses them (a page that moves on never loses one).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
 import streamlit as st
 
+import jobs
 import state
 from widgets import plain
 
@@ -40,12 +42,45 @@ def dismiss(number: int) -> None:
     st.session_state[ERRORS] = [e for e in st.session_state.get(ERRORS, []) if e["id"] != number]
 
 
+_sessions = itertools.count(1)  # the process's browser sessions, numbered as they first draw a page
+_numbering = threading.Lock()
+
+
+def session_label() -> str:
+    """This browser session's name in the status lines ("session 2"), the same on every page."""
+    if "kvwb_session" not in st.session_state:
+        with _numbering:
+            st.session_state["kvwb_session"] = f"session {next(_sessions)}"
+    return st.session_state["kvwb_session"]
+
+
+def pending_lines(gate: jobs.ModelGate, me: str) -> list[str]:
+    """The work on `gate` now, in words, as session `me` reads it: who holds the model and who waits,
+    in order, each job's stage and time, and whose it is (this session's, or which other one's)."""
+    out = []
+    for job in gate.ahead_of(None):
+        whose = "" if not job.owner else " (this session)" if job.owner == me else \
+            f" ({job.owner}, another browser session)"
+        words = job.describe().replace(f" of {job.owner}", "", 1) if job.owner else job.describe()
+        out.append(f"{'running' if job is gate.holder else 'waiting'}{whose}: {words}")
+    return out
+
+
 def pending() -> list[str]:
-    """The work on the model now, in words: who holds it, who waits, in order."""
-    gate = state.model_gate()
-    mine = st.session_state.get("live_job")
-    return [f"{'running' if job is gate.holder else 'waiting'}: {'(this session) ' if job is mine else ''}"
-            f"{job.describe()}" for job in gate.ahead_of(None)]
+    """The work on the model now, in words (`pending_lines` for this session)."""
+    return pending_lines(state.model_gate(), session_label())
+
+
+def _pending_box() -> None:
+    """The pending work, redrawn every second while there is any; once it is all done, the whole page
+    again (the result it waited for, no stale line)."""
+    lines = pending()
+    if not lines:
+        st.rerun()
+    with st.container(border=True):
+        st.markdown("**Status**")
+        for line in lines:
+            st.caption(plain(line))
 
 
 def _box():
@@ -68,8 +103,9 @@ def _show(error: dict) -> None:
 def status_area() -> None:
     """A bordered box of the pending work and the kept errors, drawn where it is called (before the
     page, so that a page that stops early still has it); errors the page reports join it."""
+    session_label()
+    if pending():
+        st.fragment(run_every=1.0)(_pending_box)()
     _run.slot, _run.box = st.container(), None
-    for line in pending():
-        _box().caption(plain(line))
     for error in st.session_state.get(ERRORS, []):
         _show(error)

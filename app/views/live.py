@@ -12,7 +12,8 @@ import streamlit as st
 import jobs
 import state
 from live_fields import example_fields
-from status import report_error
+from status import report_error, session_label
+from heads_lens_panel import heads_lens_panel
 from diagnosis_panel import diagnosis_panel
 from widgets import plain
 import workbench.app_api as wb
@@ -122,6 +123,29 @@ STAGE_SPAN = {"context": (0.0, 0.05), "signals": (0.05, 0.25), "repairs": (0.25,
 STAGE_TEXT = {"context": "splice and dense reference", "signals": "signals and selections",
               "repairs": "repairs with their answers"}
 JOB, NOTICE = "live_job", "live_notice"  # session keys: the run in flight, how the last one ended
+ASKED, USED = "live_asked", "live_used"  # the field values the run in flight / the diagnosis shown was computed with
+FIELDS = {"model_spec": "model", "live_passages": "passages", "live_question": "question",
+          "live_gold": "accepted answers", "live_system": "system prompt", "live_lead": "answer lead",
+          "live_all": "every answer must be named", "live_selectors": "selectors", "live_budgets": "budgets",
+          "live_max_new": "answer tokens", "live_attribution": "attribution check"}
+
+
+def field_values() -> dict:
+    """The fields as they are now (what a run started now would be computed with)."""
+    return {key: st.session_state.get(key) for key in FIELDS}
+
+
+def computed_with(d, asked: dict | None) -> None:
+    """Which field values the diagnosis shown was computed with, and which fields differ now."""
+    ex, c = d.example, d.config
+    st.caption(f"Computed with: model {plain(d.model.get('name', '?'))}; example {plain(ex.id)} ({len(ex.passages)} "
+               f"passages; question: {plain(ex.question)}); selectors {plain(', '.join(c.selectors))}; budgets "
+               f"{', '.join(f'{b:g}' for b in c.budgets)}; {c.max_new_tokens} answer tokens"
+               f"{'; the attribution check' if c.attribution else ''}.")
+    changed = [label for key, label in FIELDS.items() if asked is not None and asked.get(key) != st.session_state.get(key)]
+    if changed:
+        st.warning(f"The fields have changed since this diagnosis was computed ({', '.join(changed)}): it shows the "
+                   f"values above, not the fields'. Press **Run diagnosis** to compute it with the fields as they are.")
 
 
 def progress_report(job: jobs.Job, ctx):
@@ -129,6 +153,10 @@ def progress_report(job: jobs.Job, ctx):
     def report(stage: str, done: int, total: int) -> None:
         low, high = STAGE_SPAN.get(stage, (0.0, 1.0))
         unit = "cells" if stage == "repairs" else "selectors" if stage == "signals" else "steps"
+        if stage == "repairs" and done >= total:  # the cells are done; dense's pass, the outcomes and tables follow
+            job.progress(0.97, f"all {total} cells done: the dense reference's pass, the outcomes, the tables and "
+                               f"the layer effects ({ctx.layout.n_tokens} tokens)")
+            return
         job.progress(low + (high - low) * done / max(1, total),
                      f"{STAGE_TEXT.get(stage, stage)}: {done} of {total} {unit} "
                      f"({ctx.layout.n_tokens} tokens, {ctx.n_reused} reused)")
@@ -158,7 +186,9 @@ def run_live() -> None:
         return diagnosis
 
     st.session_state.pop(NOTICE, None)
-    st.session_state[JOB] = jobs.start(jobs.Job(f"a Live diagnosis of example {example.id}"), state.model_gate(), work)
+    st.session_state[ASKED] = field_values()
+    st.session_state[JOB] = jobs.start(jobs.Job(f"a Live diagnosis of example {example.id}", owner=session_label()),
+                                       state.model_gate(), work)
     st.rerun()  # the page again, now with the run in flight (its progress, the Cancel button)
 
 
@@ -176,6 +206,7 @@ def collect() -> None:
     del st.session_state[JOB]
     if job.state == "done":
         st.session_state.update(live_diagnosis=job.result, live_seconds=job.seconds)
+        st.session_state[USED] = st.session_state.get(ASKED)
     elif job.state == "cancelled":
         st.session_state[NOTICE] = ("warning", "The diagnosis was cancelled (Cancel was pressed); nothing was "
                                                "kept. Press **Run diagnosis** to start again.", None)
@@ -194,7 +225,7 @@ def _progress() -> None:
     if job.state == "waiting":
         st.info(plain(state.model_gate().busy_text(job)))
     else:
-        st.progress(job.share, text=f"{job.text or 'starting'} · {job.seconds:.0f} s")
+        st.progress(job.share, text=f"{job.text or 'starting'} · {job.seconds:.0f} s since it got the model")
     st.caption("Changing the fields now does not stop this run: it finishes with the fields as they were when "
                "you pressed Run, and its diagnosis replaces the one below.")
 
@@ -289,8 +320,11 @@ if diagnosis is None:
 st.divider()
 st.header("Diagnosis")
 timing = st.empty()
+computed_with(diagnosis, st.session_state.get(USED))
 shown = time.perf_counter()
-diagnosis_panel(diagnosis, "liveview")
+view = diagnosis_panel(diagnosis, "liveview")
 timing.caption(f"Diagnosed in {st.session_state.get('live_seconds', 0.0):.1f} s on the model; drawn in "
                f"{time.perf_counter() - shown:.1f} s (figures and tables).")
+if view is not None:
+    heads_lens_panel(diagnosis, "liveview", f"live:{id(diagnosis)}", *view, st.session_state.get("liveview_token"))
 save_panel(diagnosis)
