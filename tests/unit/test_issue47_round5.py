@@ -152,6 +152,19 @@ def test_a_refused_run_leaves_no_folder_and_loads_no_model(command, argv, messag
     assert not out.exists()
 
 
+@pytest.mark.parametrize("argv", [
+    ["curve", "--seed", str(2**64)], ["curve", "--budget", "2"], ["fidelity", "--seed", str(2**64)],
+    ["fidelity", "--alphas", "-1"], ["pipeline", "--seed", str(2**64)], ["pipeline", "--methods", "nope"],
+    ["run", "--executor", "ray", "--gpus-per-worker", "-1", "--n", "1"], ["run", "--reference", "nope", "--n", "1"],
+    ["run", "--dataset", "ruler:niah_single", "--target-tokens", "999999999", "--n", "1"],
+])
+def test_other_refusals_leave_no_folder_either(argv, tmp_path, monkeypatch, capsys):
+    """Refusals of the other commands that write a run (these held before round 5; kept as regressions)."""
+    monkeypatch.setattr("workbench.models.load_model", _no_model)
+    assert run_cli([*argv, "--out", tmp_path / "r"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
 # item 7: a plugin may not take a built-in selector's name; a run records each selector's code
 
 @pytest.fixture
