@@ -59,6 +59,14 @@ def diagnoses(tiny_llama):
     return plain, hooked
 
 
+@pytest.fixture(scope="module")
+def model_folder(tiny_llama, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("model") / "tiny"
+    tiny_llama.hf.save_pretrained(folder)
+    tiny_llama.tokenizer.save_pretrained(folder)
+    return folder
+
+
 # item 3: a diagnosis computed under hooks says so
 
 HOOKS = {"blocks.0.hook_attn_out": [f"{__name__}.zero_attention"],
@@ -127,6 +135,18 @@ def test_a_hooked_run_records_its_hooks_refuses_an_unhooked_resume_and_its_summa
     assert len(flagged) == 1 and "1 of 1 examples were computed under hooks" in flagged[0]
     with pytest.raises(WorkbenchError, match="hooks: .* in the run vs None now"):
         run_sweep(tiny_llama, config, tmp_path / "run", progress=False)
+
+
+def test_kvwb_run_refuses_to_resume_a_run_holding_a_hooked_example(diagnoses, model_folder, tmp_path, capsys):
+    _, hooked = diagnoses
+    argv = ["run", "--model", model_folder, "--dataset", jsonl(tmp_path / "d.jsonl", ["a", "b"]), "--n", "2",
+            "--selectors", "none", "--budgets", "0.5", "--max-new-tokens", "2", "--out", tmp_path / "run"]
+    assert run_cli(argv) == 0
+    hooked.save(tmp_path / "run" / "diagnoses" / "t0")  # a hooked diagnosis saved into the run from Python
+    capsys.readouterr()
+    assert run_cli(argv) == 2
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kvwb:")]
+    assert "t0 was computed under hooks" in err and "never mixes the two" in err
 
 
 # item 5: a refused run leaves no folder
@@ -292,14 +312,6 @@ def test_a_worker_ends_when_its_driver_process_is_gone():
 
 
 # item 13: an answer limit shorter than the golds is one warning line
-
-@pytest.fixture(scope="module")
-def model_folder(tiny_llama, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("model") / "tiny"
-    tiny_llama.hf.save_pretrained(folder)
-    tiny_llama.tokenizer.save_pretrained(folder)
-    return folder
-
 
 def test_answerability_warns_in_one_line_when_the_limit_is_shorter_than_seven_digit_golds(model_folder, tmp_path,
                                                                                            capsys):
