@@ -62,3 +62,19 @@ def test_the_explorer_shows_attention_by_head_and_the_logit_lens_on_demand(run):
     at.select_slider(key="explorer_hl_layer").set_value(0).run()  # another layer: cached, no button again
     ok(at)
     assert any("at layer 0" in t for t in titles(at))
+
+
+def test_a_token_chosen_in_the_strip_is_the_query():
+    at = open_page("views/explorer.py")
+    at.selectbox(key="explorer_run").set_value("synth").run()
+    token = at.selectbox(key="explorer_token")  # options shown as "pos 93: 'x'"
+    chosen = int(token.options[-1].split(":")[0].removeprefix("pos "))  # a reused row of the last passage
+    token.set_value(chosen).run()
+    assert at.session_state["explorer_token"] == chosen
+    at.radio(key="explorer_hl_query").set_value("chosen").run()
+    at.button(key="explorer_hl_go").click().run()
+    ok(at)
+    heads = [c for c in charts(at) if "attends to" in str(c["layout"]["title"]["text"])]
+    assert len(heads) == 1 and f"What token {chosen} " in heads[0]["layout"]["title"]["text"]
+    notes = [i.value for i in at.info if "reused here" in i.value]  # the splice reused it: its sender's pass is not rerun
+    assert any(n.startswith("splice:") for n in notes)
