@@ -175,3 +175,14 @@ def test_provenance_names_the_environment_or_says_not_recorded():
     assert versions == "transformers 5.24.0 (first start)"
     assert provenance({"git_revision": None})[0] == "not recorded"
     assert provenance(None) == ("not recorded (CSVs, no manifest)", "not recorded")
+
+
+@pytest.mark.parametrize("document", ["docs/RESULTS.md", "docs/records/README.md"])
+def test_every_table_the_docs_mark_is_registered_and_whole(document):
+    """The marks `make results` checks name registered tables of one shape (no record is read here)."""
+    found = tables((Path(__file__).parents[2] / document).read_text(encoding="utf-8"))
+    marked = [t for t in found if t.name is not None]
+    assert marked, f"{document} marks no table"
+    for t in marked:
+        assert t.name in TABLES, f"{document} line {t.line}: {t.name} is not registered"
+        assert t.rows and all(len(row) == len(t.header) for row in t.rows), f"{t.name}: a row of another width"
