@@ -50,22 +50,28 @@ def _manifest(folder: Path) -> dict:
         raise SystemExit(f"keep.py: {err}") from None
 
 
-def _identity(manifest: dict, without: set[str]) -> dict:
-    """What makes a run the run it is: kind, model (fingerprint keys in `without` left out), args."""
+def _identity(manifest: dict, without: set[str], args_without: set[str] = frozenset()) -> dict:
+    """What makes a run the run it is: kind, model (fingerprint keys in `without` left out), args (keys in
+    `args_without` left out)."""
     model = dict(manifest.get("model") or {})
     if isinstance(model.get("fingerprint"), dict):
         model["fingerprint"] = {k: v for k, v in model["fingerprint"].items() if k not in without}
-    return {"kind": manifest.get("kind"), "model": model, "args": manifest.get("args")}
+    args = manifest.get("args")
+    if isinstance(args, dict):
+        args = {k: v for k, v in args.items() if k not in args_without}
+    return {"kind": manifest.get("kind"), "model": model, "args": args}
 
 
 def _check_same_run(run: Path, dest: Path, manifest: dict) -> None:
     """Refuse to save `run` over a record of another run (its examples would be mixed in)."""
-    from workbench.runstore.manifest import ADDED_FINGERPRINT_KEYS, identity_differences
+    from workbench.runstore.manifest import ADDED_ARGS, ADDED_FINGERPRINT_KEYS, identity_differences
 
     kept = _manifest(dest)
     prints = [(m.get("model") or {}).get("fingerprint") or {} for m in (kept, manifest)]
     without = {k for k in ADDED_FINGERPRINT_KEYS if any(k not in p for p in prints)}  # written before the key
-    diffs = identity_differences(_identity(kept, without), _identity(manifest, without))
+    args = [m.get("args") if isinstance(m.get("args"), dict) else {} for m in (kept, manifest)]
+    args_without = {k for k in ADDED_ARGS if any(k not in a for a in args)}  # a record kept before the key
+    diffs = identity_differences(_identity(kept, without, args_without), _identity(manifest, without, args_without))
     if diffs:
         raise SystemExit(f"keep.py: {dest} holds the record of another run than {run} ({'; '.join(diffs)}); "
                          f"save it under another name")

@@ -402,3 +402,26 @@ def test_the_app_names_the_plugin_that_took_a_builtin_selector_name(own_registry
     assert "did not load (WorkbenchError: plugin module 'kvwb_plugin_takes_cacheblend_" in problem
     assert "may not register the selector 'cacheblend'" in problem
     assert own_registry.get_selector("cacheblend").code.startswith("workbench.selectors.builtin.")
+
+
+def test_keep_saves_a_run_resumed_under_recorded_selector_code_over_its_older_record(tmp_path):
+    """A study kept before `selector_code` existed, resumed today, is still the same run to keep.py;
+    one whose selectors' code differs from its record's is not."""
+    import importlib.util
+
+    from workbench.runstore.manifest import new_manifest, write_manifest
+
+    spec = importlib.util.spec_from_file_location("keep", Path(__file__).parents[2] / "docs" / "records" / "keep.py")
+    keep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keep)
+    run, records = tmp_path / "runs" / "study", tmp_path / "records"
+    run.mkdir(parents=True)
+    args = {"dataset": "synthetic", "n": 2}
+    write_manifest(run, new_manifest("sweep", IDENTITY, args))
+    keep.save(run, records)
+    write_manifest(run, new_manifest("sweep", IDENTITY, {**args, "selector_code": {"none": "workbench.x.none"}}))
+    keep.save(run, records)  # resumed under today's code: the record gains the key
+    assert json.loads((records / "study" / "manifest.json").read_text())["args"]["selector_code"]
+    write_manifest(run, new_manifest("sweep", IDENTITY, {**args, "selector_code": {"none": "plugin.none"}}))
+    with pytest.raises(SystemExit, match="another run .*selector_code.none"):
+        keep.save(run, records)
