@@ -11,7 +11,9 @@ import pytest
 import torch
 
 import workbench as wb
+from tests.unit.test_hooks_tl import assert_every_point_is_the_bridges, engine_dense_pass
 from workbench import interop
+from workbench.engine.hooks import hook_names
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +44,7 @@ def _prefill(smol, tmp_path_factory):
                                                  tokenizer=AutoTokenizer.from_pretrained(folder))
     ctx = wb.build_context(smol, wb.load_example("synthetic#0"))
     ids = ctx.layout.ids[:ctx.layout.suffix_start]  # [pos]
-    wanted = set(interop.transformer_lens_names(ctx.dense)) | {
-        f"blocks.{l}.attn.hook_pattern" for l in PATTERN_LAYERS}
+    wanted = set(interop.transformer_lens_names(ctx.dense)) | set(hook_names(smol.adapter))  # every engine point
     with torch.no_grad():
         _, cache = bridge.run_with_cache(ids[None], names_filter=lambda name: name in wanted)
     return ctx, cache, interop.attention_pattern(smol, ids, layers=PATTERN_LAYERS)
@@ -64,3 +65,10 @@ def test_hook_pattern_matches_the_workbench_attention(prefill):
     for name, value in ours.items():
         assert tl[name].shape == value.shape == (1, 9, n, n), name
         assert (tl[name] - value).abs().max() < ATOL, name
+
+
+def test_every_engine_hook_point_equals_the_bridges(prefill):
+    """Issue 44: each hook name of the engine's full dense pass means and holds what the bridge's does."""
+    ctx, tl, _ = prefill
+    ids = ctx.layout.ids[:ctx.layout.suffix_start]
+    assert_every_point_is_the_bridges(engine_dense_pass(ctx.model, ids), tl, hook_names(ctx.model.adapter))

@@ -21,18 +21,19 @@
     blocks.{l}.hook_mlp_out                  [cell, row, hidden]     what the MLP adds (Gemma: after its post-norm)
     blocks.{l}.hook_resid_post               [cell, row, hidden]     layer l's output
     ln_final.hook_scale / hook_normalized    the final norm (as ln1)
-    hook_unembed                             [cell, row, vocab]      the logits (after Gemma's soft-cap)
+    hook_unembed                             [cell, row, vocab]      the LM head's output (before a logit soft-cap)
 
-`ln_final`'s points and `hook_unembed` fire only on the rows whose logits a pass computes (the question's
-in `Context.run_with_cache`, an answer's in the batched cells and decode steps); a repair
-computes none. `hook_q_normed` / `hook_k_normed` exist only on families with q/k norms; the
+`ln_final`'s points and `hook_unembed` fire only on the rows whose logits a pass computes (every
+row of `Context.run_with_cache`'s pass, each cell's teacher-forced rows in the batched cells, each
+decode step's); a repair computes none. `hook_q_normed` / `hook_k_normed` exist only on families with q/k norms; the
 bridge gives them as [batch, head, pos, d_head] on Gemma 3 and Qwen3, the workbench as
 [cell, row, head, d_head] like `hook_q` (the test transposes).
 
 A hook is called `fn(tensor, hook=point)`, as TransformerLens calls it: it may edit the tensor
 in place, return a replacement of the same shape, dtype and device, or return None to keep it.
 `hook` is a `HookPoint`: `.name`, `.layer()` (None for the points outside the blocks), `.ctx`
-(a dict kept per point for the whole pass, as TransformerLens's), and the workbench's additions:
+(a dict per point, as TransformerLens's, kept as long as the `Hooks`: one call's groups and decode
+steps when a dict is given, every pass of `diagnose`), and the workbench's additions:
 the absolute positions of the rows (`positions`, [cell, row], -1 on padding), for
 `hook_pattern` / `hook_attn_scores` of the keys (`key_positions`, [cell, key]: absolute positions
 0..n-1 in every pass, the batched cells' and decode steps' included, so a repaired position
@@ -121,20 +122,6 @@ class Rows:
         """One row per cell (a decode step). positions: [cell]; cells: [cell] their indices."""
         n = positions.numel()
         return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n), cells)
-
-    def select(self, tokens: torch.Tensor) -> Rows:
-        """These rows narrowed to `tokens` ([k] indices into the rows laid end to end), each cell
-        keeping its own: the rows whose logits a pass computes. Padded to the longest cell."""
-        cell_of = self.cell_of[tokens]
-        counts = torch.bincount(cell_of, minlength=len(self.positions))  # [cell]
-        starts = torch.cumsum(counts, 0) - counts
-        order = torch.argsort(cell_of, stable=True)
-        row_of = torch.empty_like(cell_of)
-        row_of[order] = torch.arange(len(tokens), device=tokens.device) - starts[cell_of[order]]
-        width = int(counts.max()) if len(tokens) else 0
-        positions = self.positions.new_full((len(self.positions), width), -1)
-        positions[cell_of, row_of] = self.positions[cell_of, self.row_of[tokens]]
-        return Rows(positions, cell_of, row_of, self.cells)
 
     def point(self, name: str, layer: int | None, key_positions: torch.Tensor | None = None,
               ctx: dict | None = None) -> HookPoint:
