@@ -9,6 +9,7 @@ import workbench as wb
 from tests.conftest import small_example, tiny_model
 from workbench.diagnosis import diagnose, run as diagnosis_run
 from workbench.engine.answers import answer_cells
+from workbench.engine.hooks import Hooks
 
 POINT = "blocks.1.attn.hook_z"
 
@@ -121,3 +122,14 @@ def test_the_finite_check_costs_nothing_without_a_hook(ctx, monkeypatch):
     assert calls == []
     ctx.repair(ctx.reused_positions[:3], hooks={POINT: lambda x, hook: None})
     assert calls == [POINT]
+
+
+def test_a_hooks_object_is_taken_wherever_hooks_are(ctx):
+    """Issue 47.15: `run_with_cache(hooks=Hooks(...))` said "not iterable"."""
+    seen = []
+    hooks = Hooks({POINT: lambda x, hook: seen.append(hook.name)}, ctx.model.adapter)
+    rows = ctx.reused_positions[:3]
+    ctx.run_with_cache(rows, fwd_hooks=hooks)
+    ctx.run_with_hooks(rows, fwd_hooks=hooks)
+    ctx.repair(rows, hooks=hooks)
+    assert seen == [POINT] * 3

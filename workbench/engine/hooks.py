@@ -189,8 +189,9 @@ class Hooks:
     """The hooks of a pass, checked once against the model's hook points: `{name: fn or [fn]}`
     or `[(name or filter, fn), ...]` (TransformerLens's `fwd_hooks`)."""
 
-    def __init__(self, hooks, known: tuple[str, ...] | int):
-        known = hook_names(known) if isinstance(known, int) else tuple(known)
+    def __init__(self, hooks, known):
+        """known: the model's names (a tuple), its `FamilyAdapter` or its number of layers."""
+        known = tuple(known) if isinstance(known, (tuple, list)) else hook_names(known)
         self.known = known
         self.fns: dict[str, list[HookFn]] = {}
         if isinstance(hooks, Mapping):
