@@ -136,7 +136,7 @@ def rows_vs_accuracy(summary: pd.DataFrame, title: str = "", selectors=None) -> 
             customdata=[f"b = {b:g}<br>{r:.1f} rows" for b, r in zip(line["budget"], line["rows_per_example"])],
             hovertemplate="%{customdata}<br>EM %{y:.3f}<extra>" + escape(label) + "</extra>",
             **selector_style(label)))
-    fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)", rangemode="tozero")
+    fig.update_xaxes(title="rows recomputed per example (points of each selector slightly apart)")
     if len(shown):
         at = shown.groupby("budget")["rows_per_example"].median().sort_index()  # [budget] -> its median rows
         fig.add_trace(go.Scatter(x=list(at.values), y=[None] * len(at), xaxis="x2", showlegend=False,
