@@ -425,3 +425,42 @@ def test_keep_saves_a_run_resumed_under_recorded_selector_code_over_its_older_re
     write_manifest(run, new_manifest("sweep", IDENTITY, {**args, "selector_code": {"none": "plugin.none"}}))
     with pytest.raises(SystemExit, match="another run .*selector_code.none"):
         keep.save(run, records)
+
+
+def test_the_clusters_processes_end_with_a_killed_driver_and_no_other_does(tmp_path):
+    """The reaper a driver starts beside the local cluster it starts: a stand-in driver with two children,
+    one whose command line names the cluster's software (as Ray's agents that outlive their node do) and
+    one that does not; after the driver's SIGKILL the first ends and the second is left alone."""
+    import signal
+    import time
+
+    from workbench.experiments.ray_sweep import REAPER
+
+    spawn = ("import subprocess, sys, time\n"
+             "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', tag])"
+             " for tag in ('ray::StandInAgent', 'bystander')]\n"
+             "print(' '.join(str(k.pid) for k in kids), flush=True)\n"
+             "time.sleep(120)\n")
+    driver = subprocess.Popen([sys.executable, "-c", spawn], stdout=subprocess.PIPE, text=True)
+    agent, bystander = map(int, driver.stdout.readline().split())
+    reaper = subprocess.Popen([sys.executable, "-c", REAPER, str(driver.pid), "0.1"])
+    try:
+        time.sleep(1.0)  # the reaper has looked at the driver's processes
+        driver.kill()
+        driver.wait()
+        reaper.wait(timeout=10)
+        deadline = time.time() + 5
+        while time.time() < deadline and Path(f"/proc/{agent}").exists() and \
+                "Z" not in Path(f"/proc/{agent}/stat").read_text().split(")")[-1].split()[:1]:
+            time.sleep(0.1)
+        state = Path(f"/proc/{agent}/stat").read_text().split(")")[-1].split()[0] if Path(f"/proc/{agent}").exists() \
+            else "gone"
+        assert state in ("gone", "Z")  # killed (a zombie until init reaps it)
+        os.kill(bystander, 0)  # still alive: not the cluster's
+    finally:
+        for pid in (agent, bystander):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        reaper.kill()

@@ -23,6 +23,7 @@ import math
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -139,6 +140,59 @@ def end_with_driver(driver: tuple[int, str], exit=os._exit, poll: float = DRIVER
     return thread
 
 
+# A watcher of its own (a bare interpreter: os and time only), started beside a driver that starts its
+# local cluster: it notes every process under the driver whose command line names the cluster's software
+# and, once the driver is gone (a SIGKILL runs no cleanup), kills those still running (the agents that
+# outlive their node). argv: the driver's process id, the seconds between looks.
+REAPER = r"""
+import os, signal, sys, time
+driver, poll, me = int(sys.argv[1]), float(sys.argv[2]), os.getpid()
+def table():
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    stat = f.read()
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    line = f.read().replace(b"\0", b" ").decode(errors="replace").lower()
+            except OSError:
+                continue
+            rest = stat[stat.rindex(")") + 2:].split()
+            out[int(name)] = (int(rest[1]), rest[19], line)
+    return out
+seen = {}
+while True:
+    now = table()
+    if driver not in now:
+        break
+    below, frontier = set(), [driver]
+    while frontier:
+        parent = frontier.pop()
+        kids = [p for p, (pp, _, _) in now.items() if pp == parent and p not in below and p != me]
+        below.update(kids)
+        frontier += kids
+    seen.update({p: now[p][1] for p in below if "r" + "ay" in now[p][2]})
+    time.sleep(poll)
+time.sleep(poll)
+now = table()
+for pid, start in seen.items():
+    if pid in now and now[pid][1] == start:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def start_reaper(driver: int, poll: float = DRIVER_POLL_SECONDS):
+    """The `REAPER` process watching `driver` (Linux: it reads /proc; elsewhere None)."""
+    if not os.path.isdir("/proc"):
+        return None
+    return subprocess.Popen([sys.executable, "-c", REAPER, str(driver), str(poll)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
 class SweepWorker:
     """A Ray actor's state: one loaded model; each call diagnoses one example into the run folder,
     only while its driver holds the run's lock; the actor ends when its driver's process does."""
@@ -218,8 +272,10 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     ray = import_ray()
     out = check_out(out, kind="sweep", resume=True)
     started_here = not ray.is_initialized()
+    reaper = None
     if started_here:
         connect(ray, address)
+        reaper = start_reaper(os.getpid())  # the cluster's processes end with this one, even if it is killed
     elif address is not None:
         raise WorkbenchError(f"Ray is already initialised in this process, so address {address!r} cannot be joined: "
                              f"leave it out to use that cluster, or call ray.shutdown() first")
@@ -244,6 +300,8 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
             ray.kill(actor)
         if started_here:
             ray.shutdown()
+        if reaper is not None:
+            reaper.kill()
     check_some_done(store, len(examples))
     return store
 
