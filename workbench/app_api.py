@@ -28,7 +28,7 @@ from workbench.experiments.families import PREREGISTRATION, family_table, read_p
 from workbench.experiments.find import FILTERS, find_examples
 from workbench.experiments.gap_anatomy import anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
-from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
+from workbench.experiments.pipeline_summary import gate_reasons, repair_summary, summarize_pipeline
 from workbench.experiments.summary import resolve_reference, summarize, tokens_to_target
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.layout import PromptFormat, build_layout
@@ -61,7 +61,7 @@ __all__ = [
     # analyses
     "CONTRAST_MEASURES", "PREREGISTRATION", "family_table", "read_preregistration", "suggested_family",
     "anatomy_sentence", "cell_anatomy", "splice_anatomy",
-    "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "graded_rates", "render_report", "repair_summary",
+    "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "gate_reasons", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",
 ]
 

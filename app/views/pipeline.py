@@ -9,7 +9,7 @@ import streamlit as st
 import state
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
-from workbench.app_api import WorkbenchError, repair_summary, summarize_pipeline
+from workbench.app_api import WorkbenchError, gate_reasons, repair_summary, summarize_pipeline
 from workbench.plots import pipeline as figures
 
 st.title("Multi-agent reuse")
@@ -61,7 +61,8 @@ st.caption("KVComm reuses a call only when every slot's gate says so: at least 2
            "densely (a slot with fewer anchors, another slot's lower threshold, a call policy, OpenGate's draft) and "
            "one over it reused (the pool already holds this agent's Δ); each marker's legend entry says which.")
 try:
-    show_figure(figures.gate_entropy(data.calls[data.calls["method"] == method]),
+    chosen = data.calls[data.calls["method"] == method]
+    show_figure(figures.gate_entropy(chosen.assign(reason=gate_reasons(chosen))),
                 f"gate-{run.name}-{method}", "pipe_gate")
 except WorkbenchError as err:
     st.info(plain(err))

@@ -10,20 +10,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from workbench.errors import WorkbenchError
-from workbench.experiments.pipeline_summary import (
-    DENSE_DRAFT, DENSE_FEW, DENSE_OTHER, DENSE_OVER, DENSE_POLICY, REUSED_KEPT, REUSED_UNDER, gate_reasons,
-)
 from workbench.plots.colors import method_style, series_color
 from workbench.plots.marks import dodge
 from workbench.plots.text import escape
 
 REUSED, DENSE = "#2ca02c", series_color("dense")  # dense: the one grey-black of every "dense" series
 DODGE = 0.02  # reuse-rate distance between methods that sit at one point
-# each reason's marker: reused green, dense dark; the surprising ones (under the threshold yet dense,
-# over it yet reused) open or crossed, so they stand out from the rule's plain cases
-REASON_STYLE = {REUSED_UNDER: (REUSED, "circle"), REUSED_KEPT: (REUSED, "diamond-open"),
-                DENSE_OVER: (DENSE, "circle"), DENSE_FEW: ("#e66100", "x-thin-open"),
-                DENSE_POLICY: ("#5d3a9b", "square-open"), DENSE_DRAFT: ("#1a85ff", "star-open"), DENSE_OTHER: ("#b8860b", "triangle-up-open")}
+# each reason's marker: the rule's plain cases filled (reused green, dense dark), the surprising ones
+# (under the threshold yet dense, over it yet reused) open, each its own colour and symbol
+SURPRISES = (("#e66100", "x-thin-open"), ("#5d3a9b", "square-open"), ("#1a85ff", "star-open"),
+             ("#b8860b", "triangle-up-open"), (REUSED, "diamond-open"))
 LEGEND_COLUMNS = 5  # legend entries per line under the reuse-accuracy figure (150 px each)
 
 
@@ -65,23 +61,34 @@ def agent_graph(calls: pd.DataFrame, edges: list, title: str = "") -> go.Figure:
     return fig
 
 
+def _reason_styles(reasons) -> dict:
+    """(colour, symbol) per reason: "reused: ..." and "dense: ..." (the gate's rule) filled, every
+    other reason open, in a colour and symbol of its own (sorted, so the same reason keeps its look)."""
+    styles, others = {}, iter(SURPRISES)
+    for reason in sorted(set(reasons)):
+        if reason.startswith(("reused:", "dense:")) or reason in ("reused", "dense"):
+            styles[reason] = (REUSED if reason.startswith("reused") else DENSE, "circle")
+        else:
+            styles[reason] = next(others, ("#777777", "circle-open"))
+    return styles
+
+
 def gate_entropy(calls: pd.DataFrame, title: str = "") -> go.Figure:
     """Per call in run order, the gate's entropy (the highest over the call's slots) against its
-    threshold γ·log2 n; each call's marker says why it was reused or prefilled densely
-    (`pipeline_summary.gate_reasons`: a dense call under the threshold had a slot with fewer than 2
-    anchors, a policy, or another slot refusing; a reused call over it, a kept decision); a call
-    with a slot that had fewer than 2 anchors has no entropy."""
+    threshold γ·log2 n; with a `reason` column (`pipeline_summary.gate_reasons`), each call's marker
+    says why it was reused or prefilled densely, else only which; a call with a slot that had fewer
+    than 2 anchors has no entropy."""
     gated = calls.dropna(subset=["max_entropy"]).sort_values(["index", "agent"]).reset_index(drop=True)
     if gated.empty:
         raise WorkbenchError("no call of this method ran the entropy gate with 2 or more anchors")
-    gated["reason"] = gate_reasons(gated)
+    if "reason" not in gated:
+        gated["reason"] = gated["reused"].map({True: "reused", False: "dense"})
     x = list(range(len(gated)))
     fig = go.Figure(go.Scatter(x=x, y=gated["threshold"], mode="lines", name="threshold γ·log2 n",
                                line={"color": "#d62728", "dash": "dash", "shape": "hv"}))
-    for reason, (color, symbol) in REASON_STYLE.items():
+    styles = _reason_styles(gated["reason"])
+    for reason, (color, symbol) in styles.items():
         part = gated[gated["reason"] == reason]
-        if part.empty:
-            continue
         fig.add_trace(go.Scatter(x=[x[i] for i in part.index], y=part["max_entropy"], mode="markers",
                                  name=escape(reason), marker={"color": color, "size": 9, "symbol": symbol,
                                                               "line": {"width": 1.5, "color": color}},
@@ -91,9 +98,9 @@ def gate_entropy(calls: pd.DataFrame, title: str = "") -> go.Figure:
     fig.update_xaxes(title="gated call, in run order", tickmode="linear", tick0=0,
                      dtick=max(1, math.ceil(len(gated) / 20)), tickformat="d")
     fig.update_yaxes(title="gate entropy H(s), bits", rangemode="tozero")
-    shown = sum(1 for r in REASON_STYLE if (gated["reason"] == r).any()) + 1
     fig.update_layout(title=title or "The entropy gate per call: why each was reused or prefilled densely",
-                      height=380 + 22 * shown, template="plotly_white", margin={"b": 90 + 22 * shown},
+                      height=380 + 22 * (len(styles) + 1), template="plotly_white",
+                      margin={"b": 90 + 22 * (len(styles) + 1)},
                       legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top", "entrywidth": 0})
     return fig
 
