@@ -23,12 +23,19 @@ def smol_loaded(smol, monkeypatch):
     return smol
 
 
-def test_kvwb_diagnose_writes_a_diagnosis_run(smol_loaded, tmp_path, capsys):
+def test_kvwb_diagnose_writes_a_diagnosis_run(smol_loaded, tmp_path, capsys, monkeypatch):
+    from workbench.cli import diagnose as command
+
+    # The command's own config, its attribution check on 8 patched tokens, not 64: the check's
+    # 3 x 64 batched forwards were 5/6 of this test's time on two cores, and 8 show the same path.
+    config = command.diagnose_config
+    monkeypatch.setattr(command, "diagnose_config", lambda args: config(args).with_(patch_max_tokens=8))
     out = tmp_path / "d3"
     assert cli.main(["diagnose", "--example", "synthetic#3", "--selectors", "cacheblend,bcr:grow",
                      "--budgets", "0.2", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "cacheblend" in printed and "bcr:grow" in printed and f"wrote {out}" in printed
+    assert "Spearman rho(first-order, actual dL) over 8 tokens" in printed  # the check ran, on the 8
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "diagnosis" and manifest["model"]["name"] == "smollm2-135m"
 
