@@ -256,7 +256,7 @@ NOTEBOOKS = {
                "Dense and splice exact match per task and length, on a few examples each: where the dense "
                "answer is right often enough for a gap to exist. The lead's table (n = 30 per cell, both "
                "models) is in docs/RESULTS.md; this cell only shows how it is computed."),
-        ("code", 'LENGTHS, N = ((256, 512), 2) if SMALL else ((1024, 2048, 4096), 5)\n'
+        ("code", 'LENGTHS, N = ((256, 512), 1) if SMALL else ((1024, 2048, 4096), 5)\n'
                  'rows = []\n'
                  'for task in TASKS:\n'
                  '    for tokens in LENGTHS:\n'
