@@ -51,6 +51,9 @@ def add_arguments(p) -> None:
                         "fractional over several values). em, contains and retrieved also move the gap closed, "
                         "its area over budgets and the summary's tests onto that measure; any other leaves them "
                         "on em")
+    p.add_argument("--preregistered", action="store_true",
+                   help="test the families pre-registered in the run's preregistration.json (beside its manifest; "
+                        "a kept record restores it), each family under Holm on its own, on the measure it names")
     p.add_argument("--against", default=None, metavar="RUN2",
                    help="another run (a setting on distinct examples): each --contrast is also compared between "
                         "the two runs, its per-example A - B here against there, by a two-sided permutation test "
@@ -104,6 +107,10 @@ def command(args) -> int:
         parse_contrast(text)  # a malformed contrast fails before the run is read
     if args.against and not args.contrast:
         raise WorkbenchError("--against compares contrasts between two runs: give at least one --contrast")
+    if args.preregistered and args.contrast:
+        raise WorkbenchError("--preregistered tests the run's own families: give it without --contrast (or test "
+                             "--contrast on its own, a family of its own)")
+    pre = _preregistration(args.run) if args.preregistered else None
     html_out = check_html_out(args.html) if args.html else None
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     contrasts = contrast_family(run, args.contrast, args.measure)
@@ -119,6 +126,13 @@ def command(args) -> int:
         from workbench.report import contrasts_markdown
 
         tell("\n" + contrasts_markdown(contrasts))
+    if pre is not None:
+        from workbench.report import contrasts_markdown
+
+        for family, named in pre.families.items():
+            found = contrast_family(run, list(named.values()), pre.measure)
+            tell(f"\nFamily {family} ({', '.join(named)}), pre-registered ({pre.source or 'preregistration.json'}); "
+                 f"on {pre.measure}, Holm within the family:\n\n" + contrasts_markdown(found))
     if args.against:
         from workbench.experiments.across import across_family
         from workbench.report.markdown import across_markdown
@@ -129,6 +143,17 @@ def command(args) -> int:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def _preregistration(folder):
+    """The run's pre-registered families, or a one-line error where it keeps none."""
+    from workbench.experiments.families import PREREGISTRATION, read_preregistration
+
+    pre = read_preregistration(folder)
+    if pre is None:
+        raise WorkbenchError(f"{folder} keeps no {PREREGISTRATION} beside its manifest: write one (see "
+                             "experiments/families.py) or give the contrasts with --contrast")
+    return pre
 
 
 def _say_on_stderr(text: str) -> None:
