@@ -6,6 +6,7 @@
     fixed = ctx.repair(ctx.reused_positions[:40])
     ctx.answer(ctx.dense), ctx.answer(ctx.spliced), ctx.answer(fixed)
     fixed = ctx.repair(rows, hooks={"blocks.3.attn.hook_z": fn})  # fn(tensor, hook=point), engine.hooks
+    ctx.answer(ctx.dense, hooks={"blocks.3.attn.hook_z": fn})   # the question and its decode, hooked
     logits, cache = ctx.run_with_cache(rows)     # TransformerLens-shaped: the question over the repair
     logits = ctx.run_with_hooks(rows, over="dense", fwd_hooks=[("blocks.3.attn.hook_z", fn)])
 """
@@ -124,17 +125,20 @@ class Context:
             return self.reference(f"{needed_by}(over='dense')")
         raise WorkbenchError(f"over: expected 'spliced', 'dense' or a KVCache, got {over!r}")
 
-    def answer(self, cache: KVCache, max_new_tokens: int = 24) -> str:
+    def answer(self, cache: KVCache, max_new_tokens: int = 24, hooks=None) -> str:
         """The greedy answer (first line) the receiver gives from `cache`."""
-        return self.generate(cache, max_new_tokens).text
+        return self.generate(cache, max_new_tokens, hooks).text
 
-    def generate(self, cache: KVCache, max_new_tokens: int = 24) -> decode.Answer:
-        """The greedy `Answer`, with its token ids."""
-        return decode.greedy_answer(self.model, cache, self.suffix_ids, max_new_tokens)
+    def generate(self, cache: KVCache, max_new_tokens: int = 24, hooks=None) -> decode.Answer:
+        """The greedy `Answer`, with its token ids: the question through the engine, then its
+        decode. `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`) run on the question's
+        rows (the final points on its last row) and on every decode step."""
+        return decode.greedy_answer(self.model, cache, self.suffix_ids, max_new_tokens, hooks=hooks)
 
-    def teacher_forced(self, cache: KVCache, answer_ids) -> decode.TeacherForced:
-        """Log-probability of `answer_ids` under `cache` and whether greedy would reproduce them."""
-        return decode.teacher_forced(self.model, cache, self.suffix_ids, answer_ids)
+    def teacher_forced(self, cache: KVCache, answer_ids, hooks=None) -> decode.TeacherForced:
+        """Log-probability of `answer_ids` under `cache` and whether greedy would reproduce them: one
+        engine pass of the question and the answer, under `hooks` when given."""
+        return decode.teacher_forced(self.model, cache, self.suffix_ids, answer_ids, hooks)
 
     def reference(self, needed_by: str) -> KVCache:
         """The dense cache, or a one-line error naming `needed_by` when this context has none."""

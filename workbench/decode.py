@@ -1,12 +1,15 @@
 """Answering from a cache: greedy decoding (one cache or a batch) and teacher forcing.
 
-Each prefills the receiver's suffix (question, generation prompt, answer lead-in) over the
-handed-off cache through the HF model, then decodes: through HF's modules, except that a single
-cache's answer on CUDA (`greedy_answer`, `continue_greedy`) steps through the engine's
-`Decoder`, whose step is captured as a CUDA graph (`engine.graphs`). The cache passed in is
-never changed: it is wrapped in a fresh DynamicCache that grows by concatenation. The greedy
-loop and its stopping rule are the engine's (`engine.decode`): an end-of-turn token (not kept),
-a newline in the answer, or `max_new_tokens`.
+`greedy_answer` and `teacher_forced` run the receiver's suffix (question, generation prompt,
+answer lead-in), and the forced answer, over the handed-off cache through the engine's layer
+step (`repair.recompute_rows`: rows past the cache's end extend a copy of it), so hooks
+(`engine.hooks`) reach them; with none they equal HF's forward of the same tokens bit for bit
+(tests/unit/test_question_path.py). The greedy decode then steps through HF's modules on the
+CPU without hooks, and through the engine's `Decoder` on CUDA (captured as a CUDA graph,
+`engine.graphs`) or when hooked. `greedy_answers` (many caches) and `draft_confidence` still run
+HF's modules. The cache passed in is never changed. The greedy loop and its stopping rule are the
+engine's (`engine.decode`): an end-of-turn token (not kept), a newline in the answer, or
+`max_new_tokens`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from workbench.batching import pack_sizes
 from workbench.engine.answers import continue_answer
 from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy, stop_token_ids
 from workbench.engine.graphs import graphs_wanted
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import final_logits
+from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
+from workbench.repair import recompute_rows
 
 __all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "greedy_answer", "greedy_answers",
            "stop_token_ids", "teacher_forced"]
@@ -37,19 +44,41 @@ class TeacherForced:
     agrees: bool  # greedy decoding would produce exactly these tokens
 
 
-@torch.inference_mode()
+def question_pass(model: LoadedModel, cache: KVCache, inputs: torch.Tensor, hooks=None) -> tuple[KVCache, torch.Tensor]:
+    """Run `inputs` ([row]) after `cache`'s rows through the engine (`recompute_rows`, at positions
+    n.. : each row sees the cache and the rows before it), under `hooks` (checked; one cell).
+    Returns (a copy of `cache` extended by the rows, their hidden states after the last layer
+    [row, hidden]). With no hooks its rows equal HF's forward of `inputs` over `cache` bit for bit."""
+    n = cache.n_positions
+    ids = torch.cat([torch.zeros(n, dtype=torch.long), inputs.cpu().long()])  # only positions n.. are read
+    return recompute_rows(model, cache, ids, torch.arange(n, len(ids)), hooks=hooks)
+
+
+def question_logits(model: LoadedModel, hidden: torch.Tensor, positions: torch.Tensor, hooks: Hooks | None) -> torch.Tensor:
+    """The logits of rows `hidden` ([row, hidden]) at `positions` ([row]), through `ln_final` and
+    `hook_unembed` when hooked (one cell, those rows)."""
+    with torch.inference_mode():
+        rows = Rows.one_cell(positions.to(hidden.device)) if hooks else None
+        return final_logits(model.adapter, hidden, rows, hooks)  # [row, vocab]
+
+
 def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
-                  max_new_tokens: int = 24, stop_at_newline: bool = True) -> Answer:
-    """Prefill `suffix_ids` ([pos]) over `cache`, then decode greedily until end of turn
-    (`continue_greedy`: on CUDA through the engine's captured step)."""
-    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
-                   logits_to_keep=1)  # only the last position's logits are read
-    return continue_greedy(model, out.logits[0, -1], out.cache, max_new_tokens, stop_at_newline)
+                  max_new_tokens: int = 24, stop_at_newline: bool = True, hooks=None) -> Answer:
+    """Run `suffix_ids` ([pos]) over `cache` through the engine (`question_pass`), then decode
+    greedily until end of turn (`continue_greedy`; through the engine's steps when hooked).
+    `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`): run on the suffix (the final
+    points on its last row, whose logits are read) and on every decode step."""
+    hooks = Hooks.of(hooks, model.adapter)
+    prefilled, h = question_pass(model, cache, suffix_ids, hooks)
+    last = torch.tensor([prefilled.n_positions - 1])
+    logits = question_logits(model, h[-1:], last, hooks)[0]  # only the last row's, as HF's logits_to_keep=1
+    return continue_greedy(model, logits, prefilled, max_new_tokens, stop_at_newline,
+                           engine=True if hooks else None, hooks=hooks)
 
 
 @torch.inference_mode()
 def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tokens: int = 24,
-                    stop_at_newline: bool = True, engine: bool | None = None) -> Answer:
+                    stop_at_newline: bool = True, engine: bool | None = None, hooks=None) -> Answer:
     """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) and
     its cache (an HF cache, which HF's decoding extends, or a `KVCache`, never changed).
 
@@ -57,12 +86,16 @@ def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tok
     are captured once as a CUDA graph and replayed; the default where the capture is wanted
     (`engine.graphs.graphs_wanted`: on CUDA, unless KVWB_CUDA_GRAPHS=0), since HF's eager step is
     bound by the host's kernel launches there. Otherwise HF's modules step by step. The two give the
-    same tokens up to float rounding (tests/unit/test_graphs.py)."""
+    same tokens up to float rounding (tests/unit/test_graphs.py). `hooks` (`engine.hooks`) run on
+    every engine step; they need `engine` (the default when given)."""
     rule = StopRule.of(model, max_new_tokens, stop_at_newline)
-    use_engine = graphs_wanted(model, None) if engine is None else engine
+    hooks = Hooks.of(hooks, model.adapter)
+    use_engine = (bool(hooks) or graphs_wanted(model, None)) if engine is None else engine
+    if hooks and not use_engine:
+        raise WorkbenchError("continue_greedy: hooks run on the engine's steps; give engine=True or leave it None")
     if use_engine:
         prefilled = cache if isinstance(cache, KVCache) else KVCache.from_hf(cache)
-        return rule.answer(continue_answer(model, prefilled, logits, rule))
+        return rule.answer(continue_answer(model, prefilled, logits, rule, hooks))
     cache = cache.to_hf() if isinstance(cache, KVCache) else cache
     walk = Walk()
     if max_new_tokens < 1:
@@ -168,15 +201,23 @@ def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tenso
 
 
 def teacher_forced(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
-                   answer_ids) -> TeacherForced:
-    """One forward of suffix + answer over `cache`: the answer's log-probability and agreement."""
+                   answer_ids, hooks=None) -> TeacherForced:
+    """One engine pass of suffix + answer over `cache` (`question_pass`): the answer's
+    log-probability and agreement. `hooks` (`engine.hooks`) run on it, the final points on every row."""
+    hooks = Hooks.of(hooks, model.adapter)
     answer = torch.as_tensor(list(answer_ids), dtype=torch.long)
     if answer.numel() == 0:
         return TeacherForced(0.0, (), 0, True)
-    inputs = torch.cat([suffix_ids.cpu(), answer[:-1]]).to(model.device)
-    with torch.inference_mode():
-        out = model.hf(input_ids=inputs[None], cache=cache.to_hf(), use_cache=True)
-    logits = out.logits[0, len(suffix_ids) - 1:].float()  # [answer, vocab]: predicts each answer token
+    inputs = torch.cat([suffix_ids.cpu(), answer[:-1]])
+    n = cache.n_positions
+    _, h = question_pass(model, cache, inputs, hooks)
+    logits = question_logits(model, h, torch.arange(n, n + len(inputs)), hooks)  # [row, vocab]: every row, as HF
+    return forced_score(logits[len(suffix_ids) - 1:], answer)
+
+
+def forced_score(logits: torch.Tensor, answer: torch.Tensor) -> TeacherForced:
+    """`answer` ([answer]) scored by the logits that predict each of its tokens ([answer, vocab])."""
+    logits = logits.float()
     logp = torch.log_softmax(logits, dim=-1).gather(1, answer[:, None].to(logits.device))[:, 0]
     agree = (logits.argmax(-1).cpu() == answer).long()
     n_agree = int(agree.cumprod(0).sum())

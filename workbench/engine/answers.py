@@ -136,17 +136,20 @@ def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[in
 
 
 @torch.inference_mode()
-def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor, rule: StopRule) -> Walk:
+def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor, rule: StopRule,
+                    hooks=None) -> Walk:
     """Greedy decoding on from a prefill that already ran, one row a step through the engine (its
-    steps captured as a CUDA graph on CUDA: `engine.graphs`): the prefill's last position's
-    `logits` ([vocab]) over `prefilled` (context and suffix, [layer, kv_head, pos, d_head])."""
+    steps captured as a CUDA graph on CUDA without hooks: `engine.graphs`): the prefill's last
+    position's `logits` ([vocab]) over `prefilled` (context and suffix, [layer, kv_head, pos,
+    d_head]). `hooks` (`engine.hooks`) run on every step (one cell)."""
+    hooks = Hooks.of(hooks, model.adapter)
     walk = Walk()
     if rule.max_new_tokens < 1:
         return walk
     none = torch.zeros(0, dtype=torch.long)
     empty = prefilled.keys.new_zeros(prefilled.n_layers, prefilled.keys.shape[1], 0, prefilled.keys.shape[3])
-    decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens)
-    decode_greedy(rule, [walk], _stepper(model, decoder, [walk], prefilled.n_positions, None), logits[None])
+    decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens, hooks)
+    decode_greedy(rule, [walk], _stepper(model, decoder, [walk], prefilled.n_positions, hooks), logits[None])
     return walk
 
 
