@@ -267,6 +267,51 @@ NOTEBOOKS = {
                  '                         "splice_em": e.score(ctx.answer(ctx.spliced, 16))[0]})\n'
                  'pd.DataFrame(rows).groupby(["task", "tokens"])[["dense_em", "splice_em"]].mean().unstack("tokens")'),
     ],
+    "09_patching": [
+        ("md", "# Activation patching on a splice: which layers and heads carry dense's answer\n\n"
+               "TransformerLens's classic experiment with dense as the clean run and the splice as the "
+               "corrupted one. The question runs over the dense cache and over the spliced cache "
+               "(`ctx.run_with_cache(over=...)`); then dense's activations are copied into the spliced pass one "
+               "at a time: the residual stream (`blocks.L.hook_resid_post`) at one question row, and one "
+               "head's output (`blocks.L.attn.hook_z`). The metric is the logit difference of dense's first "
+               "answer token against the splice's at the question's last row, normalised: 0 = the splice, "
+               "1 = dense. Patches run batched (`workbench.diagnosis.patching`); each patched pass recomputes "
+               "the question from its first patched row over the splice."),
+        ("code", SETUP),
+        ("code", 'example = wb.load_example("synthetic#5")      # SmolLM2: the splice flips dense\'s answer here\n'
+                 'ctx = wb.build_context(model, example)\n'
+                 'print("Q:", example.question, "| gold:", example.gold)\n'
+                 'print("dense :", ctx.answer(ctx.dense, 8))\n'
+                 'print("splice:", ctx.answer(ctx.spliced, 8))'),
+        ("md", "## The clean and the corrupted run\n\n"
+               "Both return the question's logits `[1, question, vocab]` and TransformerLens's `ActivationCache` "
+               "of the question's rows; the residual stream of the two runs parts at the last row layer by layer."),
+        ("code", 'dense_logits, dense_cache = ctx.run_with_cache(over="dense", names_filter=lambda n: "resid" in n)\n'
+                 'splice_logits, splice_cache = ctx.run_with_cache(over="spliced", names_filter=lambda n: "resid" in n)\n'
+                 'plus, minus = int(dense_logits[0, -1].argmax()), int(splice_logits[0, -1].argmax())\n'
+                 'tok = model.tokenizer.decode\n'
+                 'for name, logits in (("dense", dense_logits), ("splice", splice_logits)):\n'
+                 '    diff = logits[0, -1, plus] - logits[0, -1, minus]\n'
+                 '    print(f"{name:6s} logit({tok([plus])!r}) - logit({tok([minus])!r}) = {diff:.3f}")\n'
+                 'd, s = dense_cache.accumulated_resid()[:, 0, -1], splice_cache.accumulated_resid()[:, 0, -1]  # [layer+1, hidden]\n'
+                 'print("relative residual gap at the last row, per layer:", ((d - s).norm(dim=-1) / d.norm(dim=-1)).numpy().round(2))'),
+        ("md", "## Patching dense into the splice\n\n"
+               "The small setting scans the question's last six rows (\" was born in the city of\"); the full "
+               "one every row of the question (minutes on a CPU)."),
+        ("code", 'from workbench.diagnosis.patching import activation_patching\n'
+                 'from workbench.plots.patching import head_patching_figure, resid_patching_figure\n'
+                 'question = list(range(ctx.layout.suffix_start, ctx.layout.n_tokens))\n'
+                 'rows = question[-6:] if SMALL else question\n'
+                 'p = activation_patching(ctx, rows=rows, z_rows=rows)\n'
+                 'resid_patching_figure(p)'),
+        ("md", "Each head's output patched at the same rows: the few heads that move the answer toward dense "
+               "(blue) or away from it (red)."),
+        ("code", 'head_patching_figure(p)'),
+        ("code", 'import pandas as pd\n'
+                 'heads = pd.DataFrame([{"layer": layer, "head": h, "restored": p.z[i, h]}\n'
+                 '                      for i, layer in enumerate(p.layers) for h in range(p.z.shape[1])])\n'
+                 'heads.reindex(heads["restored"].abs().sort_values(ascending=False).index).head(8)'),
+    ],
 }
 
 
