@@ -23,12 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit import config as st_config
 
 import workbench.app_api as wb
 from jobs import ModelGate
 from workbench.app_api import MANIFEST, CurveRun, Diagnosis, FidelityRun, PipelineRun, RunFolder, SweepRun
 
 RUNS_ENV, MODEL_ENV, LIVE_MAX_ENV, PLUGINS_ENV = "KVWB_RUNS", "KVWB_MODEL", "KVWB_LIVE_MAX_TOKENS", "KVWB_PLUGINS"
+POST_SCRIPT_GC = "runner.postScriptGC"  # Streamlit's full garbage collection after every script run
 DEFAULT_MODEL = "smollm2-135m"
 # The quick selector list: what Live starts with and what the demo run computes.
 QUICK_SELECTORS = ("none", "full", "random", "cacheblend", "densedev", "cadence-grad", "bcr:grow")
@@ -66,6 +68,22 @@ def quick_selectors() -> list[str]:
         except wb.WorkbenchError:
             continue
     return found
+
+
+def keep_redraws_light() -> bool:
+    """Turn off Streamlit's full garbage collection after every script run (`runner.postScriptGC`)
+    unless the user set it; True when this call turned it off. While a job runs, the status box and
+    Live's progress redraw every second, and each redraw's `gc.collect(2)` over this process (torch,
+    the model, pandas) holds the GIL for up to hundreds of ms on a busy machine: the job thread, whose
+    every torch op gives the GIL back and asks for it again, ran Live's diagnosis ~10x slower than a
+    plain script (docs/BENCHMARKS.md, "Live in the app"). Python's own generational collection stays."""
+    if st_config.get_where_defined(POST_SCRIPT_GC) != "<default>":  # the user's config file or flag
+        return False
+    st_config.set_option(POST_SCRIPT_GC, False, "kvwb app (app/state.py: keep_redraws_light)")
+    return True
+
+
+keep_redraws_light()  # once per process, on its first script run (before that run ends)
 
 
 # ----------------------------------------------------------------------------- plugins

@@ -122,6 +122,9 @@ def fits(model: wb.LoadedModel, example: wb.Example, max_new: int) -> bool:
 STAGE_SPAN = {"context": (0.0, 0.05), "signals": (0.05, 0.25), "repairs": (0.25, 1.0)}
 STAGE_TEXT = {"context": "splice and dense reference", "signals": "signals and selections",
               "repairs": "repairs with their answers"}
+# How often the progress redraws: each redraw is a script run that takes the GIL from the job's thread
+# (the status box redraws each second too; state.keep_redraws_light keeps those runs short).
+POLL_S = 1.0
 JOB, NOTICE = "live_job", "live_notice"  # session keys: the run in flight, how the last one ended
 ASKED, USED = "live_asked", "live_used"  # the field values the run in flight / the diagnosis shown was computed with
 FIELDS = {"model_spec": "model", "live_passages": "passages", "live_question": "question",
@@ -298,7 +301,7 @@ with st.container(border=True):
 if run_clicked:
     run_live()
 if st.session_state.get(JOB) is not None:
-    st.fragment(run_every=0.5)(_progress)()
+    st.fragment(run_every=POLL_S)(_progress)()
 notice = st.session_state.get(NOTICE)
 if notice is not None:
     kind, text, trace = notice
