@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -279,14 +280,14 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
     elif address is not None:
         raise WorkbenchError(f"Ray is already initialised in this process, so address {address!r} cannot be joined: "
                              f"leave it out to use that cluster, or call ray.shutdown() first")
-    actors = []
+    actors, new, store = [], not out.exists(), None
     try:
-        wait = resource_wait(ray, workers, cpus_per_worker, gpus_per_worker, joined=address is not None)
-        actors, identity, env = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker, device,
-                                               dtype, wait)
-        examples = ray.get(actors[0].examples.remote(config))
-        order = [e.id for e in examples]
-        with run_lock(out):
+        with run_lock(out):  # before any worker starts: a second driver on the folder is refused at once
+            wait = resource_wait(ray, workers, cpus_per_worker, gpus_per_worker, joined=address is not None)
+            actors, identity, env = _start_workers(ray, model_spec, workers, cpus_per_worker, gpus_per_worker,
+                                                   device, dtype, wait)
+            examples = ray.get(actors[0].examples.remote(config))
+            order = [e.id for e in examples]
             store = SweepStore.open(out, identity, config.identity(), env)
             todo = [e for e in examples if not store.done(e.id)]
             try:
@@ -295,6 +296,10 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
                 store.interrupted(order, err, executor="ray")
                 raise
             store.finish("complete", order, executor="ray", workers=workers)
+    except BaseException:
+        if new and store is None:  # refused before the run's store opened: leave no folder behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     finally:
         for actor in actors:
             ray.kill(actor)
