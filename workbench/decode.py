@@ -30,8 +30,8 @@ from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 from workbench.repair import recompute_rows
 
-__all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "greedy_answer", "greedy_answers",
-           "stop_token_ids", "teacher_forced"]
+__all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
+           "greedy_answers", "question_logits", "question_pass", "stop_token_ids", "teacher_forced"]
 
 
 @dataclass(frozen=True)
