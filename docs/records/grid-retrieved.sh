@@ -4,7 +4,9 @@
 # pre-registered order; a setting whose CSV is kept already is skipped, so the same command resumes.
 #   nohup nice -n 5 bash docs/records/grid-retrieved.sh >> runs/grid-retrieved.log 2>&1 &
 # KVWB names the command (default .venv/bin/kvwb); to run a frozen checkout's code:
-#   KVWB="env PYTHONPATH=/work/frozen-grid .venv/bin/python -m workbench.cli" nohup nice -n 5 bash ...
+#   KVWB="env PYTHONSAFEPATH=1 PYTHONPATH=/work/frozen-grid .venv/bin/python -m workbench.cli" nohup nice -n 5 bash ...
+# PYTHONSAFEPATH=1 matters: without it `python -m` puts this folder (the main checkout) first on
+# sys.path and the frozen checkout's code is never imported (what happened until 2026-12-06 01:58 UTC).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=docs/records/grid-retrieved
