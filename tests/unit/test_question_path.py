@@ -7,10 +7,16 @@ import pytest
 import torch
 
 import workbench as wb
-from tests.conftest import small_example, tiny_model
+from conftest import small_example, tiny_model
 from workbench.decode import TeacherForced, continue_greedy, forced_score
 
 FAMILIES = ["llama", "qwen3", "gemma3_text"]
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def ctx(request) -> wb.Context:
+    """The small example's context on the tiny model of each family (built once per family)."""
+    return wb.build_context(tiny_model(request.param), small_example())
 
 
 @torch.inference_mode()
@@ -55,10 +61,8 @@ def assert_same_as_hf(model, ctx, max_new_tokens: int = 24) -> None:
         assert torch.equal(all_logits[len(ctx.suffix_ids) - 1:], tf_logits)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_the_question_through_the_engine_equals_hf_bit_for_bit(family):
-    model = tiny_model(family)
-    assert_same_as_hf(model, wb.build_context(model, small_example()))
+def test_the_question_through_the_engine_equals_hf_bit_for_bit(ctx):
+    assert_same_as_hf(ctx.model, ctx)
 
 
 @pytest.mark.slow
@@ -66,10 +70,7 @@ def test_the_question_through_the_engine_equals_hf_bit_for_bit_on_smollm2(smol):
     assert_same_as_hf(smol, wb.build_context(smol, small_example()), max_new_tokens=8)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_hooks_reach_the_question_its_decode_and_teacher_forcing(family):
-    model = tiny_model(family)
-    ctx = wb.build_context(model, small_example())
+def test_hooks_reach_the_question_its_decode_and_teacher_forcing(ctx):
     seen: list[tuple] = []
 
     def record(x, hook):
@@ -91,10 +92,8 @@ def test_hooks_reach_the_question_its_decode_and_teacher_forcing(family):
     assert seen == [("hook_unembed", (1, k + len(forced) - 1), n + k + len(forced) - 2)]  # every row
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_an_ablated_head_moves_the_answer_and_its_score(family):
-    model = tiny_model(family)
-    ctx = wb.build_context(model, small_example())
+def test_an_ablated_head_moves_the_answer_and_its_score(ctx):
+    model = ctx.model
 
     def zero_heads(z, hook):  # z: [cell, row, head, d_head]
         z[:] = 0
