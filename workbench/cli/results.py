@@ -48,8 +48,6 @@ def command(args) -> int:
         missing = [str(p) for p in documents if not p.is_file()]
         if missing:
             raise WorkbenchError(f"no such file: {', '.join(missing)}")
-    if args.out and Path(args.out).is_dir() and any(Path(args.out).iterdir()) and not args.force:
-        raise WorkbenchError(f"{args.out} is not empty; choose a new folder or give --force to replace it")
     with tempfile.TemporaryDirectory(prefix="kvwb-results-") as scratch:
         records = Records(args.records, scratch)
         if args.out:
