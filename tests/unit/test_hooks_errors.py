@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import workbench as wb
-from tests.conftest import small_example, tiny_model
+from tests.conftest import small_example
 from workbench.diagnosis import diagnose, run as diagnosis_run
 from workbench.engine.answers import answer_cells
 from workbench.engine.hooks import Hooks
@@ -15,8 +15,8 @@ POINT = "blocks.1.attn.hook_z"
 
 
 @pytest.fixture(scope="module")
-def ctx():
-    return wb.build_context(tiny_model("llama"), small_example())
+def ctx(tiny_llama):
+    return wb.build_context(tiny_llama, small_example())
 
 
 def _one_line(err) -> str:
