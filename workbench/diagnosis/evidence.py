@@ -27,9 +27,8 @@ import pandas as pd
 import torch
 
 from workbench.engine.hooks import HookPoint
-from workbench.engine.layers import explicit_attention
-from workbench.family import visible_keys
 from workbench.kv import KVCache
+from workbench.signals.attention import attention_rows as attention_probs
 
 RANKING_COLUMNS = ("scorer", "kind", "n_pool", "n_evidence", "average_precision", "chance")
 ATTENTION_COLUMNS = ("cell", "budget", "draw", "layer", "mass_last", "mass_mean")
@@ -73,8 +72,8 @@ class EvidenceAttention:
     """Hooks on a batched pass (`answer_cells`) that read the suffix rows' queries and keys at
     `hook_rot_q` / `hook_rot_k` (read only: the pass stays bit-identical) and, per cell and layer,
     the attention of the suffix rows over the cell's cache (`base` with the cell's repaired rows
-    overlaid) and the suffix itself, through the engine's written-out softmax
-    (`layers.explicit_attention`) under the layer's causal window. Keeps only the mass on
+    overlaid) and the suffix itself, the fp32 softmax of `signals.attention.attention_rows` (as
+    `layers.explicit_attention` writes it out) under the layer's causal window. Keeps only the mass on
     `evidence` ([n_evidence]) positions: {cell: {layer: (mass_last, mass_mean)}}."""
 
     def __init__(self, model, base: KVCache, suffix_start: int, n_suffix: int, evidence: torch.Tensor):
@@ -103,19 +102,10 @@ class EvidenceAttention:
             keys = self.base.keys[layer].clone()  # [kv_head, start, d_head]
             keys[:, hook.positions[c, repaired]] = k[c, repaired].transpose(0, 1).to(keys.dtype)
             keys = torch.cat([keys, k[c, suffix[c]].transpose(0, 1).to(keys.dtype)], dim=1)  # [kv_head, end, d]
-            key_pos = torch.arange(self.end, device=keys.device)
-            query_pos = key_pos[self.start:]
-            mask = visible_keys(query_pos, key_pos, self.ad.windows[layer])  # [suffix, end]
-            kept = []
-
-            def pattern(kind, probs, _positions):  # kind: "attn_scores", then "pattern" ([1, head, suffix, end])
-                if kind == "pattern":
-                    kept.append(probs)
-                return probs
-
-            queries = q[c, suffix[c]].transpose(0, 1)[None]  # [1, head, suffix, d_head]
-            explicit_attention(queries, keys[None], keys[None], mask[None], self.ad.scaling, key_pos[None], pattern)
-            mass = kept[0][0][..., self.evidence.to(keys.device)].sum(-1).float()  # [head, suffix]
+            query_pos = torch.arange(self.start, self.end, device=keys.device)  # [suffix]
+            probs = attention_probs(q[c, suffix[c]], keys, query_pos, self.ad.scaling,
+                                    self.ad.windows[layer])  # [head, suffix, end]
+            mass = probs[..., self.evidence.to(keys.device)].sum(-1)  # [head, suffix]
             cell = int(hook.cells[c])
             self.found.setdefault(cell, {})[layer] = (float(mass[:, -1].mean()), float(mass.mean()))
 
