@@ -127,11 +127,12 @@ def command(args) -> int:
 
         tell("\n" + contrasts_markdown(contrasts))
     if pre is not None:
+        from workbench.experiments.families import tested_families
         from workbench.report import contrasts_markdown
 
-        for family, named in pre.families.items():
-            found = contrast_family(run, list(named.values()), pre.measure)
-            tell(f"\nFamily {family} ({', '.join(named)}), pre-registered ({pre.source or 'preregistration.json'}); "
+        source = pre.source or "preregistration.json"
+        for family, found in tested_families(run, pre.families, pre.measure).items():
+            tell(f"\nFamily {family} ({', '.join(pre.families[family])}), pre-registered ({source}); "
                  f"on {pre.measure}, Holm within the family:\n\n" + contrasts_markdown(found))
     if args.against:
         from workbench.experiments.across import across_family

@@ -9,6 +9,7 @@ docs/records/ keeps it, and `keep.py restore` puts it back):
 
     fam = read_preregistration(run.folder)            # None where the run has none
     table = family_table(run, fam.families, fam.measure)
+    tested = tested_families(run, fam.families, fam.measure)   # {family: [Contrast, ...]}
 """
 
 from __future__ import annotations
@@ -72,14 +73,19 @@ def _draws_text(c) -> str:
     return ", ".join(f"{d.b_count}/{d.c_count}" if d.b_count is not None else f"p {d.p_value:.2g}" for d in c.draws)
 
 
+def tested_families(run: SweepRun, families: dict, measure: str) -> dict[str, list]:
+    """{family: its contrasts (`contrasts.Contrast`, in its order)} of {family: {name: "A:B@b"}},
+    each family Holm-adjusted on its own."""
+    return {family: contrast_family(run, list(named.values()), measure) for family, named in families.items()}
+
+
 def family_table(run: SweepRun, families: dict, measure: str) -> pd.DataFrame:
     """One row per contrast of each family ({family: {name: "A:B@b"}}, Holm within each family):
     b / c, raw and Holm-adjusted p, both rates, the paired difference with its 95% interval, and
     against a drawn control each draw's b / c and how many draws separate at 0.05."""
     rows = []
-    for family, named in families.items():
-        found = contrast_family(run, list(named.values()), measure)
-        for name, c in zip(named, found):
+    for family, found in tested_families(run, families, measure).items():
+        for name, c in zip(families[family], found):
             rows.append({"family": family, "name": name, "a": c.a, "b": c.b, "at": c.at, "measure": c.measure,
                          "test": c.test, "n": c.n, "b_count": c.b_count, "c_count": c.c_count, "p_value": c.p_value,
                          "p_holm": c.p_holm, "rate_a": c.rate_a, "rate_b": c.rate_b, "difference": c.difference,
