@@ -38,11 +38,11 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
         *_caveats(ex),
         "",
     ]
-    anatomy = anatomy_sentence(splice_anatomy(ex), hint=table.attrs.get("measure", "em") == "em")
-    if anatomy:
-        lines.insert(2, anatomy)
     reference = table.attrs.get("reference")
     measure = table.attrs.get("measure", "em")
+    anatomy = anatomy_sentence(splice_anatomy(ex), hint=measure == "em")
+    if anatomy:
+        lines.insert(2, anatomy)
     if measure != "em" and f"dense_{measure}" in ex:
         dense, splice = (ex[f"{side}_{measure}"].astype(float).mean() for side in ("dense", "spliced"))
         lines.insert(2, f"the gap and the tests read {measure}: dense {dense:.3f}, splice {splice:.3f}")
