@@ -57,6 +57,16 @@ def _threads_for_the_tier(request):
     yield
 
 
+def run_cli(argv) -> int:
+    """`kvwb ARGV` in this process: its exit code, whether returned or raised by argparse."""
+    from workbench.cli import main
+
+    try:
+        return main([str(a) for a in argv])
+    except SystemExit as stop:
+        return stop.code
+
+
 def small_example(n_passages: int = 3, example_id: str = "t0") -> Example:
     passages = [
         "Varek Olundi is coached by Mira Tessk.",

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import byte_tokenizer
-from workbench import cli
+from conftest import byte_tokenizer, run_cli
 from workbench.errors import WorkbenchError
 from workbench.tasks import Example, all_present, check_dataset, load_dataset, load_example, score_answer
 from workbench.tasks.ruler import NEEDLES, NOISE, TASKS
@@ -17,13 +16,6 @@ from workbench.tasks.ruler import NEEDLES, NOISE, TASKS
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DISTRACTORS = FIXTURES / "hotpotqa_distractors.json"
 TOK = byte_tokenizer()  # one token per byte: lengths are easy to reason about
-
-
-def run_cli(argv) -> int:
-    try:
-        return cli.main([str(a) for a in argv])
-    except SystemExit as stop:
-        return stop.code
 
 
 def count(text: str) -> int:

@@ -13,17 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import tiny_model
+from conftest import run_cli, tiny_model
 from workbench import cli
 from workbench.cli.common import printable
-
-
-def run_cli(argv) -> int:
-    """`kvwb ARGV` in this process: its exit code, whether returned or raised by argparse."""
-    try:
-        return cli.main([str(a) for a in argv])
-    except SystemExit as stop:
-        return stop.code
 
 
 def tree(root: Path) -> dict[str, bytes | None]:

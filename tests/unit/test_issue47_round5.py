@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import small_example
-from workbench.cli import main
+from conftest import run_cli, small_example
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
 
@@ -30,13 +29,6 @@ def zero_attention(x, hook):
 
 def keep(x, hook):
     return None
-
-
-def run_cli(argv) -> int:
-    try:
-        return main([str(a) for a in argv])
-    except SystemExit as stop:
-        return stop.code
 
 
 def _no_model(*a, **k):
