@@ -10,11 +10,10 @@ manifest: "not recorded".
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from workbench.results.registry import frame, register_table
+from workbench.runstore.manifest import MANIFEST, read_manifest
 
 CORE = ("python", "torch", "transformers", "numpy")
 
@@ -52,8 +51,7 @@ def records_provenance(records) -> pd.DataFrame:
     """One row per record folder (a manifest's record, or a folder of CSVs), by name."""
     rows = []
     for folder in sorted(p for p in records.folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        path = folder / "manifest.json"
-        manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        manifest = read_manifest(folder) if (folder / MANIFEST).is_file() else None
         if manifest is None and not any(folder.glob("*.csv")):
             continue
         commit, versions = provenance(manifest)
