@@ -19,10 +19,8 @@ from types import SimpleNamespace
 import torch
 
 from workbench import decode
-
-from workbench.engine.hooks import FINAL_HOOKS, Hooks, Rows, caching_hooks, compose, hook_names
+from workbench.engine.hooks import FINAL_HOOKS, Hooks, caching_hooks, compose, hook_names
 from workbench.engine.hooks import names_filter as names_filter_of
-from workbench.engine.layers import final_logits
 from workbench.engine.masks import check_positions
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, dense_cache, splice
@@ -111,7 +109,7 @@ class Context:
         _, h = recompute_rows(self.model, base, self.layout.ids, positions, hooks=hooks)  # [row, hidden]
         with torch.inference_mode():
             if hooks and any(name in hooks for name in FINAL_HOOKS):  # every row, so each point has the pass's rows
-                logits = final_logits(ad, h, Rows.one_cell(positions.to(h.device)), hooks)[len(pos):]
+                logits = decode.question_logits(self.model, h, positions, hooks)[len(pos):]
             else:
                 logits = ad.logits(h[len(pos):])
         return logits[None], positions
