@@ -94,23 +94,22 @@ def patched_logits(ctx: Context, patch_sets: Sequence[Sequence[Patch]], clean=No
     base, _ = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, question)
     firsts = [min((r for p in s for r in p.rows), default=end - 1) for s in patch_sets]
     cells = [Cell(positions=torch.arange(f, end), ids=ctx.layout.ids[f:end]) for f in firsts]
-    by_name: dict[str, list[tuple[int, Patch]]] = {}
+    by_name: dict[str, dict[int, list[Patch]]] = {}  # {hook point: {patch set: its patches there}}
     for i, patches in enumerate(patch_sets):
         for p in patches:
-            by_name.setdefault(p.name, []).append((i, p))
+            by_name.setdefault(p.name, {}).setdefault(i, []).append(p)
 
     def patch(x, hook):  # x: [cell, row, ...]; hook.cells: the caller's index of each cell
         source = clean[hook.name][0]  # [question, ...]
         for j, c in enumerate(hook.cells.tolist()):
-            for i, p in by_name[hook.name]:
-                if i == c:
-                    rows = torch.tensor(p.rows)
-                    at = rows - int(hook.positions[j, 0])  # the cell's row index of each patched position
-                    value = source[rows - start].to(x.device, x.dtype)
-                    if p.head is None:
-                        x[j, at] = value
-                    else:
-                        x[j, at, p.head] = value[:, p.head]
+            for p in by_name[hook.name].get(c, ()):
+                rows = torch.tensor(p.rows)
+                at = rows - int(hook.positions[j, 0])  # the cell's row index of each patched position
+                value = source[rows - start].to(x.device, x.dtype)
+                if p.head is None:
+                    x[j, at] = value
+                else:
+                    x[j, at, p.head] = value[:, p.head]
 
     hooks = {name: patch for name in by_name}
     kwargs = {} if max_bytes is None else {"max_bytes": max_bytes}
