@@ -48,7 +48,14 @@ def logit_lens(ctx: Context, answer_ids, rows=None, context: torch.Tensor | None
     cells = [("dense", ctx.reference("the logit lens"), none, None), ("splice", ctx.spliced, none, None)]
     if rows is not None:
         cells.append(("repaired", ctx.spliced, check_positions(rows, ctx.layout.suffix_start, "rows"), context))
-    texts = [ctx.model.tokenizer.decode([t]) for t in answer]
+    decoded: dict[int, str] = {}  # each token's text, decoded once (the top tokens repeat across layers)
+
+    def text(t: int) -> str:
+        if t not in decoded:
+            decoded[t] = ctx.model.tokenizer.decode([t])
+        return decoded[t]
+
+    texts = [text(t) for t in answer]
     target = torch.tensor(answer)
     out = []
     with torch.inference_mode():
@@ -61,10 +68,12 @@ def logit_lens(ctx: Context, answer_ids, rows=None, context: torch.Tensor | None
                 picked = logp.gather(1, target[:, None].to(logp.device))  # [step, 1]
                 ranks = (logp > picked).sum(-1).tolist()
                 top = logp.topk(min(k, vocab), dim=-1)
+                # each layer's numbers read back once (not a device sync per step)
+                p_target, top_ids = picked[:, 0].exp().tolist(), top.indices.tolist()
+                top_probs = top.values.exp().tolist()
                 for step, t in enumerate(answer):
-                    ids = top.indices[step].tolist()
-                    out.append((cache, layer, step, t, texts[step], float(picked[step].exp()), ranks[step], ids,
-                                [ctx.model.tokenizer.decode([i]) for i in ids], top.values[step].exp().tolist()))
+                    out.append((cache, layer, step, t, texts[step], p_target[step], ranks[step], top_ids[step],
+                                [text(i) for i in top_ids[step]], top_probs[step]))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
