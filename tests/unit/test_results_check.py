@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import tiny_model
 from workbench.cli.main import main
 from workbench.diagnosis import DiagnoseConfig
 from workbench.errors import WorkbenchError
@@ -24,7 +23,7 @@ GAP = {"random": "random ({} draws)", "cacheblend": "cacheblend"}
 
 
 @pytest.fixture(scope="module")
-def records_dir(tmp_path_factory):
+def records_dir(tmp_path_factory, tiny_llama):
     """docs/records in small: keep.py and the record `study` of a four-example sweep."""
     import importlib.util
 
@@ -36,7 +35,7 @@ def records_dir(tmp_path_factory):
     config = SweepConfig(dataset=f"jsonl:{data}", n=4, diagnose=DiagnoseConfig(
         selectors=("none", "full", "random", "cacheblend"), budgets=(0.2, 0.5), max_new_tokens=3,
         attribution=False))
-    run_sweep(tiny_model("llama"), config, root / "runs" / "study", progress=False)
+    run_sweep(tiny_llama, config, root / "runs" / "study", progress=False)
     records = root / "records"
     records.mkdir()
     shutil.copy(KEEP, records / "keep.py")

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import tiny_model
 
 from workbench.cli.main import main as kvwb
 from workbench.diagnosis import DiagnoseConfig
@@ -18,11 +17,11 @@ FAMILIES = {"A": {"A1": "cacheblend:random@0.5", "A2": "full:none@0.5"}, "B": {"
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
+def run(tmp_path_factory, tiny_llama) -> Path:
     out = tmp_path_factory.mktemp("runs") / "tiny"
     config = SweepConfig(dataset=f"jsonl:{FIXTURE}", n=3, diagnose=DiagnoseConfig(
         selectors=("none", "full", "random", "cacheblend"), budgets=(0.5,), max_new_tokens=4, attribution=False))
-    run_sweep(tiny_model("llama"), config, out, progress=False)
+    run_sweep(tiny_llama, config, out, progress=False)
     return out
 
 
