@@ -3,6 +3,10 @@ embedded model for the integration tier (marked `slow`, loaded once per session)
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -133,3 +137,22 @@ def app_world(tmp_path_factory):
     from app_world import build_world
 
     return build_world(tmp_path_factory.mktemp("app"))
+
+
+@pytest.fixture(scope="session")
+def restore_record(tmp_path_factory):
+    """`restore_record(NAME, runs)`: the committed record docs/records/NAME restored by keep.py (once
+    per session, ~6 s for a 200-example record) and copied to runs/NAME, which it returns."""
+    records = str(Path(__file__).resolve().parents[1] / "docs" / "records")
+    if records not in sys.path:
+        sys.path.insert(0, records)
+    import keep  # docs/records is no package
+
+    restored = tmp_path_factory.mktemp("restored")
+
+    def restore(name: str, runs: Path) -> Path:
+        if not (restored / name).exists():
+            keep.restore(name, runs=restored)
+        return Path(shutil.copytree(restored / name, Path(runs) / name))
+
+    return restore

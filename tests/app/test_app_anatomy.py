@@ -3,22 +3,17 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from apptest import ROOT, ok, open_page
-
-sys.path.insert(0, str(ROOT / "docs" / "records"))
-import keep  # noqa: E402 - docs/records is no package
+from apptest import ok, open_page
 
 RECORD = "study-ruler-single-gemma3"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, restore_record):
     root = tmp_path_factory.mktemp("records") / "runs"
-    keep.restore(RECORD, runs=root)
+    restore_record(RECORD, root)
     return root
 
 

@@ -24,10 +24,10 @@ RECORD = "study-ruler-mk512-smollm2"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, app_world):
+def runs(tmp_path_factory, app_world, restore_record):
     """A restored record (its preregistration.json kept beside it) and a copy of the small wide sweep."""
     root = tmp_path_factory.mktemp("contrasts") / "runs"
-    keep.restore(RECORD, runs=root)
+    restore_record(RECORD, root)
     for name in ("wide", "pipe-all", "fid"):
         shutil.copytree(app_world["runs"] / name, root / name)
     return root

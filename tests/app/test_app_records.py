@@ -6,28 +6,23 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import sys
 
 import pytest
 
-from apptest import ROOT, frame_with, ok, open_page, texts, unescape
+from apptest import frame_with, ok, open_page, texts, unescape
 from small_runs import config
-from conftest import tiny_model
 from workbench.experiments.sweep import SweepConfig, run_sweep
-
-sys.path.insert(0, str(ROOT / "docs" / "records"))
-import keep  # noqa: E402 - docs/records is no package
 
 RECORD = "study-ruler-mk512-smollm2"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, restore_record, tiny_llama):
     """A restored RULER record (ids 0..199) and a synthetic sweep whose example "0" is another one,
     with a copy of that sweep (the same examples under the same ids)."""
     root = tmp_path_factory.mktemp("records") / "runs"
-    keep.restore(RECORD, runs=root)
-    run_sweep(tiny_model("llama"), SweepConfig(dataset="synthetic", n=1, diagnose=config(budgets=(0.2,))),
+    restore_record(RECORD, root)
+    run_sweep(tiny_llama, SweepConfig(dataset="synthetic", n=1, diagnose=config(budgets=(0.2,))),
               root / "synth", progress=False)
     shutil.copytree(root / "synth", root / "synth-copy")
     return root
