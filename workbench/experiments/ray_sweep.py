@@ -39,7 +39,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.sweep import SweepConfig, check_some_done
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
-from workbench.runstore.lock import lock_holder, writer_state
+from workbench.runstore.lock import lock_holder, process_state, writer_state
 from workbench.runstore.environment import COMPARED, environment
 from workbench.tasks import Example
 
@@ -126,15 +126,10 @@ def end_with_driver(driver: tuple[int, str], exit=os._exit, poll: float = DRIVER
     pid, host = driver
 
     def watch() -> None:
-        while host == socket.gethostname():
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                exit(1)
-                return
-            except PermissionError:  # alive, under another user
-                pass
+        while (state := process_state(pid, host)) == "alive":
             time.sleep(poll)
+        if state == "gone":
+            exit(1)
 
     thread = threading.Thread(target=watch, name="kvwb-driver-watch", daemon=True)
     thread.start()

@@ -66,9 +66,12 @@ def writer_state(folder: Path) -> str:
     """Of the writer a run folder's lock names: "alive", "gone" (a process of this host that no
     longer exists), "elsewhere" (another host: not checkable here) or "none" (no name)."""
     holder = lock_holder(folder)
-    if holder is None:
-        return "none"
-    pid, host = holder
+    return "none" if holder is None else process_state(*holder)
+
+
+def process_state(pid: int, host: str) -> str:
+    """Of process `pid` on `host`: "alive", "gone" (a process of this host that no longer exists)
+    or "elsewhere" (another host: not checkable here)."""
     if host != socket.gethostname():
         return "elsewhere"
     try:
