@@ -39,7 +39,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.sweep import SweepConfig, check_some_done
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
-from workbench.runstore.lock import lock_holder, process_state, writer_state
+from workbench.runstore.lock import lock_holder, process_state
 from workbench.runstore.environment import COMPARED, environment
 from workbench.tasks import Example
 
@@ -114,7 +114,7 @@ def driver_holds(run: Path, driver: tuple[int, str]) -> None:
     worker's write guard (`Diagnosis.save(guard=...)`), so a worker that outlives its driver, or whose
     run folder was emptied or taken by another writer since, writes nothing."""
     holder = lock_holder(run)
-    if holder != tuple(driver) or writer_state(run) == "gone":
+    if holder != tuple(driver) or process_state(*driver) == "gone":
         raise WorkbenchError(f"{run}: the driver (process {driver[0]} on {driver[1]}) no longer holds the run's lock "
                              f"(it names {'no one' if holder is None else 'process %d on %s' % holder}); this "
                              f"worker's example is not written")
