@@ -108,6 +108,21 @@ def shifted_splice(ctx: wb.Context) -> wb.Context:
     return wb.Context(ctx.model, ctx.example, ctx.layout, wb.KVCache(keys, ctx.spliced.values), ctx.dense)
 
 
+def transformer_bridge(model: wb.LoadedModel, folder: Path, name: str | None = None):
+    """TransformerLens 4's `TransformerBridge` over a copy of `model`'s weights (booting swaps the
+    attention modules in place); its tokenizer saved to `folder` (the bridge needs a real name_or_path)."""
+    import copy
+
+    from transformer_lens.model_bridge import TransformerBridge
+    from transformers import AutoTokenizer
+
+    hf = copy.deepcopy(model.hf)
+    hf.config.architectures = hf.config.architectures or [type(hf).__name__]  # a config built in code names none
+    model.tokenizer.save_pretrained(folder)
+    return TransformerBridge.boot_transformers(name or model.name, hf_model=hf,
+                                               tokenizer=AutoTokenizer.from_pretrained(folder))
+
+
 @pytest.fixture(scope="session", params=FAMILIES)
 def tiny(request) -> wb.LoadedModel:
     return tiny_model(request.param)

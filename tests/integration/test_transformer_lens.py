@@ -5,12 +5,11 @@ after RoPE) and `blocks.{l}.attn.hook_v` are [batch, pos, kv_head, d_head] with 
 heads (not expanded to its 9 query heads); `blocks.{l}.attn.hook_pattern` is [batch, head, q, k].
 """
 
-import copy
-
 import pytest
 import torch
 
 import workbench as wb
+from tests.conftest import transformer_bridge
 from tests.unit.test_hooks_tl import assert_every_point_is_the_bridges, engine_dense_pass
 from workbench import interop
 from workbench.engine.hooks import hook_names
@@ -34,14 +33,7 @@ def prefill(smol, tmp_path_factory):
 
 
 def _prefill(smol, tmp_path_factory):
-    from transformers import AutoTokenizer
-    from transformer_lens.model_bridge import TransformerBridge
-
-    folder = tmp_path_factory.mktemp("tokenizer")
-    smol.tokenizer.save_pretrained(folder)  # the bridge needs a tokenizer with a real name_or_path
-    # Booting swaps the HF model's attention modules in place: give it a copy.
-    bridge = TransformerBridge.boot_transformers("smollm2-135m", hf_model=copy.deepcopy(smol.hf),
-                                                 tokenizer=AutoTokenizer.from_pretrained(folder))
+    bridge = transformer_bridge(smol, tmp_path_factory.mktemp("tokenizer"), name="smollm2-135m")
     ctx = wb.build_context(smol, wb.load_example("synthetic#0"))
     ids = ctx.layout.ids[:ctx.layout.suffix_start]  # [pos]
     wanted = set(interop.transformer_lens_names(ctx.dense)) | set(hook_names(smol.adapter))  # every engine point

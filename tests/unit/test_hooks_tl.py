@@ -3,13 +3,11 @@
 convention, filters and `fwd_hooks`; `Context.run_with_cache` / `run_with_hooks`; `hook_pattern`
 by absolute key position in the batched cells."""
 
-import copy
-
 import pytest
 import torch
 
 import workbench as wb
-from tests.conftest import small_example, tiny_model
+from tests.conftest import small_example, tiny_model, transformer_bridge
 from workbench.engine.answers import answer_cells
 from workbench.engine.hooks import QK_NORM_HOOKS, Hooks, Rows, caching_hooks, hook_names
 from workbench.engine.layers import final_logits
@@ -35,14 +33,7 @@ def engine_dense_pass(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def bridge_dense_pass(model, ids: torch.Tensor, folder) -> tuple[torch.Tensor, dict]:
     """TransformerLens 4's `TransformerBridge` over a copy of the same weights: (logits, cache)."""
-    from transformers import AutoTokenizer
-    from transformer_lens.model_bridge import TransformerBridge
-
-    hf = copy.deepcopy(model.hf)  # booting swaps the attention modules in place
-    hf.config.architectures = [type(hf).__name__]  # a config built in code names none
-    model.tokenizer.save_pretrained(folder)  # the bridge needs a tokenizer with a real name_or_path
-    bridge = TransformerBridge.boot_transformers(model.name, hf_model=hf,
-                                                 tokenizer=AutoTokenizer.from_pretrained(folder))
+    bridge = transformer_bridge(model, folder)
     with torch.no_grad():
         logits, cache = bridge.run_with_cache(ids[None])
     return logits, cache

@@ -1,14 +1,12 @@
 """nnsight traces of the question suffix over workbench caches, and TransformerLens names (tiny models)."""
 
-import copy
-
 import nnsight
 import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from tests.conftest import FAMILIES, small_example, tiny_model
+from tests.conftest import FAMILIES, small_example, tiny_model, transformer_bridge
 from workbench import interop
 from workbench.context import build_context
 from workbench.diagnosis import diagnose
@@ -165,14 +163,9 @@ def test_attention_pattern_from_hook_points_equals_the_queries_rebuilt_from_hidd
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_transformer_bridge_hooks_match_our_names(family, tmp_path):
     """TransformerLens 4.x bridge on a tiny model: K/V and patterns agree with ours."""
-    from transformers import AutoTokenizer
-    from transformer_lens.model_bridge import TransformerBridge
-
     model = tiny_model(family)
     ctx = build_context(model, small_example())
-    model.tokenizer.save_pretrained(tmp_path)  # the bridge needs a tokenizer with a real name_or_path
-    bridge = TransformerBridge.boot_transformers(family, hf_model=copy.deepcopy(model.hf),
-                                                 tokenizer=AutoTokenizer.from_pretrained(tmp_path))
+    bridge = transformer_bridge(model, tmp_path, name=family)
     ids = ctx.layout.ids[:ctx.layout.suffix_start]
     with torch.no_grad():
         _, tl = bridge.run_with_cache(ids[None])
