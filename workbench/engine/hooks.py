@@ -112,10 +112,10 @@ class Rows:
         self.cells = cells if cells is not None else torch.arange(len(positions), device=positions.device)
 
     @classmethod
-    def one_cell(cls, positions: torch.Tensor) -> Rows:
-        """Rows of a single cell. positions: [row]."""
+    def one_cell(cls, positions: torch.Tensor, cells: torch.Tensor | None = None) -> Rows:
+        """Rows of a single cell. positions: [row]; cells: [1] its index among the caller's (default 0)."""
         n = positions.numel()
-        return cls(positions[None], positions.new_zeros(n), torch.arange(n, device=positions.device))
+        return cls(positions[None], positions.new_zeros(n), torch.arange(n, device=positions.device), cells)
 
     @classmethod
     def one_row_each(cls, positions: torch.Tensor, cells: torch.Tensor | None = None) -> Rows:
@@ -220,9 +220,7 @@ class Hooks:
         all). `model_or_known`: a `FamilyAdapter`, a number of layers or the names themselves."""
         if hooks is None or isinstance(hooks, Hooks):
             return hooks or None
-        known = model_or_known if isinstance(model_or_known, (int, tuple)) else hook_names(model_or_known)
-        out = cls(hooks, known)
-        return out or None
+        return cls(hooks, model_or_known) or None
 
     def __bool__(self) -> bool:
         return bool(self.fns)
