@@ -94,9 +94,8 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
         r = int(rows.numel())
         first = r + n_suffix - 1  # the row that predicts the first answer token
         pred = slice(first, first + max(len(reference), 1))
-        rows = Rows.one_cell(done.positions[pred]) if hooks else None  # the predicting rows, one cell
-        if rows is not None:
-            rows.cells = torch.tensor([c], device=rows.positions.device)
+        # the predicting rows, one cell: the caller's cell c
+        rows = Rows.one_cell(done.positions[pred], torch.tensor([c], device=done.positions.device)) if hooks else None
         logits = final_logits(model.adapter, done.hidden[pred], rows, hooks).float()  # [pred, vocab]
         logp = torch.log_softmax(logits, dim=-1)
         token_logprobs = tuple(float(logp[i, t]) for i, t in enumerate(reference))
