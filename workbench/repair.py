@@ -73,14 +73,14 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     key_pos = torch.arange(n, device=device)
     allowed = context_allows(check_context(context), pos, key_pos) if context is not None else None  # [row, pos]
 
-    def attend(l: int, q, k, v, pattern) -> torch.Tensor:  # q: [row, head, d_head]; k, v: [row, kv_head, d_head]
+    def attend(l: int, q, k, v, explicit) -> torch.Tensor:  # q: [row, head, d_head]; k, v: [row, kv_head, d_head]
         keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
         values[l][:, pos] = v.transpose(0, 1)
         mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
         mask = mask if allowed is None else mask & allowed
-        if pattern is not None:
+        if explicit is not None:
             return explicit_attention(q.transpose(0, 1)[None], keys[l][None], values[l][None], mask[None],
-                                      ad.scaling, key_pos[None], pattern)[0]
+                                      ad.scaling, key_pos[None], explicit)[0]
         attn = F.scaled_dot_product_attention(
             q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
             attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)

@@ -172,7 +172,7 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hook
         hook_pos = torch.cat([key_pos[:, :key_pos.shape[1] - width], rows.positions], dim=1)  # [cell, key]
     new_keys, new_values = [], []
 
-    def attend_cells(l: int, q, k, v, pattern) -> torch.Tensor:
+    def attend_cells(l: int, q, k, v, explicit) -> torch.Tensor:
         qp = q.new_zeros(n_cells, width, ad.n_heads, ad.head_dim)
         kp = k.new_zeros(n_cells, width, ad.n_kv_heads, ad.head_dim)
         vp = torch.zeros_like(kp)
@@ -182,7 +182,7 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hook
         new_values.append(vp)
         out = attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
                      None if known_k is None else known_k[l], None if known_v is None else known_v[l], masks[l],
-                     hook_pos, pattern)  # [cell, row, head * d_head]
+                     hook_pos, explicit)  # [cell, row, head * d_head]
         return out[cell_of, row_of]
 
     h = run_layers(ad, flat_ids, flat_pos, rows, attend_cells, hooks)  # [token, hidden]

@@ -70,11 +70,11 @@ class Decoder:
         masks = ad.layer_masks(mask[:, None], pos[:, None], key_pos)  # [layer] of [cell, 1, key]
         new_k, new_v = [], []
 
-        def attend_step(l: int, q, k, v, pattern) -> torch.Tensor:  # q: [cell, head, d_head]
+        def attend_step(l: int, q, k, v, explicit) -> torch.Tensor:  # q: [cell, head, d_head]
             new_k.append(k)
             new_v.append(v)
             return attend(ad, q[:, :, None], base.keys[l], base.values[l], k[:, :, None], v[:, :, None],
-                          self.keys[l], self.values[l], masks[l], key_pos, pattern)[:, 0]  # [cell, head * d_head]
+                          self.keys[l], self.values[l], masks[l], key_pos, explicit)[:, 0]  # [cell, head * d_head]
 
         rows = self.rows = Rows.one_row_each(pos, self.index) if self.hooks else None
         h = run_layers(ad, ids.to(device).long(), pos, rows, attend_step, self.hooks)  # [cell, hidden]
