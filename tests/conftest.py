@@ -41,12 +41,14 @@ def tiny_config(family: str, **overrides):
     return AutoConfig.for_model(family, **{**common, **extra, **overrides})
 
 
-def tiny_model(family: str, seed: int = 0, dtype=torch.float32, **overrides) -> wb.LoadedModel:
+def tiny_model(family: str, seed: int = 0, dtype=torch.float32, attn: str = "sdpa", **overrides) -> wb.LoadedModel:
+    """`tiny_config(family)` with random weights; `attn="eager"`: HF's eager attention (it returns weights)."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    hf = AutoModelForCausalLM.from_config(tiny_config(family, **overrides), attn_implementation="sdpa")
-    return wb.wrap_model(hf.to(dtype), byte_tokenizer(), name=f"tiny-{family}")
+    hf = AutoModelForCausalLM.from_config(tiny_config(family, **overrides), attn_implementation=attn)
+    name = f"tiny-{family}" if attn == "sdpa" else f"tiny-{attn}-{family}"
+    return wb.wrap_model(hf.to(dtype), byte_tokenizer(), name=name)
 
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import workbench as wb
-from conftest import byte_tokenizer, small_example, tiny_config
+from conftest import small_example, tiny_model
 from workbench import plots
 from workbench.diagnosis import diagnose
 from workbench.diagnosis.heads import head_patterns
@@ -21,11 +21,7 @@ from workbench.tasks import synthetic_examples
 def eager_ctx(request) -> wb.Context:
     """A context on a tiny model with eager attention (HF returns its weights); Gemma 3's has a
     sliding window shorter than the context."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    hf = AutoModelForCausalLM.from_config(tiny_config(request.param), attn_implementation="eager")
-    return wb.build_context(wb.wrap_model(hf, byte_tokenizer(), name=f"tiny-eager-{request.param}"), small_example())
+    return wb.build_context(tiny_model(request.param, attn="eager"), small_example())
 
 
 def hf_attention(ctx, ids, cache=None) -> list[torch.Tensor]:

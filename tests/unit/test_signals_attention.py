@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import workbench as wb
-from conftest import FAMILIES, byte_tokenizer, small_example, tiny_config
+from conftest import FAMILIES, small_example, tiny_model
 from workbench.signals import SignalSet
 from workbench.signals.attention import attention_rows, draft_attention, question_attention, suffix_pass
 
@@ -12,12 +12,7 @@ from workbench.signals.attention import attention_rows, draft_attention, questio
 @pytest.fixture(scope="module", params=FAMILIES)
 def eager_ctx(request) -> wb.Context:
     """A context on a tiny model of each family with eager attention (it can return weights)."""
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(0)
-    hf = AutoModelForCausalLM.from_config(tiny_config(request.param), attn_implementation="eager")
-    model = wb.wrap_model(hf, byte_tokenizer(), name=f"tiny-eager-{request.param}")
-    return wb.build_context(model, small_example())
+    return wb.build_context(tiny_model(request.param, attn="eager"), small_example())
 
 
 @pytest.fixture(scope="module")
