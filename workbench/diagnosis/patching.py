@@ -135,7 +135,7 @@ def activation_patching(ctx: Context, rows=None, layers=None, z_rows=None) -> Pa
     last = f"blocks.{ad.n_layers - 1}.hook_resid_post"
     names = [f"blocks.{l}.{n}" for l in layers for n in ("hook_resid_post", "attn.hook_z")] + [last]
     _, clean = ctx.run_with_cache(over="dense", names_filter=names)
-    splice_logits, _ = ctx.run_with_cache(over="spliced", names_filter=[])  # [1, question, vocab]
+    splice_logits = ctx.run_with_hooks(over="spliced")  # [1, question, vocab]
     with torch.inference_mode():  # dense's last row through the head alone, as a patched cell's is
         dense = ad.logits(clean[last][0, -1:])[0]  # [vocab]
     plus, minus = int(dense.argmax()), int(splice_logits[0, -1].argmax())
