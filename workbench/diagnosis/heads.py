@@ -97,16 +97,15 @@ def _read(ctx: Context, base: KVCache, cell: torch.Tensor, query: int,
     positions = torch.unique(torch.cat([cell[cell <= query], own]))  # sorted, the query among them
     found: dict[int, torch.Tensor] = {}
 
-    def reader(layer: int):
-        def read(probs: torch.Tensor, hook) -> None:  # probs: [1, head, row, key]
-            row = int((hook.positions[0] == query).nonzero()[0])
-            keys = hook.key_positions[0]  # [key] absolute positions, -1 on padding
-            keep = (keys >= 0) & (keys <= query)
-            out = probs.new_zeros(probs.shape[1], query + 1, dtype=torch.float32)  # [head, key]
-            out[:, keys[keep]] = probs[0, :, row, keep].float()
-            found[layer] = out.cpu()
-        return read
+    def read(probs: torch.Tensor, hook) -> None:  # probs: [1, head, row, key]
+        row = int((hook.positions[0] == query).nonzero()[0])
+        keys = hook.key_positions[0]  # [key] absolute positions, -1 on padding
+        keep = (keys >= 0) & (keys <= query)
+        out = probs.new_zeros(probs.shape[1], query + 1, dtype=torch.float32)  # [head, key]
+        out[:, keys[keep]] = probs[0, :, row, keep].float()
+        found[hook.layer()] = out.cpu()
 
-    hooks = {f"blocks.{l}.attn.hook_pattern": reader(l) for l in range(n_layers)}
+    read.reads_only = True  # engine.hooks: a reader, so no finite check after it
+    hooks = {f"blocks.{l}.attn.hook_pattern": read for l in range(n_layers)}
     recompute_rows(ctx.model, base, ctx.layout.ids, positions, context=context, hooks=hooks)
     return torch.stack([found[l] for l in range(n_layers)])  # [layer, head, key]

@@ -86,11 +86,10 @@ def _answer_residuals(ctx: Context, base: KVCache, cell: torch.Tensor, answer: l
     positions = torch.cat([cell, torch.arange(ctx.layout.suffix_start, n + len(answer) - 1)])
     found: dict[int, torch.Tensor] = {}
 
-    def reader(layer: int):
-        def read(x: torch.Tensor, hook) -> None:  # x: [1, row, hidden]
-            found[layer] = x[0, hook.positions[0] >= n - 1].float()  # [step, hidden]
-        return read
+    def read(x: torch.Tensor, hook) -> None:  # x: [1, row, hidden]
+        found[hook.layer()] = x[0, hook.positions[0] >= n - 1].float()  # [step, hidden]
 
-    hooks = {f"blocks.{l}.hook_resid_post": reader(l) for l in range(n_layers)}
+    read.reads_only = True  # engine.hooks: a reader, so no finite check after it
+    hooks = {f"blocks.{l}.hook_resid_post": read for l in range(n_layers)}
     recompute_rows(ctx.model, base, ids, positions, context=context, hooks=hooks)
     return [found[l] for l in range(n_layers)]
