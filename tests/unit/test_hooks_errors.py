@@ -1,7 +1,6 @@
 """Issue 47 items 4, 15 and 16 on the hooks API: bad hooks are refused in one line naming the hook
 point, before any model work; a hook that leaves NaN or inf is an error naming its point."""
 
-import numpy as np
 import pytest
 import torch
 
