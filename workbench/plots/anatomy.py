@@ -27,9 +27,11 @@ def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title
     for kind, (label, colour) in KIND_STYLE.items():
         fig.add_trace(go.Bar(y=names, x=at[kind].to_numpy(), name=label, orientation="h", marker_color=colour,
                              hovertemplate="%{y}: %{x:g} " + label + "<extra></extra>"))
+    top, bottom = 70, 120  # px; the legend sits a fixed 75 px under the plot, below the axis title
+    plot_px = max(120, 24 * len(names))
     fig.update_layout(barmode="stack", title=title or f"What each answer's lost exact matches are, b = {budget:g}",
-                      height=max(260, 90 + 26 * len(names)), legend={"orientation": "h", "y": -0.18, "traceorder": "normal"},
-                      margin={"l": 110})
+                      height=plot_px + top + bottom, margin={"l": 110, "t": top, "b": bottom},
+                      legend={"orientation": "h", "y": -75 / plot_px, "yanchor": "top", "traceorder": "normal"})
     fig.update_xaxes(title="examples where dense is right and the answer is wrong", rangemode="tozero")
     fig.update_yaxes(autorange="reversed", title="")
     return fig
