@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
-from readable import compact, count, p_value, show_table, signed
+from readable import compact, count, p_value, rate, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
@@ -32,7 +32,7 @@ FORMATS = {"n": count, "ref_b": count, "ref_c": count, "dense_b": count, "dense_
            "rows_per_example": lambda v: "" if v != v else f"{v:.1f}", "gap_recovered": signed,
            "gap_recovered_low": signed, "gap_recovered_high": signed}
 CONTRAST_HEADERS = {"family": "family", "name": "contrast", "a": "A", "b": "B", "at": "budget", "n": "n",
-                    "b_count": "b (A right, B wrong)", "c_count": "c", "p_value": "p", "p_holm": "Holm p",
+                    "b_count": "b", "c_count": "c", "p_value": "p", "p_holm": "Holm p",
                     "rate_a": "A's rate", "rate_b": "B's rate", "difference": "A − B", "low": "95% low", "high": "95% high",
                     "draws": "b / c per draw", "draws_separating": "draws p < 0.05", "test": "test"}
 CONTRAST_FORMATS = {"b_count": count, "c_count": count, "p_value": p_value, "p_holm": p_value, "difference": signed,
@@ -176,7 +176,8 @@ if not cells.empty:
     st.subheader("What the lost exact matches are")
     budgets = sorted(float(b) for b in cells["budget"].unique())
     ensure_choice("curves_anatomy_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
-    at = st.select_slider("Budget of the repairs in the anatomy", budgets, key="curves_anatomy_budget")
+    at = (st.select_slider("Budget of the repairs in the anatomy", budgets, key="curves_anatomy_budget")
+          if len(budgets) > 1 else budgets[0])  # one budget: nothing to slide
     show_figure(gap_anatomy_figure(cells, at, selectors=["none", *shown]), f"anatomy-{run.name}", "curves_anatomy")
     st.caption("Each bar: the examples where dense is right and the answer (none: the splice) is wrong, split "
                "against dense's answer: it lost the gold; it names the gold only inside a longer word (RULER's "
@@ -188,13 +189,18 @@ ranking, attention = state.run_evidence(run.path)
 if not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
     ensure_choice("curves_evidence_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
-    at = st.select_slider("Budget of the repairs in the attention figure", budgets, key="curves_evidence_budget")
+    at = (st.select_slider("Budget of the repairs in the attention figure", budgets, key="curves_evidence_budget")
+          if len(budgets) > 1 else budgets[0])
     show_figure(plots.evidence_attention_figure(attention, at, selectors=shown), f"evidence-{run.name}",
                 "curves_evidence")
     st.caption("Where the repaired lines climb from the splice's toward dense's, the repair gave the question back "
                "its view of the gold evidence (RULER's needles, HotpotQA's supporting sentences). Each selector's "
                "average precision against the evidence rows, beside chance:")
-    st.dataframe(ranking[ranking["selector"].isin(shown)] if "selector" in ranking else ranking, hide_index=True)
+    show_table(ranking[ranking["selector"].isin(shown)] if "selector" in ranking else ranking,
+               {"scorer": "scorer", "selector": "selector", "kind": "kind", "n": "examples",
+                "average_precision": "average precision", "chance": "chance", "lift": "lift (AP / chance)"},
+               {"n": count, "average_precision": rate, "chance": rate, "lift": lambda v: rate(v) and f"{float(v):.2f}"},
+               key="curves_evidence_table")
 
 st.subheader("Summary")
 st.caption("McNemar b/c: b = the selector right where the other is wrong; p Holm-corrected within each budget "
@@ -209,6 +215,9 @@ t1, t2 = st.columns(2)
 share = t1.slider("Share of dense EM", 0.5, 1.0, 0.9, 0.05, key="curves_share")
 max_flip = t2.slider("Largest flip rate", 0.0, 0.5, 0.2, 0.05, key="curves_max_flip")
 targets = tokens_to_target(in_view, ex, share_of_dense=share, max_flip_rate=max_flip)
-st.dataframe(targets, hide_index=True)
+reach, flip_cap = targets.columns[1:3]
+show_table(targets, {"selector": "selector", reach: f"rows to {share:g} of dense {reach.rsplit('_', 1)[-1]}",
+                     flip_cap: f"rows to flip rate ≤ {max_flip:g}"},
+           {reach: FORMATS["rows_per_example"], flip_cap: FORMATS["rows_per_example"]}, key="curves_targets_table")
 st.caption("Empty where no budget of the run reaches the target.")
 csv_button(targets, f"targets-{run.name}", "curves_targets_csv")

@@ -175,9 +175,10 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | 
               f"{_cell_text(z[r, k], int(draws.get(c, 1)))}" for k, c in enumerate(matrix.columns)]
              for r, i in enumerate(ids)]
     x, y = [escape(c) for c in matrix.columns], [escape(i) for i in ids]
+    # the colour bar's title in two lines: a matrix of a few examples leaves it ~130 px of bar
     fig = go.Figure(go.Heatmap(z=z, x=x, y=y, zmin=0, zmax=1, colorscale=[[0, "#e8f1e4"], [1, "#c0392b"]],
                                xgap=2, ygap=2, hoverinfo="skip",
-                               colorbar={"title": {"text": "flips (a coin: share of its draws)", "side": "right"},
+                               colorbar={"title": {"text": "flips (a coin:<br>share of its draws)", "side": "right"},
                                          "tickvals": [0, 0.5, 1], "ticktext": ["kept", "½", "flipped"],
                                          "len": 1, "lenmode": "fraction", "thickness": 14}))
     cells = [(c, i, hover[r][k], ids[r], str(matrix.columns[k])) for r, i in enumerate(y) for k, c in enumerate(x)]
