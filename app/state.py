@@ -242,11 +242,6 @@ def run_examples(run: RunFolder) -> tuple[list[str], dict[str, str], dict[str, P
     return ids, questions, {i: sweep.diagnosis_folder(i) for i in ids}
 
 
-def run_preregistration(folder: Path):
-    """The pre-registered families kept beside a sweep (`preregistration.json`), or None."""
-    return wb.read_preregistration(folder)
-
-
 @st.cache_data(show_spinner="Testing the contrasts...", max_entries=16)
 def _contrasts(path: str, stamp: tuple, families: str, measure: str) -> pd.DataFrame:
     return wb.family_table(_sweep(path, stamp), json.loads(families), measure)

@@ -12,8 +12,8 @@ from readable import compact, count, p_value, rate, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
-    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, cell_anatomy, reference_selectors,
-    resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
+    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, cell_anatomy, read_preregistration,
+    reference_selectors, resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.forest import forest_figure
@@ -105,7 +105,7 @@ show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed again
 st.subheader("Contrasts")
 pre = None
 try:
-    pre = state.run_preregistration(run.path)
+    pre = read_preregistration(run.path)
 except WorkbenchError as err:
     warn(err)
 sources = (["pre"] if pre else []) + ["chosen"]
