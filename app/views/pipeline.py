@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
+from readable import count, p_value, show_table
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import WorkbenchError, gate_reasons, repair_summary, summarize_pipeline
@@ -34,7 +35,10 @@ st.markdown(f"{plain(run.name)}: model {plain(data.manifest.model_name or '?')},
 
 st.subheader("Reuse against accuracy")
 show_figure(figures.reuse_vs_accuracy(tables["methods"]), f"reuse-accuracy-{run.name}", "pipe_line")
-st.dataframe(tables["methods"], hide_index=True, width="stretch")
+COUNTS = ("n", "b_anchor", "c_anchor", "b_ref", "c_ref")
+show_table(tables["methods"], {c: c for c in tables["methods"].columns},  # a missing test blank, never "None"
+           {"p_anchor": p_value, "p_ref": p_value} | dict.fromkeys(COUNTS, count), key="pipeline_methods_table",
+           pinned=("method",))
 csv_button(tables["methods"], f"methods-{run.name}", "pipe_methods_csv", "Methods as CSV")
 
 methods = list(dict.fromkeys(data.requests["method"]))
