@@ -63,6 +63,7 @@ def test_heatmaps_outline_each_run_of_evidence_columns():
     spans = [(s.x0, s.x1) for s in fig.layout.shapes if s.name == "gold evidence"]
     assert spans == [(9 - 4 - 0.5, 11 - 4 + 0.5), (17 - 4 - 0.5, 17 - 4 + 0.5)]  # columns index reused rows
     assert [s.showlegend for s in fig.layout.shapes if s.name == "gold evidence"] == [True, False]
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.yanchor == "bottom"  # off the colour bar
     assert [s.name for s in fig.layout.shapes if s.name == "chosen token"] == ["chosen token"]
     assert plots.figure_problems(fig) == []
     assert evidence_spans([3, 1, 2, 7]) == [(1, 3), (7, 7)]

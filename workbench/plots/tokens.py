@@ -161,6 +161,8 @@ def mark_evidence(fig: go.Figure, positions: list[int], evidence: set[int]) -> N
     for i, (first, last) in enumerate(evidence_spans(columns)):
         fig.add_shape(type="rect", x0=first - 0.5, x1=last + 0.5, y0=0, y1=1, yref="y domain",
                       line={"color": EVIDENCE, "width": 2, "dash": "dot"}, name="gold evidence", showlegend=i == 0)
+    if columns:  # the entry above the plot's right corner, off the colour bar that the right edge holds
+        fig.update_layout(legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.0, "yanchor": "bottom"})
 
 
 def _column(positions: list[int], highlight: int | None) -> int | None:
