@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.selectors.units import UNITS, Selection, random_scores, select_rows
+from workbench.selectors.units import UNITS, UnitChoice, random_scores, select_rows
 
 
-def _rows(sel: Selection) -> list[int]:
+def _rows(sel: UnitChoice) -> list[int]:
     return sel.rows.tolist()
 
 

@@ -11,10 +11,10 @@ from workbench.selectors.registry import (
     parse_selectors, reference_selectors, register_selector, selector_code, selector_names,
 )
 from workbench.selectors.choose import choose
-from workbench.selectors.units import UNITS, Selection, UnitOptions, random_scores, select_rows
+from workbench.selectors.units import UNITS, UnitChoice, UnitOptions, random_scores, select_rows
 
 __all__ = [
-    "UNITS", "Selection", "SelectorInfo", "SelectorSpec", "UnitOptions", "choose", "comparison_reference",
+    "UNITS", "SelectorInfo", "SelectorSpec", "UnitChoice", "UnitOptions", "choose", "comparison_reference",
     "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
     "reference_selectors", "register_selector", "select_rows", "selector_code", "selector_names",
 ]

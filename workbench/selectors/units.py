@@ -35,7 +35,7 @@ UNITS = ("single", "chunk", "grow")
 CHUNK_COUNTINGS = ("algorithm1", "table8")
 CHUNK_SCOPES = ("span", "passage")
 
-__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "Selection", "UnitOptions", "check_tau", "matched_coin",
+__all__ = ["CHUNK_COUNTINGS", "CHUNK_SCOPES", "UNITS", "UnitChoice", "UnitOptions", "check_tau", "matched_coin",
            "random_scores", "select_rows"]
 
 
@@ -64,8 +64,9 @@ class UnitOptions:
 
 
 @dataclass(frozen=True)
-class Selection:
-    """The rows a unit chose.
+class UnitChoice:
+    """The rows a unit chose, as indices into the scored rows (`diagnosis.run.Selection` is the
+    diagnosis's record of one selector's choice, in absolute positions).
 
     rows:          [k] int64, sorted ascending, unique, indices into the n scored rows
     unit:          "single" | "chunk" | "grow"
@@ -243,7 +244,7 @@ def _grow(s: torch.Tensor, n_rows: int, tau: float, seg_spans, max_span: int | N
 def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
                 chunk_size: int = UnitOptions.chunk_size, tau: float = UnitOptions.tau, segments: torch.Tensor | None = None,
                 chunk_counting: str = "algorithm1", share: float | None = None,
-                max_span: int | None = None) -> Selection:
+                max_span: int | None = None) -> UnitChoice:
     """Choose which of the n scored rows to recompute with a budget of `n_rows` rows.
 
     scores: [n] real, finite; higher = recompute first. n_rows: 0..n.
@@ -311,7 +312,7 @@ def select_rows(scores: torch.Tensor, n_rows: int, unit: str = "single", *,
         rows, n_units, skipped, spans = _grow(s, n_rows, tau, seg_spans, max_span)
 
     out = torch.tensor(rows, dtype=torch.int64, device=scores.device)
-    return Selection(rows=out, unit=unit, n_requested=n_rows, n_units=n_units,
+    return UnitChoice(rows=out, unit=unit, n_requested=n_rows, n_units=n_units,
                      skipped=skipped, budget_matched=len(rows) == n_rows, spans=spans)
 
 
@@ -344,8 +345,8 @@ def _free_runs(taken: list[bool], seg_spans) -> list[tuple[int, int]]:
     return runs
 
 
-def matched_coin(selection: Selection, n: int, seed: int, *, chunk_size: int = 64,
-                 segments: torch.Tensor | None = None) -> Selection:
+def matched_coin(selection: UnitChoice, n: int, seed: int, *, chunk_size: int = 64,
+                 segments: torch.Tensor | None = None) -> UnitChoice:
     """The coin matched to `selection`: the same unit and the same units' sizes, placed by a seeded
     coin, so that it recomputes exactly as many rows as the selector it controls (BCR §4.3: "the
     chunks picked by coin at an identical budget").
@@ -393,7 +394,7 @@ def matched_coin(selection: Selection, n: int, seed: int, *, chunk_size: int = 6
     else:
         raise WorkbenchError(f"unknown unit {selection.unit!r}; valid units: {', '.join(UNITS)}")
     device = selection.rows.device
-    return Selection(rows=torch.tensor(rows, dtype=torch.int64, device=device), unit=selection.unit,
+    return UnitChoice(rows=torch.tensor(rows, dtype=torch.int64, device=device), unit=selection.unit,
                      n_requested=selection.n_requested, n_units=len(spans) if selection.unit != "single"
                      else len(rows), skipped=selection.skipped, budget_matched=len(rows) == selection.n_requested,
                      spans=spans)
