@@ -36,6 +36,10 @@ def add_arguments(p) -> None:
                    help="selector the summary tests against (default: cacheblend, else random, when the run has "
                         "one; otherwise that comparison is left out)")
     p.add_argument("--out", required=True, help="run folder; an existing run with the same arguments resumes")
+    p.add_argument("--preregistration", default=None, metavar="FILE",
+                   help="contrast families written before the run ({\"measure\": ..., \"families\": {\"A\": "
+                        "{\"A1\": \"X:Y@auc\"}}}): checked against --selectors and --budgets, copied beside the "
+                        "manifest before the first example; `kvwb summary RUN --preregistered` tests them")
     ray = p.add_argument_group("executor")
     ray.add_argument("--executor", choices=["local", "ray"], default="local",
                      help="local (default: this process) or ray (one actor per worker loads the model once; each "
@@ -72,6 +76,12 @@ def command(args) -> int:
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
     check_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
     out = runstore.check_out(args.out, kind="sweep", resume=True)
+    if args.preregistration is not None:  # refused before the model loads
+        from workbench.experiments.families import check_preregistration
+
+        folder = runstore.inspect_folder(out) if out.is_dir() else None
+        check_preregistration(args.preregistration, out, folder.n_done() if folder is not None else 0,
+                              config.diagnose.selectors, config.diagnose.budgets)
     if args.gpus_per_worker < 0:
         raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
     try:
@@ -81,9 +91,9 @@ def command(args) -> int:
             import_ray()  # a missing extra fails before any work
             store = run_sweep_ray(args.model, config, out, workers=args.workers, address=args.address,
                                   cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker,
-                                  device=args.device, dtype=args.dtype)
+                                  device=args.device, dtype=args.dtype, preregistration=args.preregistration)
         else:
-            store = run_sweep(load_model(args), config, out)
+            store = run_sweep(load_model(args), config, out, preregistration=args.preregistration)
     except KeyboardInterrupt:
         print(f"kvwb: interrupted: {_standing(out, config.n)}; run the same command to resume: "
               f"{printable(command_line(args), stream=sys.stderr)}", file=sys.stderr)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.errors import WorkbenchError
+from workbench.experiments.areas import AUC
 from workbench.experiments.contrasts import contrast_family, get_measure, parse_family, resolve_coin
 from workbench.runstore import SweepRun
 
@@ -48,8 +49,58 @@ def read_preregistration(folder: str | Path) -> Preregistration | None:
     """The `preregistration.json` beside a run's manifest, checked (every contrast parsed, the
     measure known); None where there is none; a one-line error where it is malformed."""
     path = Path(folder) / PREREGISTRATION
-    if not path.is_file():
-        return None
+    return parse_preregistration(path) if path.is_file() else None
+
+
+def place_preregistration(source: str | Path, out: str | Path, examples_done: int, selectors, budgets) -> Path:
+    """Copy a pre-registration (as `read_preregistration` reads it) beside a run before its first
+    example, byte for byte (`check_preregistration` says what is refused). The same file again (a
+    resume) is accepted and left as it is."""
+    from workbench.atomic import write_bytes
+
+    data = check_preregistration(source, out, examples_done, selectors, budgets)
+    target = Path(out) / PREREGISTRATION
+    if not target.is_file():
+        write_bytes(target, data)
+    return target
+
+
+def check_preregistration(source: str | Path, out: str | Path, examples_done: int, selectors, budgets) -> bytes:
+    """The pre-registration's bytes, or a one-line refusal: a malformed file; a contrast naming a
+    selector the run does not run or a budget off its grid; a run that already holds examples but
+    no pre-registration (one written after results is not one); a run whose one differs."""
+    from workbench.selectors import parse_selector
+
+    source = Path(source)
+    if not source.is_file():
+        raise WorkbenchError(f"--preregistration {source}: no such file")
+    pre = parse_preregistration(source)
+    labels = [parse_selector(s).label for s in selectors]
+    for family in pre.families.values():
+        for text in family.values():
+            a, b, budget = parse_family([text])[0]
+            for name in (a, resolve_coin(a, b, labels)):
+                if parse_selector(name).label not in labels:
+                    raise WorkbenchError(f"{source}: {text!r} names {name!r}, which this run does not run "
+                                         f"(selectors: {', '.join(labels)})")
+            if budget != AUC and not any(math.isclose(budget, float(x)) for x in budgets):
+                raise WorkbenchError(f"{source}: {text!r} tests budget {budget:g}, off the run's grid "
+                                     f"({', '.join(f'{float(x):g}' for x in budgets)})")
+    target = Path(out) / PREREGISTRATION
+    data = source.read_bytes()
+    if target.is_file():
+        if target.read_bytes() != data:
+            raise WorkbenchError(f"{target} already holds another pre-registration; a run keeps the one "
+                                 "it started with (start a new run folder)")
+    elif examples_done:
+        raise WorkbenchError(f"{out} already holds {examples_done} example(s) and no pre-registration: "
+                             "one written after results is not a pre-registration (start a new run folder)")
+    return data
+
+
+def parse_preregistration(path: str | Path) -> Preregistration:
+    """A pre-registration file read and checked (see `read_preregistration`)."""
+    path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:

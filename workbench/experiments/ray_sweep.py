@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
-from workbench.experiments.sweep import SweepConfig, check_some_done
+from workbench.experiments.sweep import SweepConfig, check_some_done, place_preregistration_of
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
 from workbench.runstore.lock import lock_holder, process_state
@@ -252,7 +252,8 @@ def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float,
 
 def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, workers: int = 2,
                   address: str | None = None, cpus_per_worker: float = 1, gpus_per_worker: float = 0,
-                  device: str | None = None, dtype: str | None = None, progress: bool = True) -> SweepStore:
+                  device: str | None = None, dtype: str | None = None, progress: bool = True,
+                  preregistration: str | Path | None = None) -> SweepStore:
     """`run_sweep` with `workers` Ray actors, each loading `model_spec` once.
 
     Connects to `address` ("auto", "HOST:PORT", "ray://HOST:PORT"; a HOST:PORT that does not
@@ -284,6 +285,7 @@ def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, work
             examples = ray.get(actors[0].examples.remote(config))
             order = [e.id for e in examples]
             store = SweepStore.open(out, identity, config.identity(), env)
+            place_preregistration_of(config, out, store, preregistration)
             todo = [e for e in examples if not store.done(e.id)]
             try:
                 _dispatch(ray, actors, store, todo, config.diagnose, out, order, progress)

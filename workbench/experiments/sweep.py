@@ -57,13 +57,14 @@ class SweepConfig:
 
 
 def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress: bool = True,
-              hooks=None) -> SweepStore:
+              hooks=None, preregistration: str | Path | None = None) -> SweepStore:
     """Diagnose every example of `config.dataset` into `out`, resuming a compatible run there.
 
     `hooks` (as `diagnose` takes them) run on every example; the manifest's args record them
     ("hooks": each point's functions by qualified name), so a hooked run and an unhooked one never
     resume each other. Returns the store (its manifest says how the run ended). Raises if every
-    example failed, with the first example's error.
+    example failed, with the first example's error. `preregistration` (a file as
+    `experiments.families` reads it) is copied beside the manifest before the first example.
     """
     config = config.checked()
     examples = config.load_examples(model)
@@ -73,6 +74,7 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
     identity = {**config.identity(), **({"hooks": hooked} if hooked else {})}
     with run_lock(out):
         store = SweepStore.open(out, model_identity(model), identity)
+        place_preregistration_of(config, out, store, preregistration)
         bar = tqdm(examples, desc="examples", unit="example", disable=not progress,
                    initial=0, total=len(examples))
         try:
@@ -92,6 +94,15 @@ def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress
         store.finish("complete", order)
     check_some_done(store, len(examples))
     return store
+
+
+def place_preregistration_of(config: SweepConfig, out: Path, store: SweepStore, preregistration) -> None:
+    """Copy `preregistration` (None: nothing) beside the run's manifest, checked against its selectors,
+    budgets and the examples it already holds (`families.place_preregistration`)."""
+    if preregistration is not None:
+        from workbench.experiments.families import place_preregistration
+
+        place_preregistration(preregistration, out, store.n_done, config.diagnose.selectors, config.diagnose.budgets)
 
 
 def check_some_done(store: SweepStore, n_examples: int) -> None:
