@@ -23,10 +23,11 @@ from workbench.engine.hooks import FINAL_HOOKS, Hooks, caching_hooks, compose, h
 from workbench.engine.hooks import names_filter as names_filter_of
 from workbench.engine.masks import check_positions
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, dense_cache, splice
+from workbench.kv import KVCache
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
 from workbench.repair import recompute_rows, repair
+from workbench.splice import dense_cache, splice
 from workbench.tasks import Example, synthetic_examples
 
 
@@ -40,7 +41,7 @@ class Context:
     layout: Layout
     spliced: KVCache
     dense: KVCache | None = None
-    rerotation: str = "delta"  # how the splice moved its keys ("delta" or "exact", see kv.splice)
+    rerotation: str = "delta"  # how the splice moved its keys ("delta" or "exact", see splice.splice)
     rope_floor: torch.Tensor | None = None  # [layer]: relative key error of delta-RoPE rounding alone
 
     @property

@@ -15,9 +15,10 @@ from workbench.errors import WorkbenchError
 from workbench.experiments import fidelity as fid
 from workbench.experiments import fidelity_probe as probe_module
 from workbench.experiments import fidelity_conditions as fc
-from workbench.kv import KVCache, prefill, prefill_many, sender_cache
+from workbench.kv import KVCache
 from workbench.layout import chat_frame
 from workbench.runstore import load_fidelity
+from workbench.splice import prefill, prefill_many, sender_cache
 
 SMALL = dict(cosines=(0.99, 0.9), alphas=(0, 0.5, 1), layers=(0, 1, 3), bank_ranks=(1, 2), bank_alphas=(0.5, 1),
              bank_size=4, pool_sizes=(1, 2), proj_cos=(0.95,), max_new_tokens=4, progress=False)

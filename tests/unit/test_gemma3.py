@@ -8,7 +8,8 @@ import torch
 import workbench as wb
 from conftest import small_example, tiny_config, tiny_model
 from workbench.decode import greedy_answer, greedy_answers
-from workbench.kv import relative_error, splice
+from workbench.kv import relative_error
+from workbench.splice import splice
 
 
 @pytest.fixture(scope="module")

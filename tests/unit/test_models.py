@@ -198,7 +198,8 @@ def test_missing_embedded_package_says_how_to_install(monkeypatch):
 
 @pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3_text"])  # plain, q/k-norm, sliding windows
 def test_kv_bytes_per_position_is_one_cached_positions_bytes(family):
-    from workbench.kv import kv_bytes_per_position, prefill
+    from workbench.kv import kv_bytes_per_position
+    from workbench.splice import prefill
 
     model = tiny_model(family)
     cache = prefill(model, torch.arange(5))  # keys, values: [layer, kv_head, pos, d_head]

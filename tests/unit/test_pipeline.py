@@ -11,13 +11,14 @@ import torch
 from conftest import tiny_model
 from workbench.errors import WorkbenchError
 from workbench.decode import greedy_answer
-from workbench.kv import KVCache, prefill, relative_error
+from workbench.kv import KVCache, relative_error
 from workbench.pipeline import AnchorPool, PipelineSpec, agent_layout, base_cache, dense_call, kvcomm_call, run_request
 from workbench.pipeline.calls import agent_example, tail_base
 from workbench.pipeline.methods import CallContext, MethodState, get_method
 from workbench.pipeline.request import call_seed, task_text
 from workbench.pipeline.spec import Agent
 from workbench.repair import repair
+from workbench.splice import prefill
 from workbench.tasks import synthetic_examples
 
 AGENT = Agent("reader", "You read.", "Say what you read.")

@@ -31,11 +31,12 @@ from workbench.byte_tokenizer import byte_tokenizer
 from workbench.context import Context, context_of_length
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, assemble, prefill, sender_cache
+from workbench.kv import KVCache, assemble
 from workbench.models import LoadedModel, wrap_model
 from workbench.selectors import choose, default_selectors, parse_selectors
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import decision_saliency
+from workbench.splice import prefill, sender_cache
 
 RHOS = (0.05, 0.1, 0.2, 0.4, 1.0)
 TTFT_RHO = 0.2

@@ -28,7 +28,7 @@ POLICIES = ("", "ACTIVE", "PASSIVE")  # "": the OpenMP runtime's default (workbe
 
 def _workload(model_name: str):
     from workbench import build_context, load_example, load_model
-    from workbench.kv import prefill
+    from workbench.splice import prefill
 
     model = load_model(model_name)
     ctx = build_context(model, load_example("synthetic#0"))

@@ -19,9 +19,9 @@ from tqdm.auto import tqdm
 
 from workbench import threads
 from workbench.context import build_context, context_of_length
-from workbench.kv import prefill
 from workbench.models import LoadedModel
 from workbench.selectors import choose, parse_selector, random_scores
+from workbench.splice import prefill
 from workbench.tasks import synthetic_examples
 
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field, fields, replace
 
 from workbench.checks import check_int
 from workbench.errors import WorkbenchError
-from workbench.kv import REROTATIONS
 from workbench.layout import POOLS
 from workbench.repair import budget_rows
 from workbench.selectors import UnitOptions, default_selectors, parse_selectors
 from workbench.signals import SignalOptions
+from workbench.splice import REROTATIONS
 
 DEFAULT_BUDGETS = (0.1, 0.2, 0.3, 0.5)
 MAX_COIN_DRAWS = 100  # a draw costs a full set of repairs: more only slows a run (see DiagnoseConfig.checked)

@@ -27,10 +27,10 @@ from workbench.seeds import check_seed
 from workbench.experiments import fidelity_conditions as conditions
 from workbench.experiments.fidelity_probe import ProbeItem, ProbeSetup, probe_example
 from workbench.experiments.fidelity_tables import KEY_COLUMNS, TABLES, summarize
-from workbench.kv import prefill
 from workbench.layout import PromptFormat, build_layout, chat_frame
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import check_out, finished, new_manifest, write_run
+from workbench.splice import prefill
 from workbench.tasks import Example, load_dataset
 from workbench.tasks.synthetic import synthetic_example
 

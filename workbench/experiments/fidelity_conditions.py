@@ -19,9 +19,10 @@ import torch.nn.functional as F
 
 from workbench.errors import WorkbenchError
 from workbench.family import FamilyAdapter
-from workbench.kv import KVCache, assemble, prefill_many
+from workbench.kv import KVCache, assemble
 from workbench.layout import Layout
 from workbench.models import LoadedModel
+from workbench.splice import prefill_many
 from workbench.tasks import Example, contains_answer, normalize_answer
 
 MASK_TEXT = " unknown"  # the fact's tokens are replaced by the first token of this text

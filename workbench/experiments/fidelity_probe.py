@@ -28,9 +28,10 @@ import torch
 
 from workbench.decode import greedy_answers
 from workbench.experiments import fidelity_conditions as conditions
-from workbench.kv import KVCache, prefill, sender_cache
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
 from workbench.seeds import derive_seed
+from workbench.splice import prefill, sender_cache
 from workbench.tasks import Example
 
 GENUINE_VARIANTS = ("kv", "k", "v", "fact")

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, dense_cache, prefill
+from workbench.kv import KVCache
 from workbench.layout import Layout, PromptFormat, build_layout
 from workbench.models import LoadedModel
 from workbench.pipeline.anchors import AnchorPool, GateDecision
 from workbench.pipeline.spec import PipelineSpec
+from workbench.splice import dense_cache, prefill
 from workbench.tasks import Example
 
 # The neutral prefix a placeholder's base cache is computed after and then dropped (KVComm

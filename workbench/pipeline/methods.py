@@ -19,12 +19,13 @@ import torch
 
 from workbench.decode import draft_confidence
 from workbench.registry import Registry
-from workbench.kv import KVCache, prefill
+from workbench.kv import KVCache
 from workbench.layout import Layout
 from workbench.models import LoadedModel
 from workbench.pipeline.anchors import KVCOMM_GAMMA, AnchorPool, GateDecision
 from workbench.pipeline.calls import Slot, dense_call, kvcomm_call, template_ids
 from workbench.pipeline.spec import PipelineSpec
+from workbench.splice import prefill
 from workbench.tasks import Example
 
 
