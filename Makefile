@@ -80,9 +80,9 @@ bench: model
 # the total with the working tree, which must fit the 64 MiB a device call carries.
 gpu-wheels: install
 	rm -rf .whl && mkdir -p .whl
-	$(BIN)/python -m workbench.bench.gpu_run wheels --requirements .whl/carry.txt --manifest .whl/versions.txt
+	$(BIN)/kvwb bench gpu wheels --requirements .whl/carry.txt --manifest .whl/versions.txt
 	$(BIN)/python -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d .whl -r .whl/carry.txt
-	$(BIN)/python -m workbench.bench.gpu_run sizes .whl
+	$(BIN)/kvwb bench gpu sizes .whl
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU run (issues 16 and 30) in four parts, in this order, each writing its own file under
-# $OUT as it goes (workbench/bench/gpu_run.py):
+# $OUT as it goes (`kvwb bench gpu PART`, workbench/bench/gpu_run.py):
 #   versions.json   every version it runs with, against the versions here (.whl/versions.txt)
 #   exactness.json  splice = dense at layer 0, full repair = dense, batched cells = serial repair,
 #                   no host sync in the layer loops: Llama-3.2-1B shape, bf16 and fp32, 2048 tokens
@@ -59,7 +59,7 @@ part() {  # part NAME FILE LIMIT_S ARGS...: one part, its own process, under its
   echo "== $name: limit ${limit} s, at $(( SECONDS - START )) s"
   local log rc
   log=$(mktemp)
-  timeout -k 5 "$limit" python3 -m workbench.bench.gpu_run "$name" --out "$OUT/$file" --time-limit $(( limit - 15 )) \
+  timeout -k 5 "$limit" python3 -m workbench.cli bench gpu "$name" --out "$OUT/$file" --time-limit $(( limit - 15 )) \
     ${DEVICE:+--device "$DEVICE"} "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   if (( rc != 0 )); then

@@ -227,3 +227,20 @@ def test_gpu_probe_keeps_the_python_stack_of_a_sync_warning_only():
         warnings.WarningMessage = original
     assert len(caught) == 2 and len(probe._StackedWarning.kept) == 1
     assert "in raise_two" in probe._StackedWarning.kept[0]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["timing", "--shapes", "tiny,llama-70b"], "unknown shapes llama-70b"),
+    (["gemma", "--shape", "gemma-9"], "unknown shapes gemma-9"),
+    (["exactness", "--shape", "tiny", "--dtypes", "float32,int8"], "--dtypes: unknown int8"),
+])
+def test_kvwb_bench_gpu_refuses_an_unknown_shape_or_dtype_in_one_line_before_any_work(tmp_path, capsys, argv,
+                                                                                      message):
+    """The parts' options are parsed by `kvwb bench gpu` (not by gpu_run): bad ones end in one line,
+    and nothing is written."""
+    from workbench.cli.main import main
+
+    assert main(["bench", "gpu", *argv, "--out", str(tmp_path / "part.md")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())

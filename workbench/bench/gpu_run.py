@@ -1,11 +1,12 @@
-"""The parts of the GPU run (issue 30), each a command that writes its own file as it goes.
+"""The parts of the GPU run (issue 30), each writing its own file as it goes; run as commands of
+`kvwb bench gpu` (`workbench/cli/bench.py` parses their options into the `args` each takes):
 
-    python -m workbench.bench.gpu_run versions  --out OUT/versions.json --manifest .whl/versions.txt
-    python -m workbench.bench.gpu_run exactness --out OUT/exactness.json --shape llama-3.2-1b
-    python -m workbench.bench.gpu_run timing    --out OUT/timing.md --shapes llama-3.1-8b,llama-3.2-1b
-    python -m workbench.bench.gpu_run gemma     --out OUT/gemma.md --shape gemma-3-1b --length 4096
-    python -m workbench.bench.gpu_run wheels    --requirements .whl/carry.txt --manifest .whl/versions.txt
-    python -m workbench.bench.gpu_run sizes     .whl
+    kvwb bench gpu versions  --out OUT/versions.json --manifest .whl/versions.txt
+    kvwb bench gpu exactness --out OUT/exactness.json --shape llama-3.2-1b
+    kvwb bench gpu timing    --out OUT/timing.md --shapes llama-3.1-8b,llama-3.2-1b
+    kvwb bench gpu gemma     --out OUT/gemma.md --shape gemma-3-1b --length 4096
+    kvwb bench gpu wheels    --requirements .whl/carry.txt --manifest .whl/versions.txt
+    kvwb bench gpu sizes     .whl
 
 `bench/gpu.sh` runs the first four in that order, one process each under its own time limit.
 A part rewrites its file atomically after each unit of work (a dtype, a row), so whatever it
@@ -17,12 +18,10 @@ parts fail on purpose once their first unit is written (the rehearsal's test of 
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -30,12 +29,10 @@ import torch
 from workbench.bench import gpu_env as env
 from workbench.atomic import write_json, write_text
 from workbench.bench.ratios import machine
-from workbench.bench.gpu import SHAPES, TABLE10, random_model, time_context, timing_rows
+from workbench.bench.gpu import TABLE10, random_model, time_context, timing_rows
 from workbench.context import context_of_length
 from workbench.exactness import check_exactness
 from workbench.report import markdown_table
-
-PARTS = ("versions", "exactness", "timing", "gemma")
 
 
 def _maybe_fail(part: str) -> None:
@@ -47,7 +44,7 @@ def _maybe_fail(part: str) -> None:
 def _header(args) -> str:
     import transformers
 
-    return (f"`python -m workbench.bench.gpu_run {' '.join(sys.argv[1:])}`\n\n"
+    return (f"`{args.command_text}`\n\n"
             f"random weights ({args.dtype}, {args.device}); machine: {machine()}; "
             f"transformers {transformers.__version__}\n")
 
@@ -84,7 +81,7 @@ def exactness(args) -> dict:
     """`check_exactness` on one shape in each dtype, the file rewritten after each."""
     result = {"shape": args.shape, "device": args.device, "ok": True, "dtypes": {}, "skipped": []}
     deadline = time.monotonic() + args.time_limit
-    for dtype in args.dtypes.split(","):
+    for dtype in args.dtypes:
         if time.monotonic() > deadline:
             result["skipped"].append(dtype)
             continue
@@ -134,8 +131,7 @@ def timing_text(rows: list[dict], shapes: list[str], header: str) -> str:
 
 def timing(args) -> list[dict]:
     """The timing table (`bench.gpu.timing_rows`), rewritten after each row."""
-    shapes = [s for s in args.shapes.split(",") if s]
-    lengths = [int(n) for n in args.lengths.split(",") if n]
+    shapes, lengths = list(args.shapes), list(args.lengths)
     rows, header = [], _header(args)
     for row in timing_rows(shapes, lengths, args.device, getattr(torch, args.dtype), args.repeats,
                            not args.no_diagnosis, time.monotonic() + args.time_limit):
@@ -189,45 +185,3 @@ def sizes(args) -> bool:
     text, fits = env.size_report(args.folder, tree)
     print(text)
     return fits
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m workbench.bench.gpu_run", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="part", required=True)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    for name in PARTS:
-        q = sub.add_parser(name)
-        q.add_argument("--out", type=Path, required=True)
-        q.add_argument("--device", default=device)
-        q.add_argument("--time-limit", type=float, default=600.0, help="seconds; nothing starts after")
-        q.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-        q.add_argument("--repeats", type=int, default=3)
-        q.add_argument("--no-diagnosis", action="store_true", help="skip the whole Diagnosis (the longest step)")
-    sub.choices["versions"].add_argument("--manifest", type=Path, help="name==version lines of the versions here")
-    sub.choices["versions"].add_argument("--site", default=None, help="where the carried wheels were installed")
-    sub.choices["exactness"].add_argument("--shape", default="llama-3.2-1b", choices=list(SHAPES))
-    sub.choices["exactness"].add_argument("--dtypes", default="bfloat16,float32")
-    sub.choices["exactness"].add_argument("--length", type=int, default=2048)
-    sub.choices["timing"].add_argument("--shapes", default="llama-3.1-8b,llama-3.2-1b")
-    sub.choices["timing"].add_argument("--lengths", default="4096,2048,1024")
-    sub.choices["gemma"].add_argument("--shape", default="gemma-3-1b", choices=list(SHAPES))
-    sub.choices["gemma"].add_argument("--length", type=int, default=4096)
-    w = sub.add_parser("wheels")
-    w.add_argument("--requirements", type=Path, required=True, help="name==version of what travels")
-    w.add_argument("--manifest", type=Path, required=True, help="name==version of all the bench path loads")
-    s = sub.add_parser("sizes")
-    s.add_argument("folder", type=Path)
-    s.add_argument("--root", type=Path, default=Path.cwd(), help="the working tree that travels too")
-    return p
-
-
-def main(argv=None) -> int:
-    args = parser().parse_args(argv)
-    if args.part == "timing" and any(s not in SHAPES for s in args.shapes.split(",") if s):
-        parser().error(f"unknown shapes in {args.shapes}; use {', '.join(SHAPES)}")
-    result = globals()[args.part](args)
-    return 0 if result is not False and (not isinstance(result, dict) or result.get("ok", True)) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
