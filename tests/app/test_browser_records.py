@@ -1,0 +1,70 @@
+"""A committed study record, restored by keep.py, in a real headless Chromium (issue 45's "done
+means"): Budget curves shows its pre-registered family with b / c and Holm p and a forest plot,
+Decision flips draws its matrix, and the explorer opens an example, says in one line what a kept
+record lacks and the command that regenerates it, and sets two selectors against each other,
+all without an exception box or a traceback in the server's log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from test_browser import ROOT, START_TIMEOUT, Browser, browse, check, free_port, wait_healthy
+
+RECORD = "study-ruler-mk512-smollm2"  # 200 examples, 16 selectors x 5 budgets, keeps preregistration.json
+
+pytestmark = pytest.mark.slow  # browse() skips, saying why, where Chromium is absent
+
+
+@pytest.fixture(scope="module")
+def record_app(restore_record, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("record-runs")
+    restore_record(RECORD, runs)
+    log_path = runs.parent / "record-streamlit.log"
+    port = free_port()
+    env = {**os.environ, "KVWB_RUNS": str(runs), "OMP_NUM_THREADS": "1"}
+    with log_path.open("w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
+                                   "--server.fileWatcherType", "none"],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, time.time() + START_TIMEOUT)
+        yield {"url": f"http://127.0.0.1:{port}", "log": log_path}
+    finally:
+        server.terminate()
+        try:
+            server.wait(15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_a_restored_record_opens_on_every_page_with_its_family_and_what_it_lacks(record_app, tmp_path):
+    seen = {}
+    pages = [("budget-curves", f"budget-curves?run={RECORD}", "Budget curves", 3),
+             ("flips", f"flips?run={RECORD}", "Decision flips", 1),
+             ("explorer", f"explorer?run={RECORD}&example=0&budget=0.2&a=cadence-grad&b=cacheblend",
+              "Example explorer", 0)]
+
+    async def steps(browser: Browser) -> None:
+        for name, path, title, least in pages:
+            state = await browser.open(f"{record_app['url']}/{path}", least, title)
+            check(state, f"{name} on a restored record")
+            seen[name] = state
+
+    browse(tmp_path / "profile", steps)
+    curves = seen["budget-curves"]["text"]
+    assert "pre-registered (6 contrasts in 2 families" in curves
+    for name in ("A1 cadence-grad − cacheblend @ 0.2", "A2 bcr − coin:bcr @ 0.2", "B3 relaxkv − prophetkv @ 0.2"):
+        assert name in curves, name
+    assert "b/c 26/15, Holm p 0.22" in curves  # A1 as RESULTS 10.4 reports it (the record reproduces it)
+    assert "Paired differences A − B on em" in curves  # the forest plot's title
+    assert "Flips against dense" in seen["flips"]["text"]
+    explorer = seen["explorer"]["text"]
+    assert "A kept record keeps only this example's outcomes" in explorer
+    assert "kvwb diagnose --model smollm2-135m" in explorer
+    assert "cadence-grad" in explorer and "cacheblend" in explorer
+    assert "Traceback" not in record_app["log"].read_text()
