@@ -18,32 +18,16 @@ Without a mask, or with an all-True one, the repair is today's exactly (the same
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import explicit_attention, run_layers
 from workbench.engine.masks import check_context, check_positions, context_allows
-from workbench.errors import WorkbenchError
-from workbench.family import visible_keys
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
-__all__ = ["attention_pairs", "budget_rows", "check_context", "check_positions", "context_allows", "recompute_rows",
-           "repair"]
-
-
-def attention_pairs(model: LoadedModel, positions: torch.Tensor, n_keys: int,
-                    context: torch.Tensor | None = None) -> int:
-    """Query-key pairs, summed over layers, that recomputing rows `positions` scores over keys
-    [0, n_keys): each layer's causal (and windowed) mask, narrowed by `context` when given."""
-    pos = torch.as_tensor(positions).long().cpu()
-    key_pos = torch.arange(n_keys)
-    allowed = context_allows(check_context(context), pos, key_pos) if context is not None else True
-    windows = model.adapter.windows
-    return sum(windows.count(w) * int((visible_keys(pos, key_pos, w) & allowed).sum()) for w in dict.fromkeys(windows))
+__all__ = ["check_context", "check_positions", "context_allows", "recompute_rows", "repair"]
 
 
 def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
@@ -104,13 +88,6 @@ def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions,
         return cache.clone()
     fixed, _ = recompute_rows(model, cache, ids, pos, context=context, hooks=hooks)
     return fixed
-
-
-def budget_rows(budget: float, n_reused: int) -> int:
-    """Rows a budget b buys: ceil(b * n_reused); b=0 reuses all, b=1 recomputes every reused row."""
-    if not isinstance(budget, (int, float)) or not 0.0 <= float(budget) <= 1.0:
-        raise WorkbenchError(f"budget must be a fraction in [0, 1], got {budget!r}")
-    return min(n_reused, math.ceil(round(float(budget) * n_reused, 9)))
 
 
 def _grown(t: torch.Tensor, n: int) -> torch.Tensor:

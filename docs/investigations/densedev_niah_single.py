@@ -104,7 +104,7 @@ def layer_profile(dev: dict, pool_idx: torch.Tensor, row_norms: dict | None) -> 
 def layer_recall(dev: dict, pool: torch.Tensor, pool_idx: torch.Tensor, evidence: list[int]) -> dict | None:
     """Evidence recall of each layer's exact deviation alone (K + V, and V alone), top b of the pool:
     {f"{kind}@{b}": [layer]}; None when the needle is not in the pool."""
-    from workbench.repair import budget_rows
+    from workbench.selectors.budget import budget_rows
 
     if not evidence:
         return None

@@ -7,7 +7,7 @@ import workbench as wb
 from workbench import cli
 from workbench.diagnosis import diagnose
 from workbench.kv import relative_error
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.tasks import Example
 
 pytestmark = pytest.mark.slow

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors import UnitOptions, choose, parse_selector, random_scores, select_rows
 
 POOL = torch.arange(40, 440)  # [n_pool] absolute positions

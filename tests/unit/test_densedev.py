@@ -8,7 +8,7 @@ import workbench as wb
 from conftest import small_example, tiny_model
 from workbench.diagnosis import diagnose
 from workbench.kv import KVCache
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors import parse_selector
 from workbench.signals import SignalSet
 from workbench.signals.deviation import DENSEDEV_NORMS, densedev_scores, kv_deviation, mean_row_norms

@@ -7,7 +7,8 @@ import torch
 import workbench as wb
 from conftest import small_example, tiny_model
 from workbench.diagnosis import DiagnoseConfig, diagnose
-from workbench.repair import attention_pairs, budget_rows, repair
+from workbench.repair import repair
+from workbench.selectors.budget import attention_pairs, budget_rows
 from workbench.selectors import parse_selector
 from workbench.signals import SignalSet
 

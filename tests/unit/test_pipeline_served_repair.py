@@ -19,7 +19,8 @@ from workbench.pipeline.calls import agent_example
 from workbench.pipeline.methods import CallContext, MethodState, kvcomm_result
 from workbench.pipeline.request import task_text
 from workbench.pipeline.served_repair import UNITS, chosen_positions
-from workbench.repair import budget_rows, repair
+from workbench.repair import repair
+from workbench.selectors.budget import budget_rows
 from workbench.selectors import choose
 from workbench.selectors.units import random_scores, select_rows
 from workbench.signals.attention import draft_attention

@@ -6,7 +6,7 @@ import torch
 import workbench as wb
 from conftest import small_example, tiny_model
 from workbench.diagnosis import Diagnosis, diagnose
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors import (
     comparison_reference, default_selectors, parse_selector, parse_selectors, reference_selectors,
     register_selector, selector_names,

@@ -6,7 +6,8 @@ import torch
 import workbench as wb
 from conftest import shifted_splice, small_example, tiny_model
 from workbench.kv import relative_error
-from workbench.repair import attention_pairs, budget_rows, check_positions, repair
+from workbench.repair import check_positions, repair
+from workbench.selectors.budget import attention_pairs, budget_rows
 
 
 _CONTEXTS: dict[str, wb.Context] = {}

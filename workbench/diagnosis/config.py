@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from workbench.checks import check_int
 from workbench.errors import WorkbenchError
 from workbench.layout import POOLS
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors import UnitOptions, default_selectors, parse_selectors
 from workbench.signals import SignalOptions
 from workbench.splice import REROTATIONS

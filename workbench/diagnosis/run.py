@@ -36,8 +36,7 @@ from workbench.engine.answers import CellAnswer, answer_cells
 from workbench.engine.hooks import Hooks, compose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
-from workbench.repair import attention_pairs
-from workbench.selectors import SelectorSpec, choose, parse_selectors, random_scores
+from workbench.selectors import SelectorSpec, attention_pairs, choose, parse_selectors, random_scores
 from workbench.signals import Cost, SignalSet, deviation_frame
 from workbench.signals.deviation import ResidualMeter
 from workbench.tasks import Example

@@ -10,11 +10,12 @@ from workbench.selectors.registry import (
     SelectorInfo, SelectorSpec, comparison_reference, default_selectors, get_selector, parse_selector,
     parse_selectors, reference_selectors, register_selector, selector_code, selector_names,
 )
+from workbench.selectors.budget import attention_pairs, budget_rows
 from workbench.selectors.choose import choose
 from workbench.selectors.units import UNITS, UnitChoice, UnitOptions, random_scores, select_rows
 
 __all__ = [
-    "UNITS", "SelectorInfo", "SelectorSpec", "UnitChoice", "UnitOptions", "choose", "comparison_reference",
-    "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
+    "UNITS", "SelectorInfo", "SelectorSpec", "UnitChoice", "UnitOptions", "attention_pairs", "budget_rows", "choose",
+    "comparison_reference", "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
     "reference_selectors", "register_selector", "select_rows", "selector_code", "selector_names",
 ]

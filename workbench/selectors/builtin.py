@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors.units import random_scores
 from workbench.selectors.registry import register_selector
 from workbench.signals.deviation import densedev_scores, mean_row_norms

@@ -4,7 +4,7 @@
     rows, meta = choose(spec, scores, 0.2, pool)      # scores [n_pool] -> rows [k] into the pool
     positions = pool[rows]
 
-The budget is a fraction of the candidate pool (`repair.budget_rows`); the reference bounds
+The budget is a fraction of the candidate pool (`selectors.budget.budget_rows`); the reference bounds
 (`none`, `full`) ignore scores and budget; a selector with a `spend` hook spends its own rows; a
 matched coin (`coin:A`) places A's units by its draw's seed. `diagnose`, the pipeline's BCR and
 the GPU bench all choose here.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from workbench.errors import WorkbenchError
-from workbench.repair import budget_rows
+from workbench.selectors.budget import budget_rows
 from workbench.selectors.registry import SelectorSpec
 from workbench.selectors.units import UnitOptions, matched_coin, select_rows
 from workbench.signals.signal_set import SignalSet
