@@ -44,15 +44,23 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     see the rows as one cell: `[1, row, ...]`. `stop_after_qkv`: the last layer run stops after
     its q, k, v hook points (`engine.layers.run_layers`): its cache rows stay the input's, and the
     hidden states returned are those entering it.
+
+    Grad mode: where grad is enabled and the cache's keys or values require grad (leaves a caller
+    differentiates into, CADENCE's saliency), the pass runs with autograd instead of under
+    `inference_mode`, each layer's rows in a tensor of their own (autograd keeps what a layer
+    attended to; a later layer's write must not touch it); the values are the same.
     """
     ad = model.adapter
     device = model.device
     hooks = Hooks.of(hooks, ad)
     n = max(cache.n_positions, int(positions.max()) + 1 if positions.numel() else 0)
+    grad = torch.is_grad_enabled() and (cache.keys.requires_grad or cache.values.requires_grad)
     keys = _grown(cache.keys, n)  # [layer, kv_head, pos, d_head]
     values = _grown(cache.values, n)
+    if grad:  # [layer] of [kv_head, pos, d_head], each its own tensor
+        keys, values = [k.clone() for k in keys], [v.clone() for v in values]
     if positions.numel() == 0:
-        return KVCache(keys, values), torch.empty(0, model.config.hidden_size, device=device)
+        return KVCache(_stacked(keys), _stacked(values)), torch.empty(0, model.config.hidden_size, device=device)
     pos = positions.to(device)
     key_pos = torch.arange(n, device=device)
     allowed = context_allows(check_context(context), pos, key_pos) if context is not None else None  # [row, pos]
@@ -70,10 +78,10 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
             attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
         return attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
 
-    with torch.inference_mode():
+    with torch.inference_mode(not grad):
         rows = Rows.one_cell(pos) if hooks else None
         h = run_layers(ad, ids.to(device)[pos], pos, rows, attend, hooks, n_layers, stop_after_qkv)
-    return KVCache(keys, values), h
+    return KVCache(_stacked(keys), _stacked(values)), h
 
 
 def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions,
@@ -88,6 +96,11 @@ def repair(model: LoadedModel, cache: KVCache, ids: torch.Tensor, positions,
         return cache.clone()
     fixed, _ = recompute_rows(model, cache, ids, pos, context=context, hooks=hooks)
     return fixed
+
+
+def _stacked(t) -> torch.Tensor:
+    """`t` ([layer, kv_head, pos, d_head]) as it is, or its layers (grad mode: a list) stacked into one."""
+    return t if isinstance(t, torch.Tensor) else torch.stack(t)
 
 
 def _grown(t: torch.Tensor, n: int) -> torch.Tensor:
