@@ -27,6 +27,7 @@ from workbench.engine.answers import answer_cells
 from workbench.engine.cells import Cell, materialize, run_cells
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
+from workbench.repair import recompute_rows
 
 # Largest relative (Frobenius) K/V error of a recomputation against its reference, per dtype.
 KV_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 0.05, torch.float16: 0.01}
@@ -138,14 +139,21 @@ def _answers(ctx: Context, cache: KVCache, dense_ids: tuple[int, ...], tol: floa
     if ids == dense_ids:
         return {"equal": True, "tokens": len(ids)}
     step = next((i for i, (a, b) in enumerate(zip(ids, dense_ids)) if a != b), min(len(ids), len(dense_ids)))
-    inputs = torch.cat([ctx.suffix_ids.cpu(), torch.tensor(dense_ids[:step], dtype=torch.long)]).to(ctx.model.device)
-    with torch.inference_mode():
-        logits = ctx.model.hf(input_ids=inputs[None], cache=ctx.dense.to_hf(), use_cache=True,
-                              logits_to_keep=1).logits[0, -1].float()
+    logits = dense_next_logits(ctx, torch.tensor(dense_ids[:step], dtype=torch.long))
     top = logits.topk(2).values
     gap, scale = float(top[0] - top[1]), float(logits.abs().max())
     return {"equal": False, "tokens": len(ids), "divergence_step": step, "dense_gap": gap,
             "near_tie": gap <= tol * scale}
+
+
+def dense_next_logits(ctx: Context, answer_ids: torch.Tensor) -> torch.Tensor:
+    """The next token's logits ([vocab], fp32) after the question and `answer_ids` ([step]) over
+    dense, through the engine's forward entry (`repair.recompute_rows`, rows past dense's end)."""
+    n = ctx.dense.n_positions
+    ids = torch.cat([ctx.layout.ids[:n].cpu(), ctx.suffix_ids.cpu(), answer_ids.cpu()])  # [pos]
+    _, h = recompute_rows(ctx.model, ctx.dense, ids, torch.arange(n, len(ids)))  # [row, hidden]
+    with torch.inference_mode():
+        return ctx.model.adapter.logits(h[-1:])[0].float()
 
 
 def check_exactness(ctx: Context, max_new_tokens: int = 8) -> dict:
