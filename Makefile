@@ -61,8 +61,11 @@ app: model
 	$(BIN)/streamlit run app/Home.py --server.headless true --server.address localhost \
 		--server.port $(PORT) --browser.gatherUsageStats false
 
+# Two pytest-xdist workers (one per core on the 2-core machine; tests/conftest.py gives each its share
+# of the threads); a module's tests, and tests/app's, stay on one worker (its fixtures built once),
+# in collection order: the app's and the notebooks' long tests first, many short modules last.
 test: model gemma browser
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadscope --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Every table RESULTS and the records' README mark (<!-- kvwb-results: NAME -->) regenerated from
 # the committed records in docs/records and compared cell by cell (kvwb results; minutes: each

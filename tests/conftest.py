@@ -3,9 +3,17 @@ embedded model for the integration tier (marked `slow`, loaded once per session)
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
+
+# Under pytest-xdist (`make test`: `-n 2`) each worker takes its share of the cores, its
+# subprocesses (notebook kernels, the app's server, `kvwb`) too: set before torch is imported.
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+WORKER_THREADS = max(1, len(os.sched_getaffinity(0)) // WORKERS)
+if WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(WORKER_THREADS))
 
 import numpy as np
 import pytest
@@ -52,7 +60,7 @@ def tiny_model(family: str, seed: int = 0, dtype=torch.float32, attn: str = "sdp
 
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
-DEFAULT_THREADS = torch.get_num_threads()
+DEFAULT_THREADS = torch.get_num_threads() if WORKERS == 1 else WORKER_THREADS
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +69,29 @@ def _threads_for_the_tier(request):
     when another process holds a core). The embedded model's matmuls gain from all threads."""
     torch.set_num_threads(DEFAULT_THREADS if request.node.get_closest_marker("slow") else 1)
     yield
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadscope` (`make test`) with this suite's work units, each run whole on one worker:
+    a module (its module fixtures built once), all of tests/app (they share `app_world`, ~20 s of
+    CPU), and each notebook alone (the longest tests, nothing shared). Units go out in collection
+    order (`--no-loadscope-reorder`): the app's and the notebooks' first, many short modules last."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SuiteUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            if module.startswith("tests/app/"):
+                return "tests/app"
+            return nodeid if nodeid.startswith(NOTEBOOK_RUNS) else module
+
+    return SuiteUnits(config, log)
+
+
+NOTEBOOK_RUNS = "tests/notebooks/test_notebooks.py::test_notebook_runs_top_to_bottom"
 
 
 def run_cli(argv) -> int:
