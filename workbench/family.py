@@ -299,9 +299,10 @@ class FamilyAdapter:
 
     @contextmanager
     def record_attention_inputs(self) -> Iterator[list[list[torch.Tensor]]]:
-        """Record each layer's attention input (the layer-normed hidden rows) during the forwards
+        """Record each layer's attention input (the layer-normed hidden rows) during HF forwards
         run inside the block. Yields a list per layer of `[row, hidden]` tensors, one per forward
-        of batch 1.
+        of batch 1. An oracle for tests (HF's forward beside the engine's, which reads the same rows
+        at its hook points); the splice and the prefills no longer use it (`workbench.splice`).
         """
         recorded: list[list[torch.Tensor]] = [[] for _ in range(self.n_layers)]
 
