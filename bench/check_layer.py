@@ -17,6 +17,7 @@ from unittest import mock
 import torch
 
 import workbench as wb
+from workbench.engine.layers import rotated_qkv
 from workbench.repair import recompute_rows
 from workbench.signals import check_layer
 from workbench.signals.attention import attention_rows
@@ -34,7 +35,7 @@ def hidden(ctx, layer: int) -> float:
     ad, rows = ctx.model.adapter, torch.arange(ctx.layout.suffix_start)
     _, h = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=layer)
     with torch.inference_mode():
-        q, k, v = ad.rotated_qkv(layer, ad.layers[layer].input_layernorm(h), rows)
+        q, k, v = rotated_qkv(ad, layer, ad.layers[layer].input_layernorm(h), rows)
         probs = attention_rows(q, k.transpose(0, 1), rows, ad.scaling, ad.windows[layer])
         influence = probs.mean(0).tril(-1).sum(0)  # [key]
         dev = (v.float() - ctx.spliced.values[layer].transpose(0, 1).float()).square().sum((1, 2))  # [pos]

@@ -7,7 +7,7 @@ adapter exposes that shape and the rest of the workbench never branches on the f
 
 What Gemma 3 adds, each behind one adapter method:
 - layer types: five of six layers attend only within a sliding window (`visible`, `windows`);
-- a RoPE base per layer type (`rope_tables`, `rotate`, `rotate_keys` take the layer);
+- a RoPE base per layer type (`rope_tables`, `rope_table`, `rotate_keys` take the layer);
 - q/k RMSNorm before RoPE and the query pre-attention scalar (`project_qkv`, `scaling`);
 - norms after attention and around the MLP (`finish_layer`);
 - the embedding scale (inside the embedding module) and final logit soft-capping (`logits`).
@@ -201,12 +201,6 @@ class FamilyAdapter:
         linear = hook("mlp.hook_pre_linear", mlp.up_proj(x))
         return mlp.down_proj(hook("mlp.hook_post", mlp.act_fn(pre) * linear))
 
-    def rotated_qkv(self, layer: int, x: torch.Tensor, positions: torch.Tensor):
-        """Layer-normed hidden rows -> (q, k, v) with RoPE at `positions` ([row]): the queries and
-        keys a layer attends with. x: [row, hidden] -> q [row, head, d_head], k, v [row, kv_head, d_head]."""
-        q, k, v = self.project_qkv(layer, x)
-        return self.rotate(q, positions, layer), self.rotate(k, positions, layer), v
-
     def finish_layer(self, layer: int, h: torch.Tensor, attn: torch.Tensor, hook=None) -> torch.Tensor:
         """The rest of a decoder layer after attention. h: [row, hidden] (its input);
         attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden].
@@ -240,17 +234,17 @@ class FamilyAdapter:
 
     def rope_tables(self, positions: torch.Tensor, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """RoPE tables at absolute positions for every layer: [layer] of (cos, sin) [pos, d_head] in
-        `like`'s dtype; layers of one kind share one table."""
-        by_kind = {}
-        for kind in dict.fromkeys(self.rope_kinds):
-            cos, sin = self._tables(like, positions.to(like.device)[None], kind)
-            by_kind[kind] = (cos[0], sin[0])
+        `like`'s dtype; layers of one kind share one table. The engine applies them (`engine.layers.rope`)."""
+        by_kind = {kind: self._kind_table(positions, like, kind) for kind in dict.fromkeys(self.rope_kinds)}
         return [by_kind[kind] for kind in self.rope_kinds]
 
-    def rotate(self, x: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
-        """Apply layer `layer`'s RoPE at `positions`. x: [row, head, d_head]; positions: [row]."""
-        cos, sin = self._tables(x, positions.to(x.device)[None], self.rope_kinds[layer])
-        return x * cos[0][:, None] + rotate_half(x) * sin[0][:, None]
+    def rope_table(self, positions: torch.Tensor, like: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer `layer`'s RoPE table at absolute `positions` ([pos]): (cos, sin) [pos, d_head] in `like`'s dtype."""
+        return self._kind_table(positions, like, self.rope_kinds[layer])
+
+    def _kind_table(self, positions: torch.Tensor, like: torch.Tensor, kind: str | None):
+        cos, sin = self._tables(like, positions.to(like.device)[None], kind)
+        return cos[0], sin[0]
 
     def rotate_keys(self, keys: torch.Tensor, positions, layer: int | None = None) -> torch.Tensor:
         """Rotate cached (post-RoPE) vectors by RoPE at `positions`: R(d) x for each row's d.

@@ -20,6 +20,7 @@ import torch
 
 from workbench.batching import DEFAULT_MAX_BYTES
 from workbench.engine.cells import Cell, materialize, run_cells
+from workbench.engine.layers import rotate
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache
 from workbench.layout import Layout
@@ -127,7 +128,7 @@ def splice(model: LoadedModel, layout: Layout, rerotation: str = "delta") -> Spl
         sent = sender_cache(model, prefix, layout.ids[seg.start:seg.end], hooks=_pre_rope_keys(model, pre_rope))
         receiver = torch.arange(seg.start, seg.end, device=model.device)  # [len]
         with torch.inference_mode():
-            exact = torch.stack([ad.rotate(pre_rope[l][0], receiver, l).transpose(0, 1)
+            exact = torch.stack([rotate(ad, pre_rope[l][0], receiver, l).transpose(0, 1)
                                  for l in range(ad.n_layers)])  # [layer, kv_head, len, d_head]
         delta = ad.rerotate(sent.keys, seg.start - prefix_len)
         diff_sq += (delta.float() - exact.float()).flatten(1).square().sum(1).cpu()

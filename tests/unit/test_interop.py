@@ -11,6 +11,7 @@ from workbench import interop
 from workbench.context import build_context
 from workbench.diagnosis import diagnose
 from workbench.diagnosis import Diagnosis
+from workbench.engine.layers import rotated_qkv
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, hf_cache
 from workbench.signals.attention import attention_rows
@@ -146,7 +147,7 @@ def rebuilt_from_hidden(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
             out = model.hf(input_ids=ids[None], cache=hf_cache(), use_cache=True)
         positions = torch.arange(len(ids))
         return {f"blocks.{l}.attn.hook_pattern": attention_rows(
-                    ad.rotated_qkv(l, recorded[l][0], positions)[0], out.cache.layers[l].keys[0], positions,
+                    rotated_qkv(ad, l, recorded[l][0], positions)[0], out.cache.layers[l].keys[0], positions,
                     ad.scaling, ad.windows[l])[None] for l in range(ad.n_layers)}
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import workbench as wb
+from workbench.engine.layers import rotated_qkv
 from conftest import small_example
 from workbench.repair import recompute_rows
 from workbench.signals.attention import attention_rows
@@ -17,7 +18,7 @@ def rebuilt_from_hidden(ctx: wb.Context, check_layer: int) -> tuple[torch.Tensor
     rows = torch.arange(n)
     _, h = recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer)
     with torch.inference_mode():
-        q, k, v = ad.rotated_qkv(check_layer, ad.layers[check_layer].input_layernorm(h), rows)
+        q, k, v = rotated_qkv(ad, check_layer, ad.layers[check_layer].input_layernorm(h), rows)
         probs = attention_rows(q, k.transpose(0, 1), rows, ad.scaling, ad.windows[check_layer])
         influence = probs.mean(0).tril(-1).sum(0)  # [key]
         spliced_v = ctx.spliced.values[check_layer].transpose(0, 1)

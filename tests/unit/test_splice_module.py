@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import workbench as wb
+from workbench.engine.layers import rotated_qkv
 from conftest import small_example
 from workbench.kv import KVCache, hf_cache
 from workbench.layout import build_layout
@@ -40,7 +41,7 @@ def test_exact_rerotation_equals_hf_recorded_inputs(tiny):
             hf_prefill(tiny, layout.ids[seg.start:seg.end], past=prefix)
         receiver = torch.arange(seg.start, seg.end)
         with torch.inference_mode():
-            want = torch.stack([ad.rotated_qkv(l, inputs[l][0], receiver)[1].transpose(0, 1)
+            want = torch.stack([rotated_qkv(ad, l, inputs[l][0], receiver)[1].transpose(0, 1)
                                 for l in range(ad.n_layers)])
         assert torch.equal(got.cache.keys[:, :, seg.start:seg.end], want)
     assert torch.equal(got.cache.keys[0], dense_cache(tiny, layout).keys[0])  # layer 0: dense's own RoPE

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import workbench as wb
+from workbench.engine.layers import rotate
 from conftest import shifted_splice, small_example, tiny_model
 from workbench.kv import relative_error
 from workbench.repair import check_positions, repair
@@ -216,8 +217,8 @@ def test_delta_rotation_composes(tiny):
     ad = tiny.adapter
     k = torch.randn(5, ad.n_kv_heads, ad.head_dim)
     p = torch.arange(3, 8)
-    moved = ad.rerotate(ad.rotate(k, p, 0).transpose(0, 1), 17, 0).transpose(0, 1)
-    assert torch.allclose(moved, ad.rotate(k, p + 17, 0), atol=1e-5)
+    moved = ad.rerotate(rotate(ad, k, p, 0).transpose(0, 1), 17, 0).transpose(0, 1)
+    assert torch.allclose(moved, rotate(ad, k, p + 17, 0), atol=1e-5)
 
 
 def test_scaled_rope_variants_splice_exactly():

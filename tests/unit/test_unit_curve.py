@@ -8,6 +8,7 @@ import torch
 
 from conftest import FAMILIES, tiny_model
 from workbench.context import context_of_length
+from workbench.engine.layers import rotated_qkv
 from workbench.errors import WorkbenchError
 from workbench.experiments.unit_curve import attention_probe, random_seed_for, run_curve
 from workbench.runstore import load_curve, new_manifest
@@ -46,7 +47,7 @@ def test_the_probe_reads_the_suffix_queries_at_hook_points_equal_to_the_rebuilt_
     with torch.inference_mode():
         rec = record_queries(ctx.model, ctx.dense, ctx.suffix_ids, None)
         positions = torch.arange(n, n + rec.hidden[0].shape[0])
-        queries = [ad.rotated_qkv(l, rec.hidden[l], positions)[0].float() for l in range(ad.n_layers)]
+        queries = [rotated_qkv(ad, l, rec.hidden[l], positions)[0].float() for l in range(ad.n_layers)]
     layers = rec.hf_cache.layers
     assert torch.equal(got.query_positions, positions)
     assert all(torch.equal(a, b) for a, b in zip(got.queries, queries, strict=True))

@@ -1,6 +1,7 @@
 """The layer step: the one loop over a decoder's layers that every workbench pass runs.
 
-    embed -> per layer: norm -> q, k, v -> RoPE at absolute positions -> attend -> o_proj, MLP
+    embed -> per layer: norm -> q, k, v -> RoPE at absolute positions (`rope`, the family's tables)
+    -> attend -> o_proj, MLP
     (the family adapter's `finish_layer`) -> the next layer
 
 A pass may stop at its last layer right after q, k, v (`stop_after_qkv`), for callers that only
@@ -77,9 +78,31 @@ class LayerHooks:
         return self.prefix + name in self.hooks
 
 
-def _rotated_qkv(ad: FamilyAdapter, l: int, h: torch.Tensor, rope, rows: Rows, hooks: Hooks | None):
+def rope(x: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """RoPE, the one place it is applied: x [row, head, d_head] rotated by its rows' `table`, (cos,
+    sin) [row, d_head] from the family (`FamilyAdapter.rope_tables` / `rope_table`: each layer's
+    base, scaling and attention factor)."""
+    cos, sin = table
+    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+
+
+def rotate(ad: FamilyAdapter, x: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
+    """Layer `layer`'s RoPE at absolute `positions` ([row]) applied to x ([row, head, d_head])."""
+    return rope(x, ad.rope_table(positions, x, layer))
+
+
+def rotated_qkv(ad: FamilyAdapter, layer: int, x: torch.Tensor, positions: torch.Tensor):
+    """Layer-normed hidden rows -> (q, k, v) with RoPE at `positions` ([row]), without hooks: the
+    queries and keys layer `layer` attends with. x: [row, hidden] -> q [row, head, d_head], k, v
+    [row, kv_head, d_head]."""
+    q, k, v = ad.project_qkv(layer, x)
+    table = ad.rope_table(positions, x, layer)
+    return rope(q, table), rope(k, table), v
+
+
+def _rotated_qkv(ad: FamilyAdapter, l: int, h: torch.Tensor, table, rows: Rows, hooks: Hooks | None):
     """Layer l up to its post-RoPE q, k and its v, through their hook points (`hook_resid_pre` to
-    `hook_rot_k`). h: [token, hidden]; rope: (cos, sin) [token, d_head]. Returns (h, q, k, v)."""
+    `hook_rot_k`). h: [token, hidden]; table: (cos, sin) [token, d_head]. Returns (h, q, k, v)."""
     hook = None
     if hooks:
         h = hooks.rows(f"blocks.{l}.hook_resid_pre", l, h, rows)
@@ -87,9 +110,7 @@ def _rotated_qkv(ad: FamilyAdapter, l: int, h: torch.Tensor, rope, rows: Rows, h
     norm = ad.layers[l].input_layernorm
     x = norm(h) if hook is None else ad.norm(norm, h, hook, "ln1.hook_normalized")
     q, k, v = ad.project_qkv(l, x, hook)  # [token, head | kv_head, d_head]
-    cos, sin = rope
-    q = q * cos[:, None] + rotate_half(q) * sin[:, None]
-    k = k * cos[:, None] + rotate_half(k) * sin[:, None]
+    q, k = rope(q, table), rope(k, table)
     if hooks:
         q = hooks.rows(f"blocks.{l}.attn.hook_rot_q", l, q, rows)
         k = hooks.rows(f"blocks.{l}.attn.hook_rot_k", l, k, rows)

@@ -34,6 +34,7 @@ import torch
 from workbench.context import Context
 from workbench.decode import Answer, continue_greedy
 from workbench.engine.decode import StopRule, Walk, decode_greedy
+from workbench.engine.layers import rotated_qkv
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -150,7 +151,7 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
     positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
     with torch.inference_mode():
         for l in range(ad.n_layers):
-            q = ad.rotated_qkv(l, rec.hidden[l], positions)[0]  # [row, head, d_head]
+            q = rotated_qkv(ad, l, rec.hidden[l], positions)[0]  # [row, head, d_head]
             keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
             probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
             for name, r in rows.items():
