@@ -14,7 +14,7 @@ llama-3.1-8b at 4096 tokens. `--third`: the host-sync check alone on one context
 mode, then twice in "warn" mode. (These found that the first run's bf16 "sync" was the debug
 mode's own once-per-process notice; `exactness.sync_sites` now tells the two apart.)
 
-`--graphs`: the decode step captured as a CUDA graph (`engine.graphs`), per shape (default
+`--graphs`: the decode step captured as a CUDA graph (`engine.decode`), per shape (default
 llama-3.2-1b, llama-3.1-8b, gemma-3-1b at 4096 tokens): ŷ over the splice (24 tokens) through
 HF's eager modules, the engine's uncaptured step and its captured one, their tokens and times;
 answer_cells' batched decode with and without the capture; then the timing row of
@@ -47,7 +47,7 @@ from workbench.context import context_of_length
 from workbench.decode import continue_greedy
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.engine.answers import answer_cells
-from workbench.engine.graphs import GRAPHS_ENV
+from workbench.engine.decode import GRAPHS_ENV
 from workbench.kv import KVCache
 from workbench.selectors import default_selectors
 from workbench.signals.attention import draft_attention

@@ -5,24 +5,21 @@ answer lead-in), and the forced answer, over the handed-off cache through the en
 step (`repair.recompute_rows`: rows past the cache's end extend a copy of it), so hooks
 (`engine.hooks`) reach them; with none they equal HF's forward of the same tokens bit for bit
 (tests/unit/test_question_path.py). The greedy decode then steps through HF's modules on the
-CPU without hooks, and through the engine's `Decoder` on CUDA (captured as a CUDA graph,
-`engine.graphs`) or when hooked. `greedy_answers` (many caches) and `draft_confidence` still run
-HF's modules. The cache passed in is never changed. The greedy loop and its stopping rule are the
-engine's (`engine.decode`): an end-of-turn token (not kept), a newline in the answer, or
-`max_new_tokens`.
+CPU without hooks (`HFSteps`), and through the engine's `Decoder` on CUDA (captured as a CUDA
+graph) or when hooked (`engine.decode.continue_answer`). `greedy_answers` (many caches) and
+`draft_confidence` still run HF's modules (`HFSteps`). The cache passed in is never changed. The
+loop, its stopping rule, the stepper interface and the teacher-forced score are the engine's
+(`engine.decode`): an end-of-turn token (not kept), a newline in the answer, or `max_new_tokens`.
 """
-
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from workbench.batching import pack_sizes
-from workbench.engine.answers import continue_answer
-from workbench.engine.decode import Answer, StopRule, Walk, decode_greedy, stop_token_ids
-from workbench.engine.graphs import graphs_wanted
+from workbench.engine.decode import (
+    Answer, StopRule, TeacherForced, Walk, continue_answer, decode_greedy, forced_score, graphs_wanted, stop_token_ids,
+)
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import final_logits
 from workbench.errors import WorkbenchError
@@ -30,18 +27,41 @@ from workbench.kv import KVCache, hf_cache
 from workbench.models import LoadedModel
 from workbench.repair import recompute_rows
 
-__all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
+__all__ = ["Answer", "HFSteps", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
            "greedy_answers", "question_logits", "question_pass", "stop_token_ids", "teacher_forced"]
 
 
-@dataclass(frozen=True)
-class TeacherForced:
-    """How a cache scores a given answer in one forward."""
+class HFSteps:
+    """The `engine.decode.Stepper` through HF's modules over an HF cache (extended in place, and
+    kept as `.cache`): each step's rows are the tokens fed, one per cache of the batch; ended rows
+    leave it. `lens` ([batch] each cache's own length) and `mask` ([batch, pos] or None) are for a
+    padded batch (`greedy_answers`): positions are then given as `lens + n_suffix + step` and the mask
+    grows by a column a step. Without `lens`, HF places the row after the cache itself."""
 
-    logprob: float  # sum of log p(answer token | cache, suffix, earlier answer tokens)
-    token_logprobs: tuple[float, ...]
-    n_agree: int  # leading answer tokens that greedy decoding would reproduce
-    agrees: bool  # greedy decoding would produce exactly these tokens
+    def __init__(self, model: LoadedModel, cache, lens: torch.Tensor | None = None, mask: torch.Tensor | None = None,
+                 n_suffix: int = 0):
+        self.model, self.cache, self.lens, self.mask, self.n_suffix, self.step = model, cache, lens, mask, n_suffix, 0
+
+    def __call__(self, keep: list[int], tokens: list[int]) -> torch.Tensor:
+        device = self.model.device
+        ids = torch.tensor(tokens, device=device)[:, None]  # [alive, 1]
+        if self.lens is None:  # one cache: HF's own position after it
+            out = self.model.hf(input_ids=ids, cache=self.cache, use_cache=True)
+            self.cache = out.cache
+            return out.logits[:, -1]  # [alive, vocab]
+        if len(keep) < len(self.lens):
+            index = torch.tensor(keep, device=device)
+            self.cache.batch_select_indices(index)
+            self.mask = None if self.mask is None else self.mask[index]
+            self.lens = self.lens[index]
+        if self.mask is not None:
+            self.mask = torch.cat([self.mask, self.mask.new_ones(len(keep), 1)], dim=1)
+        positions = (self.lens + self.n_suffix + self.step)[:, None]  # [alive, 1]
+        self.step += 1
+        out = self.model.hf(input_ids=ids, attention_mask=self.mask, position_ids=positions, cache=self.cache,
+                            use_cache=True, logits_to_keep=1)
+        self.cache = out.cache
+        return out.logits[:, -1]  # [alive, vocab]
 
 
 def question_pass(model: LoadedModel, cache: KVCache, inputs: torch.Tensor, hooks=None) -> tuple[KVCache, torch.Tensor]:
@@ -82,9 +102,9 @@ def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tok
     """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) and
     its cache (an HF cache, which HF's decoding extends, or a `KVCache`, never changed).
 
-    `engine`: decode through the engine's `Decoder` (`engine.answers.continue_answer`), whose steps
+    `engine`: decode through the engine's `Decoder` (`engine.decode.continue_answer`), whose steps
     are captured once as a CUDA graph and replayed; the default where the capture is wanted
-    (`engine.graphs.graphs_wanted`: on CUDA, unless KVWB_CUDA_GRAPHS=0), since HF's eager step is
+    (`engine.decode.graphs_wanted`: on CUDA, unless KVWB_CUDA_GRAPHS=0), since HF's eager step is
     bound by the host's kernel launches there. Otherwise HF's modules step by step. The two give the
     same tokens up to float rounding (tests/unit/test_graphs.py). `hooks` (`engine.hooks`) run on
     every engine step; they need `engine` (the default when given)."""
@@ -100,14 +120,7 @@ def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tok
     walk = Walk()
     if max_new_tokens < 1:
         return rule.answer(walk)
-
-    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-        nonlocal cache
-        out = model.hf(input_ids=torch.tensor([tokens], device=model.device), cache=cache, use_cache=True)
-        cache = out.cache
-        return out.logits[:, -1]  # [1, vocab]
-
-    decode_greedy(rule, [walk], advance, logits[None])
+    decode_greedy(rule, [walk], HFSteps(model, cache), logits[None])
     return rule.answer(walk)
 
 
@@ -159,26 +172,8 @@ def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.
         ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
         out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
                        logits_to_keep=1)  # only the last position's logits are read
-        cache, step = out.cache, 0
-
-        def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-            nonlocal cache, mask, lens, step
-            if len(keep) < len(lens):
-                index = torch.tensor(keep, device=model.device)
-                cache.batch_select_indices(index)
-                mask = None if mask is None else mask[index]
-                lens = lens[index]
-            if mask is not None:
-                mask = torch.cat([mask, mask.new_ones(len(keep), 1)], dim=1)
-            positions = (lens + n_suffix + step)[:, None]
-            step += 1
-            nxt = torch.tensor(tokens, device=model.device)[:, None]
-            out = model.hf(input_ids=nxt, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                           logits_to_keep=1)
-            cache = out.cache
-            return out.logits[:, -1]  # [alive, vocab]
-
-        decode_greedy(rule, [walks[i] for i in group], advance, out.logits[:, -1])
+        decode_greedy(rule, [walks[i] for i in group], HFSteps(model, out.cache, lens, mask, n_suffix),
+                      out.logits[:, -1])
     return [rule.answer(walk) for walk in walks]
 
 
@@ -187,15 +182,8 @@ def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tenso
     """OpenGate's trust in a cache: the mean top-1 probability of the first `k` greedy steps after
     prefilling `suffix_ids` over `cache` (fewer when an end-of-turn token comes first)."""
     out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
-    hf, top = out.cache, []
-
-    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-        nonlocal hf
-        step = model.hf(input_ids=torch.tensor([tokens], device=model.device), cache=hf, use_cache=True)
-        hf = step.cache
-        return step.logits[:, -1]
-
-    decode_greedy(StopRule.of(model, k, stop_at_newline=False), [Walk()], advance, out.logits[:, -1],
+    top = []
+    decode_greedy(StopRule.of(model, k, stop_at_newline=False), [Walk()], HFSteps(model, out.cache), out.logits[:, -1],
                   observe=lambda logits: top.append(float(logits[0].float().softmax(-1).max())))
     return sum(top) / len(top)
 
@@ -212,13 +200,4 @@ def teacher_forced(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
     n = cache.n_positions
     _, h = question_pass(model, cache, inputs, hooks)
     logits = question_logits(model, h, torch.arange(n, n + len(inputs)), hooks)  # [row, vocab]: every row, as HF
-    return forced_score(logits[len(suffix_ids) - 1:], answer)
-
-
-def forced_score(logits: torch.Tensor, answer: torch.Tensor) -> TeacherForced:
-    """`answer` ([answer]) scored by the logits that predict each of its tokens ([answer, vocab])."""
-    logits = logits.float()
-    logp = torch.log_softmax(logits, dim=-1).gather(1, answer[:, None].to(logits.device))[:, 0]
-    agree = (logits.argmax(-1).cpu() == answer).long()
-    n_agree = int(agree.cumprod(0).sum())
-    return TeacherForced(float(logp.sum()), tuple(logp.tolist()), n_agree, n_agree == len(answer))
+    return forced_score(logits[len(suffix_ids) - 1:], answer)  # engine.decode's one teacher-forced reading

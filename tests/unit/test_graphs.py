@@ -1,4 +1,4 @@
-"""The captured decode (`engine.graphs`): on a CPU nothing is captured, but everything around the
+"""The captured decode (`engine.decode`: `StaticStep`, `CapturedSteps`): on a CPU nothing is captured, but everything around the
 capture runs: the engine's decode of a prefilled cache against HF's, and the static step that
 keeps every cell against the eager one that drops ended cells. The capture itself is checked on
 a GPU by `bench/gpu_probe.py --graphs` (docs/BENCHMARKS.md)."""
@@ -11,8 +11,7 @@ from conftest import FAMILIES, small_example, tiny_model
 from workbench.decode import continue_greedy
 from workbench.engine.answers import answer_cells
 from workbench.engine.cells import Cell
-from workbench.engine.graphs import GRAPHS_ENV, StaticStep, graphs_wanted
-from workbench.engine.steps import Decoder
+from workbench.engine.decode import GRAPHS_ENV, Decoder, StaticStep, graphs_wanted
 from workbench.kv import KVCache
 from workbench.signals.attention import suffix_pass
 
@@ -98,7 +97,7 @@ def test_answer_cells_with_the_static_step_gives_the_same_answers(setup, monkeyp
     wrong = [1]  # no greedy answer starts with token 1 here: every cell decodes on
     want = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, wrong, MAX_NEW)
     assert all(cell.answer.token_ids[:1] != (1,) for cell in want)
-    monkeypatch.setattr("workbench.engine.answers.graphs_wanted", lambda model, hooks: True)
+    monkeypatch.setattr("workbench.engine.decode.graphs_wanted", lambda model, hooks: True)
     got = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets, ctx.suffix_ids, wrong, MAX_NEW)
     assert [c.answer for c in got] == [c.answer for c in want]
     assert [c.decode_steps for c in got] == [c.decode_steps for c in want]
@@ -108,16 +107,15 @@ def test_cells_that_end_at_different_steps_get_the_same_answers_from_the_static_
     """Walks that come to the decode with 4, 7 and 1 tokens reach the 10-token cap at different
     steps: the static step keeps stepping the ended ones and returns only the others' logits, and
     every walk gets the eager decoder's tokens (which drops ended cells)."""
-    from workbench.engine.answers import _static_stepper, _stepper
-    from workbench.engine.decode import StopRule, Walk, decode_greedy
+    from workbench.engine.decode import CapturedSteps, EngineSteps, StopRule, Walk, decode_greedy
 
     model, ctx = setup
     rule = StopRule(model.tokenizer, frozenset(), max_new_tokens=10, stop_at_newline=False)
     first = ctx.spliced.n_positions + len(ctx.suffix_ids)
     answers = []
-    for stepper in (_stepper, _static_stepper):
+    for stepper in (EngineSteps, CapturedSteps):
         walks = [Walk(generated=[65 + i for i in range(n)]) for n in (4, 7, 1)]
-        args = (model, _decoder(model, ctx), walks, first) + ((None,) if stepper is _stepper else ())
+        args = (_decoder(model, ctx), walks, first) + ((False,) if stepper is CapturedSteps else ())
         decode_greedy(rule, walks, stepper(*args))
         answers.append([(w.generated, w.steps) for w in walks])
     assert answers[1] == answers[0]
@@ -129,7 +127,7 @@ def test_a_capture_that_fails_warns_once_decodes_eagerly_and_is_not_tried_again(
     graph API is stubbed): the step's answers are the eager ones, and the process stops asking."""
     import contextlib
 
-    from workbench.engine import graphs
+    from workbench.engine import decode as graphs
 
     model, ctx = setup
     monkeypatch.setattr(graphs, "_capture_failed", [])

@@ -9,9 +9,10 @@ which is exactly repair, then suffix prefill, then teacher forcing, because each
 attends to rows at earlier positions. The last suffix row and the teacher-forced rows give the
 reference answer's log-probability and, read as a draft, the greedy answer: while the greedy
 token equals the reference token, the next teacher-forced row is the greedy decode's own next
-row. Only cells whose answer leaves the reference decode further (`engine.steps.Decoder`), one
-batched row per step, with every row already computed kept as known K/V. The stopping rule is
-`engine.decode.StopRule`; hooks (`engine.hooks`) run on the batched pass and every decode step.
+row. Only cells whose answer leaves the reference decode further (`engine.decode.decode_cells`,
+one batched row per step, with every row already computed kept as known K/V). The stopping rule,
+the loop, the steps and the teacher-forced score are `engine.decode`'s; hooks (`engine.hooks`)
+run on the batched pass and every decode step.
 """
 
 from __future__ import annotations
@@ -21,16 +22,14 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
+from workbench.batching import DEFAULT_MAX_BYTES
 from workbench.engine.cells import Cell, CellRows, run_cells
-from workbench.engine.decode import Advance, Answer, StopRule, Walk, decode_greedy
-from workbench.engine.graphs import StaticStep, graphs_wanted
+from workbench.engine.decode import Answer, StopRule, Walk, decode_cells, forced_score
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import final_logits
 from workbench.engine.masks import check_context, check_positions
-from workbench.engine.steps import Decoder
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, kv_bytes_per_position
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
 
@@ -45,15 +44,6 @@ class CellAnswer:
     reference_token_logprobs: tuple[float, ...] = ()  # log p of each reference token, teacher-forced
     first_token: int = -1  # the greedy first answer token (an end-of-turn id when it stops at once)
     first_logp: torch.Tensor | None = None  # [vocab] float32 log-probabilities of the first answer token
-
-
-@dataclass
-class _Known:
-    """The rows a cell that left the reference has computed: its decode goes on from them."""
-
-    positions: torch.Tensor  # [known]
-    keys: torch.Tensor  # [layer, kv_head, known, d_head]
-    values: torch.Tensor
 
 
 @torch.inference_mode()
@@ -98,7 +88,7 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
         rows = Rows.one_cell(done.positions[pred], torch.tensor([c], device=done.positions.device)) if hooks else None
         logits = final_logits(model.adapter, done.hidden[pred], rows, hooks).float()  # [pred, vocab]
         logp = torch.log_softmax(logits, dim=-1)
-        token_logprobs = tuple(float(logp[i, t]) for i, t in enumerate(reference))
+        forced = forced_score(logits, reference, logp)
         greedy = logits.argmax(-1).tolist()
         walk, i = Walk(), 0
         while rule.push(walk, greedy[i]):
@@ -106,82 +96,12 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                 i += 1  # the next teacher-forced row is the greedy decode's own next row
             else:  # the answer leaves the reference: keep the rows before its next one
                 keep = r + n_suffix + i
-                known[c] = _Known(done.positions[:keep], done.keys[:, :, :keep], done.values[:, :, :keep])
+                none = torch.zeros(0, dtype=torch.long)
+                known[c] = Cell(none, none, done.positions[:keep], done.keys[:, :, :keep], done.values[:, :, :keep])
                 break
         walks.append(walk)
         repaired = CellRows(done.positions[:r], done.keys[:, :, :r], done.values[:, :, :r], done.hidden[:r])
-        results.append([repaired, float(sum(token_logprobs)), token_logprobs, greedy[0], logp[0].cpu()])
-    _decode(model, base, walks, known, n + n_suffix, rule, max_bytes, hooks)
+        results.append([repaired, forced.logprob, forced.token_logprobs, greedy[0], logp[0].cpu()])
+    decode_cells(model, base, walks, known, n + n_suffix, rule, max_bytes, hooks)
     return [CellAnswer(repaired, rule.answer(walk), score, walk.steps, token_logprobs, first, first_logp)
             for walk, (repaired, score, token_logprobs, first, first_logp) in zip(walks, results)]
-
-
-@torch.inference_mode()
-def _decode(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[int, _Known], first: int,
-            rule: StopRule, max_bytes: int, hooks: Hooks | None) -> None:
-    """Decode the walks that left the reference, one batched row per step, in groups whose known
-    rows fit in `max_bytes`."""
-    per_row = kv_bytes_per_position(model)
-    order = list(known)
-    sizes = [known[c].positions.numel() for c in order]
-    groups = pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens) * per_row
-                        <= max_bytes)
-    for group in groups:
-        cells = [order[g] for g in group]
-        decoder = Decoder(model, base, [Cell(torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long),
-                                             known[c].positions, known[c].keys, known[c].values) for c in cells],
-                          rule.max_new_tokens, hooks, cells)
-        decode_greedy(rule, [walks[c] for c in cells], _stepper(model, decoder, [walks[c] for c in cells], first, hooks))
-
-
-@torch.inference_mode()
-def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor, rule: StopRule,
-                    hooks=None) -> Walk:
-    """Greedy decoding on from a prefill that already ran, one row a step through the engine (its
-    steps captured as a CUDA graph on CUDA without hooks: `engine.graphs`): the prefill's last
-    position's `logits` ([vocab]) over `prefilled` (context and suffix, [layer, kv_head, pos,
-    d_head]). `hooks` (`engine.hooks`) run on every step (one cell)."""
-    hooks = Hooks.of(hooks, model.adapter)
-    walk = Walk()
-    if rule.max_new_tokens < 1:
-        return walk
-    none = torch.zeros(0, dtype=torch.long)
-    empty = prefilled.keys.new_zeros(prefilled.n_layers, prefilled.keys.shape[1], 0, prefilled.keys.shape[3])
-    decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens, hooks)
-    decode_greedy(rule, [walk], _stepper(model, decoder, [walk], prefilled.n_positions, hooks), logits[None])
-    return walk
-
-
-def _stepper(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int, hooks: Hooks | None) -> Advance:
-    """The `advance` of `decode_greedy` for `walks` on `decoder`, whose cells are theirs in order;
-    `first` is the position of an answer's first token. On CUDA without hooks a static step
-    (`engine.graphs`) keeps every cell; otherwise ended cells leave the decoder."""
-    if graphs_wanted(model, hooks):
-        return _static_stepper(model, decoder, walks, first)
-    alive = list(range(len(walks)))
-
-    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-        nonlocal alive
-        if len(keep) < len(alive):
-            decoder.keep(keep)
-            alive = [alive[i] for i in keep]
-        positions = torch.tensor([first + len(walks[c].generated) - 1 for c in alive])  # [alive]
-        return decoder.logits(decoder.step(positions, torch.tensor(tokens))).float()  # [alive, vocab]
-    return advance
-
-
-def _static_stepper(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int) -> Advance:
-    """`_stepper` through a `StaticStep`: every cell steps every time (an ended one on its last
-    token, at its last position) and the logits of the cells still decoding are returned."""
-    step = StaticStep(decoder, capture=model.device.type == "cuda")
-    tokens_of = torch.zeros(len(walks), dtype=torch.long)  # [cell] each cell's last token fed
-    alive = list(range(len(walks)))
-
-    def advance(keep: list[int], tokens: list[int]) -> torch.Tensor:
-        nonlocal alive
-        alive = [alive[i] for i in keep]
-        tokens_of[alive] = torch.tensor(tokens)
-        positions = torch.tensor([first + len(walk.generated) - 1 for walk in walks])  # [cell]
-        logits = step(positions, tokens_of)  # [cell, vocab]
-        return logits if len(alive) == len(walks) else logits[torch.tensor(alive, device=logits.device)]
-    return advance
