@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import workbench as wb
+import workbench.decode
 from conftest import FAMILIES, small_example, tiny_model
 from workbench.signals import SignalSet
 from workbench.signals.attention import attention_rows, draft_attention, question_attention, suffix_pass
@@ -80,18 +81,24 @@ def test_the_suffix_pass_decodes_on_to_the_greedy_answer_bit_for_bit(tiny):
 def test_a_signal_set_prefills_the_splice_suffix_once_for_draft_question_and_saliency(tiny_llama, monkeypatch):
     ctx = wb.build_context(tiny_llama, small_example())
     signals = SignalSet(ctx)
-    lengths = []
-    real = type(tiny_llama.hf).forward
+    hf_lengths, engine_rows = [], []
+    real, real_pass = type(tiny_llama.hf).forward, workbench.decode.recompute_rows
 
     def counting(self, *args, input_ids=None, **kwargs):
-        lengths.append(input_ids.shape[1])
+        hf_lengths.append(input_ids.shape[1])
         return real(self, *args, input_ids=input_ids, **kwargs)
+
+    def counting_pass(model, cache, ids, positions, *args, **kwargs):
+        engine_rows.append(positions.numel())
+        return real_pass(model, cache, ids, positions, *args, **kwargs)
     monkeypatch.setattr(type(tiny_llama.hf), "forward", counting)
+    monkeypatch.setattr(workbench.decode, "recompute_rows", counting_pass)  # decode.question_pass's engine pass
     start = __import__("time").perf_counter()
     for name in ("draft", "question", "saliency"):
         signals[name]
     wall = __import__("time").perf_counter() - start
-    prefills = [n for n in lengths if n > 1]  # the rest are one-token decode steps
+    assert set(hf_lengths) <= {1}  # HF's modules run only the answer's one-token decode steps
+    prefills = [n for n in engine_rows if n > 1]  # the rest are the draft's one-row passes
     assert len(prefills) == 2  # the shared suffix pass and the saliency's teacher-forced pass with grad
     assert prefills[0] == len(ctx.suffix_ids)
     assert signals["saliency"].answer_ids[:len(ctx.generate(ctx.spliced).token_ids)] == \

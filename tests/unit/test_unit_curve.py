@@ -13,7 +13,7 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.unit_curve import attention_probe, random_seed_for, run_curve
 from workbench.runstore import load_curve, new_manifest
 from workbench.selectors import random_scores, select_rows
-from workbench.signals.attention import draft_attention, record_queries
+from workbench.signals.attention import draft_attention
 
 
 def table8(scores, unit, budget):
@@ -44,11 +44,11 @@ def test_the_probe_reads_the_suffix_queries_at_hook_points_equal_to_the_rebuilt_
     ctx = context_of_length(tiny_model(family), 96, seed=0)
     ad, n = ctx.model.adapter, ctx.layout.suffix_start
     got = attention_probe(ctx)
-    with torch.inference_mode():
-        rec = record_queries(ctx.model, ctx.dense, ctx.suffix_ids, None)
-        positions = torch.arange(n, n + rec.hidden[0].shape[0])
-        queries = [rotated_qkv(ad, l, rec.hidden[l], positions)[0].float() for l in range(ad.n_layers)]
-    layers = rec.hf_cache.layers
+    with torch.inference_mode(), ad.record_attention_inputs() as hidden:  # per layer [[row, hidden]]
+        out = ctx.model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.dense.to_hf(), use_cache=True)
+        positions = torch.arange(n, n + len(ctx.suffix_ids))
+        queries = [rotated_qkv(ad, l, hidden[l][0], positions)[0].float() for l in range(ad.n_layers)]
+    layers = out.cache.layers
     assert torch.equal(got.query_positions, positions)
     assert all(torch.equal(a, b) for a, b in zip(got.queries, queries, strict=True))
     assert all(torch.equal(a, l.keys[0, :, n:].float()) for a, l in zip(got.suffix_keys, layers, strict=True))

@@ -78,8 +78,10 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     total)` called as the stages (`STAGES`) advance: the repairs stage counts cells done.
     With `config.attribution`, the AtP check runs (first-order estimates vs actual patching
     of `patch_max_tokens` tokens, K+V, K only, V only). `hooks` ({hook point name: fn(tensor,
-    hook)}, `engine.hooks`) run on every cell's pass (the splice's and each repair's, with their
-    answers), never on the dense reference's: they change the outcomes, not what they are judged by;
+    hook)}, `engine.hooks`) run on every pass but the dense reference's: each cell's (the splice's
+    and each repair's, with their answers) and the signals' (`SignalSet`: the suffix pass and its
+    draft, the saliency's forward and backward, the check layer, the patching), so an ablated head
+    changes the selections as well as the answers, never what they are judged by;
     the Diagnosis records them (`Diagnosis.hooks`: each point's functions by qualified name).
     `layer_effects` adds the "layer_effects" table (`diagnosis.layer_effects`) of every selection
     (a drawn one's first draw), read by hooks from the cells' pass (after `hooks`: it sees what
@@ -99,7 +101,7 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     report("context", 0, 1)
     ctx = ctx or build_context(model, example, rerotation=config.rerotation)
     t_context = time.perf_counter() - started
-    signals = SignalSet(ctx, config.signal_options)
+    signals = SignalSet(ctx, config.signal_options, hooks)  # the signals' passes run under the hooks too
     dense = _record(ctx.generate(ctx.dense, config.max_new_tokens), example)
     # The dense answer as a decision: its tokens and the end-of-turn token it stopped on.
     dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])

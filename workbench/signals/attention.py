@@ -18,10 +18,13 @@ query row and then drafts. The pass also keeps the cache and logits at the end o
 the cache's own greedy answer (CADENCE's decision) continues from it instead of prefilling the
 suffix a third time: a Diagnosis's `SignalSet` runs the suffix over the splice once.
 
-Queries are recorded by the family adapter's attention-input recorder (each layer's
-attention input is already layer-normed), projected with the family adapter and rotated at their true
-positions; keys are the post-RoPE keys of the HF cache after the last step. The draft is
-discarded: the input cache is wrapped in a fresh DynamicCache and never changed.
+The suffix and each drafted token fed back run through the engine (`decode.question_pass`), under
+the caller's hooks (`engine.hooks`: an ablated head changes the queries, the keys, the draft and
+the answer): each row's post-RoPE query is read at `hook_rot_q` of the pass that computes it, the
+keys are the engine cache's after the last step (post-RoPE). Without hooks the suffix pass equals
+HF's forward bit for bit and so does the one-row draft step on the Llama family and Qwen3; on Gemma 3 the
+engine's one-row step rounds its sliding-window layers differently from HF's (about 1e-6 in the
+logits of the tiny test model). The draft is discarded: the input cache is never changed.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
-from workbench.decode import Answer, continue_greedy
+from workbench.decode import Answer, continue_greedy, question_logits, question_pass
 from workbench.engine.decode import StopRule, Walk, decode_greedy
-from workbench.engine.layers import rotated_qkv
+from workbench.engine.hooks import Hooks, compose
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -71,24 +74,25 @@ class SuffixPass:
     relevance: AttentionScores  # every suffix query row, renormalized over the handed-off rows; all layers
     prefilled: KVCache  # [layer, kv_head, n + suffix, d_head]: the cache at the end of the suffix
     last_logits: torch.Tensor  # [vocab]: the suffix's last position
+    hooks: Hooks | None = None  # the hooks the pass ran under
 
     def answer(self, model: LoadedModel, max_new_tokens: int = 24) -> Answer:
-        """The greedy answer over the input cache, as `decode.greedy_answer` gives it, decoded on
-        from the end of the suffix."""
-        return continue_greedy(model, self.last_logits, self.prefilled, max_new_tokens)
+        """The greedy answer over the input cache, as `decode.greedy_answer` gives it under the same
+        hooks, decoded on from the end of the suffix."""
+        return continue_greedy(model, self.last_logits, self.prefilled, max_new_tokens,
+                               engine=True if self.hooks else None, hooks=self.hooks)
 
 
-def draft_attention(ctx: Context, cache: KVCache | None = None, k: int = 2) -> AttentionScores:
-    """BCR's draft attention over `cache` (default: the splice) from the last k query rows.
-
-    Stops drafting early on an end-of-turn token and keeps the rows it has.
+def draft_attention(ctx: Context, cache: KVCache | None = None, k: int = 2, hooks=None) -> AttentionScores:
+    """BCR's draft attention over `cache` (default: the splice) from the last k query rows, under
+    `hooks` (`suffix_pass`). Stops drafting early on an end-of-turn token and keeps the rows it has.
     """
-    return suffix_pass(ctx, cache, k).draft
+    return suffix_pass(ctx, cache, k, hooks).draft
 
 
-def question_attention(ctx: Context, cache: KVCache | None = None) -> AttentionScores:
+def question_attention(ctx: Context, cache: KVCache | None = None, hooks=None) -> AttentionScores:
     """Attention from every question-suffix query over `cache` (default: the splice); no draft."""
-    return suffix_pass(ctx, cache, None).question
+    return suffix_pass(ctx, cache, None, hooks).question
 
 
 def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.Tensor,
@@ -108,11 +112,14 @@ def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.T
     return logits.masked_fill(~visible, float("-inf")).softmax(-1)
 
 
-def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2) -> SuffixPass:
+def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2, hooks=None) -> SuffixPass:
     """Prefill the question suffix over `cache` (default: the splice) recording every query row,
-    draft k tokens (k=None: none), and score the cache's rows from the suffix and the draft."""
+    draft k tokens (k=None: none), and score the cache's rows from the suffix and the draft.
+    `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`) run on the suffix pass and on
+    each drafted token's pass (a cell of one), and on the answer decoded on from it (`SuffixPass.answer`)."""
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise WorkbenchError(f"k (draft query rows) must be an integer >= 1, got {k!r}")
+    hooks = Hooks.of(hooks, ctx.model.adapter)
     start = time.perf_counter()
     model = ctx.model
     cache = ctx.spliced if cache is None else cache
@@ -120,8 +127,8 @@ def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2) -
     if n != ctx.layout.suffix_start:
         raise WorkbenchError(f"the cache covers {n} positions but the question suffix starts at "
                              f"{ctx.layout.suffix_start}; pass a cache of the handed-off span")
-    rec = record_queries(model, cache, ctx.suffix_ids, k)
-    n_suffix, n_rows = len(ctx.suffix_ids), rec.hidden[0].shape[0]  # suffix rows, then one per drafted token fed back
+    rec = record_queries(model, cache, ctx.suffix_ids, k, hooks)
+    n_suffix, n_rows = len(ctx.suffix_ids), rec.queries[0].shape[0]  # suffix rows, then one per drafted token fed back
     rows = {"question": range(0, n_suffix), "relevance": range(0, n_suffix),
             "draft": range(n_suffix - 1, n_rows)}  # recorded rows each reads
     per_layer = _attention_per_layer(model, rec, n, rows if k is not None else
@@ -137,23 +144,22 @@ def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2) -
     return SuffixPass(question=scores("question", ()),
                       draft=None if k is None else scores("draft", rec.draft_ids),
                       relevance=scores("relevance", (), first_layer=0),
-                      prefilled=rec.prefilled, last_logits=rec.last_logits)
+                      prefilled=rec.prefilled, last_logits=rec.last_logits, hooks=hooks)
 
 
 def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
                          rows: dict[str, range]) -> dict[str, torch.Tensor]:
     """For each named set of recorded query rows, the attention to the cache rows [0, n), mean over
-    those rows and the heads: {name: [layer, pos]}, fp32 on cpu. Keys are the HF cache's after the
-    last step; a row sees only keys at or before its own position. "relevance" renormalizes each
+    those rows and the heads: {name: [layer, pos]}, fp32 on cpu. Keys are the engine cache's after
+    the last step; a row sees only keys at or before its own position. "relevance" renormalizes each
     row's attention over the cache rows [0, n) before the mean (a row that sees none of them adds 0)."""
     ad = model.adapter
     out = {name: torch.empty(ad.n_layers, n, dtype=torch.float32) for name in rows}  # [layer, pos]
-    positions = torch.arange(n, n + rec.hidden[0].shape[0])  # [row]: absolute positions
+    positions = torch.arange(n, n + rec.queries[0].shape[0])  # [row]: absolute positions
     with torch.inference_mode():
         for l in range(ad.n_layers):
-            q = rotated_qkv(ad, l, rec.hidden[l], positions)[0]  # [row, head, d_head]
-            keys = rec.hf_cache.layers[l].keys[0]  # [kv_head, key, d_head]
-            probs = attention_rows(q, keys, positions, ad.scaling, ad.windows[l])  # [head, row, key]
+            probs = attention_rows(rec.queries[l], rec.keys.keys[l], positions, ad.scaling,
+                                   ad.windows[l])  # [head, row, key]
             for name, r in rows.items():
                 cached = probs[:, r.start:r.stop, :n]  # [head, row, pos]
                 if name == "relevance":
@@ -164,32 +170,41 @@ def _attention_per_layer(model: LoadedModel, rec: RecordedQueries, n: int,
 
 @dataclass(frozen=True)
 class RecordedQueries:
-    """A suffix prefill and its draft, with every query row's attention input."""
+    """A suffix prefill and its draft, with every query row's post-RoPE query."""
 
-    hidden: list[torch.Tensor]  # per layer [row, hidden]: the suffix rows, then one per drafted token fed back
-    hf_cache: object  # the HF cache after the last step (keys of every row recorded)
+    queries: list[torch.Tensor]  # per layer [row, head, d_head] (hook_rot_q): the suffix rows, then one per drafted token fed back
+    keys: KVCache  # [layer, kv_head, n + row, d_head]: the cache after the last step (keys of every row recorded)
     draft_ids: tuple[int, ...]  # the greedy tokens drafted (stop token excluded)
     prefilled: KVCache  # [layer, kv_head, n + suffix, d_head]: the cache at the end of the suffix
     last_logits: torch.Tensor  # [vocab]: the suffix's last position
 
 
-@torch.inference_mode()
-def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None) -> RecordedQueries:
-    """Prefill `suffix` over `cache`, then k-1 greedy steps (k=None: none), recording each layer's
-    attention input (layer-normed hidden rows) of every row run."""
-    with model.adapter.record_attention_inputs() as recorded:
-        out = model.hf(input_ids=suffix.to(model.device)[None], cache=cache.to_hf(), use_cache=True,
-                       logits_to_keep=1)
-        prefilled, last_logits, hf = KVCache.from_hf(out.cache), out.logits[0, -1], out.cache
-        walk = Walk()
+def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: int | None,
+                   hooks=None) -> RecordedQueries:
+    """Run `suffix` over `cache` through the engine, then k-1 greedy steps (k=None: none), each a
+    one-row engine pass, under `hooks`; record each layer's post-RoPE queries (`hook_rot_q`, after
+    the caller's hooks) of every row run."""
+    ad = model.adapter
+    hooks = Hooks.of(hooks, ad)
+    recorded: list[list[torch.Tensor]] = [[] for _ in range(ad.n_layers)]
 
-        def advance(keep: list[int], tokens: list[int]):
-            nonlocal hf
-            step = model.hf(input_ids=torch.tensor([tokens], device=model.device), cache=hf, use_cache=True)
-            hf = step.cache
-            return step.logits[:, -1]
+    def keep(q: torch.Tensor, hook) -> None:  # q: [1, row, head, d_head]
+        recorded[hook.layer()].append(q[0].detach())
 
-        if k:  # the last drafted token is kept, never fed back
-            decode_greedy(StopRule.of(model, k, stop_at_newline=False), [walk], advance, last_logits[None])
-    hidden = [torch.cat(rows) for rows in recorded]  # per layer [row, hidden]
-    return RecordedQueries(hidden, hf, tuple(walk.generated), prefilled, last_logits)
+    keep.reads_only = True
+    passes = Hooks(compose(hooks, {f"blocks.{l}.attn.hook_rot_q": keep for l in range(ad.n_layers)}), ad)
+    if hooks:
+        passes.contexts = hooks.contexts  # the caller's hooks keep one `.ctx` per point over every pass
+    prefilled, h = question_pass(model, cache, suffix, passes)
+    last_logits = question_logits(model, h[-1:], torch.tensor([prefilled.n_positions - 1]), hooks)[0]  # [vocab]
+    walk, drafted = Walk(), prefilled
+
+    def advance(keep_rows: list[int], tokens: list[int]) -> torch.Tensor:
+        nonlocal drafted
+        drafted, h = question_pass(model, drafted, torch.tensor(tokens), passes)
+        return question_logits(model, h, torch.tensor([drafted.n_positions - 1]), hooks)  # [1, vocab]
+
+    if k:  # the last drafted token is kept, never fed back
+        decode_greedy(StopRule.of(model, k, stop_at_newline=False), [walk], advance, last_logits[None])
+    queries = [torch.cat(rows) for rows in recorded]  # per layer [row, head, d_head]
+    return RecordedQueries(queries, drafted, tuple(walk.generated), prefilled, last_logits)

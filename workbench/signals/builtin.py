@@ -34,7 +34,7 @@ def _suffix_cost(signals, sp) -> Cost:
 def suffix(signals):
     """One prefill of the question suffix over the splice with a k-token draft: the draft and
     question attention read its query rows, and the saliency's greedy answer decodes on from it."""
-    return suffix_pass(signals.ctx, k=signals.options.draft_k)
+    return suffix_pass(signals.ctx, k=signals.options.draft_k, hooks=signals.hooks)
 
 
 def _saliency_cost(signals, sal) -> Cost:
@@ -48,7 +48,7 @@ def saliency(signals):
     """CADENCE gradients of the splice's own greedy answer (one backward), decoded on from the
     shared suffix pass; gated by the deviation from dense where the context has a dense reference
     (its cost then says it read dense), the gradients alone (CADENCE-Grad's) where it has none."""
-    return decision_saliency(signals.ctx, greedy=signals["suffix"].answer(signals.ctx.model))
+    return decision_saliency(signals.ctx, greedy=signals["suffix"].answer(signals.ctx.model), hooks=signals.hooks)
 
 
 @register_signal("draft", per="record", label="BCR draft attention (k query rows)")
@@ -75,7 +75,7 @@ def relevance(signals):
                                           layer_tokens=s.ctx.layout.suffix_start * (s.options.check_layer + 1)))
 def check_layer(signals):
     """CacheBlend's partial recompute through the check layer (no dense reference)."""
-    return check_layer_signals(signals.ctx, signals.options.check_layer)
+    return check_layer_signals(signals.ctx, signals.options.check_layer, signals.hooks)
 
 
 def _patch_cost(signals, frame) -> Cost:
@@ -87,7 +87,8 @@ def _patch_cost(signals, frame) -> Cost:
                  label="actual single-token patch effects (every reused token)")
 def patch(signals):
     """Actual single-token patch effects (dense K+V rows) on the decision loss, every reused token."""
-    return patch_effects(signals.ctx, signals.ctx.reused_positions, signals["saliency"].answer_ids, kinds=("kv",))
+    return patch_effects(signals.ctx, signals.ctx.reused_positions, signals["saliency"].answer_ids, kinds=("kv",),
+                         hooks=signals.hooks)
 
 
 @register_signal("attribution", per="record", needs_dense=True,
@@ -96,7 +97,7 @@ def patch(signals):
 def attribution(signals):
     """First-order estimates against actual patching (K+V, K only, V only) on a stratified sample."""
     opts = signals.options
-    return attribution_check(signals.ctx, signals["saliency"], opts.patch_max_tokens, opts.seed)
+    return attribution_check(signals.ctx, signals["saliency"], opts.patch_max_tokens, opts.seed, hooks=signals.hooks)
 
 
 # ----------------------------------------------------------------------------- per token [n_reused]

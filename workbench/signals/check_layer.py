@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
-from workbench.engine.hooks import caching_hooks
+from workbench.engine.hooks import Hooks, caching_hooks, compose
 from workbench.errors import WorkbenchError
 from workbench.repair import recompute_rows
 from workbench.signals.attention import attention_rows
@@ -45,8 +45,9 @@ class CheckLayerSignals:
         return self.value_deviation * self.influence
 
 
-def check_layer_signals(ctx: Context, check_layer: int = 1) -> CheckLayerSignals:
-    """Recompute every handed-off token through layers 0..check_layer and score the reused rows."""
+def check_layer_signals(ctx: Context, check_layer: int = 1, hooks=None) -> CheckLayerSignals:
+    """Recompute every handed-off token through layers 0..check_layer and score the reused rows;
+    `hooks` (`engine.hooks`) run on that recompute, before the reads of the check layer's q, k, v."""
     ad = ctx.model.adapter
     if not 0 <= check_layer < ad.n_layers:
         raise WorkbenchError(f"check layer {check_layer} out of range [0, {ad.n_layers})")
@@ -55,8 +56,9 @@ def check_layer_signals(ctx: Context, check_layer: int = 1) -> CheckLayerSignals
     rows = torch.arange(n)
     names = [f"blocks.{check_layer}.attn.hook_{name}" for name in ("rot_q", "rot_k", "v")]
     acts: dict[str, torch.Tensor] = {}
+    reads = compose(Hooks.of(hooks, ad), caching_hooks(names, acts))  # the caller's hooks, then the reads
     recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer + 1,
-                   hooks=caching_hooks(names, acts), stop_after_qkv=True)  # layer c: no attention, MLP
+                   hooks=reads, stop_after_qkv=True)  # layer c: no attention, MLP
     q, k, v = (acts[name][0] for name in names)  # [pos, head | kv_head, d_head]
     pos = rows.to(ctx.model.device)
     with torch.inference_mode():

@@ -5,6 +5,8 @@ answer is teacher-forced and L_patched - L_unpatched is recorded (L = -log p(ans
 the ground truth that the first-order estimate of `saliency` approximates; `attribution_check`
 ranks one against the other. Kramár et al. 2024 (AtP*) report that attribution patching
 misses effects through keys (attention saturation), so keys and values are checked apart.
+The patched passes are the engine's batched cells (a patched row is a cell's known row over the
+cache), so hooks reach them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import torch
 from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
+from workbench.engine.cells import Cell, run_cells
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import final_logits
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, hf_cache
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
 from workbench.repair import check_positions
 from workbench.signals.saliency import Saliency, check_answer_ids
@@ -36,37 +41,48 @@ def check_reused(ctx, positions) -> torch.Tensor:
     return pos
 
 
-def _patched_batch(cache: KVCache, dense: KVCache, jobs: list[tuple[int, str]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per layer, (keys, values) of len(jobs) copies of `cache` ([batch, kv_head, pos, d_head]);
-    copy b has the dense rows of job b = (position, kind) patched in (kind "" patches nothing)."""
-    copies = [cache.with_rows(dense, [p], keys="k" in kind, values="v" in kind) if kind else cache
-              for p, kind in jobs]
-    keys = torch.stack([c.keys for c in copies], dim=1)  # [layer, batch, kv_head, pos, d_head]
-    values = torch.stack([c.values for c in copies], dim=1)
-    return [(keys[l], values[l]) for l in range(cache.n_layers)]
+def _patch_cell(base: KVCache, dense: KVCache, position: int, kind: str, inputs: torch.Tensor) -> Cell:
+    """The engine cell of one job: the suffix and answer rows (`inputs`, [row]) run past the end of
+    `base`, with the dense K and/or V rows of `position` known in place of the base's (kind "kv",
+    "k" or "v"; kind "": the base's own rows, nothing patched, on the same numeric path)."""
+    n = base.n_positions
+    tail = torch.arange(n, n + len(inputs))
+    at = slice(position, position + 1)
+    keys = (dense if "k" in kind else base).keys[:, :, at]  # [layer, kv_head, 1, d_head]
+    values = (dense if "v" in kind else base).values[:, :, at]
+    return Cell(tail, inputs, torch.tensor([position]), keys, values)
 
 
-def _batch_losses(model: LoadedModel, layers, suffix_ids: torch.Tensor, answer: list[int]) -> torch.Tensor:
-    """-log p(answer) under each cache of a batch (see `_patched_batch`). [batch]"""
-    n = layers[0][0].shape[0]
-    inputs = torch.cat([suffix_ids.cpu(), torch.tensor(answer[:-1], dtype=torch.long)]).to(model.device)
-    with torch.inference_mode():
-        out = model.hf(input_ids=inputs[None].expand(n, -1), cache=hf_cache(layers),
-                       use_cache=True, logits_to_keep=len(answer))
-    logits = out.logits.to(torch.promote_types(out.logits.dtype, torch.float32))  # [batch, answer, vocab]
-    targets = torch.tensor(answer, device=logits.device)[None, :, None].expand(n, -1, 1)
-    return -torch.log_softmax(logits, dim=-1).gather(2, targets)[..., 0].sum(1).cpu()
+@torch.inference_mode()
+def _batch_losses(model: LoadedModel, base: KVCache, dense: KVCache, jobs: list[tuple[int, str]],
+                  suffix_ids: torch.Tensor, answer: list[int], hooks: Hooks | None) -> torch.Tensor:
+    """-log p(answer) over `base` with each job's (position, kind) dense rows patched in: one engine
+    pass of the jobs as cells (`engine.cells.run_cells`), under `hooks`. [job]"""
+    inputs = torch.cat([suffix_ids.cpu(), torch.tensor(answer[:-1], dtype=torch.long)])  # [row]
+    passes = run_cells(model, base, [_patch_cell(base, dense, p, kind, inputs) for p, kind in jobs], hooks=hooks)
+    targets = torch.tensor(answer)[:, None]  # [answer, 1]
+    predicting = slice(len(inputs) - len(answer), len(inputs))  # the rows whose logits predict the answer
+    losses = []
+    for c, done in enumerate(passes):
+        rows = Rows.one_cell(done.positions[predicting], torch.tensor([c], device=done.positions.device)) if hooks else None
+        logits = final_logits(model.adapter, done.hidden[predicting], rows, hooks)  # [answer, vocab]
+        logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
+        losses.append(-torch.log_softmax(logits, dim=-1).gather(1, targets.to(logits.device)).sum().cpu())
+    return torch.stack(losses)
 
 
 def patch_effects(ctx, positions, answer_ids, kinds=PATCH_KINDS, cache: KVCache | None = None,
-                  progress: bool = False, batch_size: int = 8) -> pd.DataFrame:
+                  progress: bool = False, batch_size: int = 8, hooks=None) -> pd.DataFrame:
     """Change in L = -log p(answer_ids) when each token's dense rows are patched into `cache`.
 
     For every position (a reused token) and kind ("kv", "k", "v"), the dense K and/or V rows
-    of that token at every layer replace the cache's on a copy. `batch_size` patched caches
-    share one batched forward. Returns columns position, kind, delta_loss (patched - unpatched).
+    of that token at every layer replace the cache's (a cell's known rows over it, never a copy).
+    `batch_size` patched caches share one batched engine pass (`engine.cells.run_cells`), under
+    `hooks` (`engine.hooks`: the batch's cells; the final points on each cell's predicting rows).
+    Returns columns position, kind, delta_loss (patched - unpatched).
     """
     dense = ctx.reference("patch_effects")
+    hooks = Hooks.of(hooks, ctx.model.adapter)
     cache = ctx.spliced if cache is None else cache
     pos = check_reused(ctx, positions)
     answer = check_answer_ids(answer_ids, ctx.model.config.vocab_size)
@@ -75,12 +91,13 @@ def patch_effects(ctx, positions, answer_ids, kinds=PATCH_KINDS, cache: KVCache 
         raise WorkbenchError(f"patch kinds must be some of {PATCH_KINDS}, got {list(kinds)}")
     if batch_size < 1:
         raise WorkbenchError(f"batch_size must be at least 1, got {batch_size}")
-    # The unpatched baseline rides in the first batch, so both sides share one numeric path.
-    jobs = [(-1, "")] + [(int(p), kind) for p in pos.tolist() for kind in kinds]
+    # The unpatched baseline (a token's own rows known in place of themselves) rides in the first
+    # batch, so both sides share one numeric path.
+    jobs = [(int(pos[0]) if pos.numel() else 0, "")] + [(int(p), kind) for p in pos.tolist() for kind in kinds]
     losses = []
     for start in tqdm(range(0, len(jobs), batch_size), disable=not progress, desc="patching", unit="batch"):
         chunk = jobs[start:start + batch_size]
-        losses.append(_batch_losses(ctx.model, _patched_batch(cache, dense, chunk), ctx.suffix_ids, answer))
+        losses.append(_batch_losses(ctx.model, cache, dense, chunk, ctx.suffix_ids, answer, hooks))
     losses = torch.cat(losses)  # [job]
     return pd.DataFrame({
         "position": [p for p, _ in jobs[1:]],
@@ -144,18 +161,19 @@ class AttributionCheck:
 
 
 def attribution_check(ctx, saliency: Saliency, max_tokens: int = 64, seed: int = 0,
-                      cache: KVCache | None = None, batch_size: int = 8) -> AttributionCheck:
+                      cache: KVCache | None = None, batch_size: int = 8, hooks=None) -> AttributionCheck:
     """Patch the tokens of `sample_positions` one at a time and rank-correlate the actual change
     in the decision loss with `saliency`'s first-order estimate, for K+V, K only and V only.
 
-    `cache` (default: the splice) must be the cache `saliency` was computed on.
+    `cache` (default: the splice) must be the cache `saliency` was computed on, and `hooks` the
+    hooks it ran under (`patch_effects`).
     """
     pos = sample_positions(ctx, max_tokens, seed)
     index = {int(p): i for i, p in enumerate(saliency.positions.tolist())}
     missing = [int(p) for p in pos if int(p) not in index]
     if missing:
         raise WorkbenchError(f"the saliency does not cover positions {missing[:8]}: compute it on this context")
-    effects = patch_effects(ctx, pos, saliency.answer_ids, cache=cache, batch_size=batch_size)
+    effects = patch_effects(ctx, pos, saliency.answer_ids, cache=cache, batch_size=batch_size, hooks=hooks)
     estimates = {"kv": saliency.first_order, "k": saliency.first_order_k, "v": saliency.first_order_v}
     names = ctx.layout.segment_names()
     frame = pd.DataFrame({

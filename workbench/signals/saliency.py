@@ -3,7 +3,8 @@
 The decision loss is L = -log p(y_hat | cache, suffix), the NLL (summed over tokens) of the
 receiver's own greedy answer teacher-forced over the cache. The cache's K and V are leaf
 tensors, so one backward gives dL/dK and dL/dV for every cached row; it flows only through
-the suffix and answer positions, a fraction of a dense prefill. Per layer and reused token:
+the suffix and answer positions, a fraction of a dense prefill. Forward and backward run through
+the engine's layer step in grad mode (`repair.recompute_rows`), so hooks reach them. Per layer and reused token:
 
 - ``grad_sq`` = ||dL/dK||^2, ||dL/dV||^2 over kv_head x d_head (CADENCE-Grad: no reference);
 - ``gated`` = <dL/dK, dK>, <dL/dV, dV> with d = dense - cache (attribution patching: the
@@ -20,9 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-from workbench.decode import stop_token_ids
+from workbench.decode import question_pass, stop_token_ids
+from workbench.engine.hooks import Hooks, Rows
+from workbench.engine.layers import final_logits
 from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, hf_cache
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
 
 
@@ -61,35 +64,37 @@ def check_answer_ids(answer_ids, vocab_size: int) -> list[int]:
 
 
 def cache_gradients(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor, answer_ids,
-                    end_ids: set[int] | None = None) -> CacheGradients:
+                    end_ids: set[int] | None = None, hooks=None) -> CacheGradients:
     """Teacher-force `answer_ids` after `suffix_ids` ([pos]) over `cache`; backward into K and V.
 
     With `end_ids`, the answer is taken to end on whichever of these ids the model ranks
     highest after it (the end-of-turn token greedy decoding stopped on), so even an empty
-    answer has a loss. Model parameters accumulate no gradients.
+    answer has a loss. Model parameters accumulate no gradients. The forward is the engine's
+    question pass in grad mode (`repair.recompute_rows` over a cache that requires grad), under
+    `hooks` (`engine.hooks`, one cell: the suffix and answer rows; the final points on the rows
+    whose logits are read), so a hook's edit reaches the loss and its gradients.
     """
-
+    hooks = Hooks.of(hooks, model.adapter)
     answer = [int(t) for t in answer_ids]
     if answer or not end_ids:
         check_answer_ids(answer, model.config.vocab_size)
     n_targets = len(answer) + bool(end_ids)
     inputs = torch.cat([suffix_ids.cpu(), torch.tensor(answer[:n_targets - 1], dtype=torch.long)])
-    keys = [cache.keys[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
-    values = [cache.values[l].to(model.device, model.dtype).clone().requires_grad_() for l in range(cache.n_layers)]
+    keys = cache.keys.to(model.device, model.dtype).clone().requires_grad_()  # [layer, kv_head, pos, d_head]
+    values = cache.values.to(model.device, model.dtype).clone().requires_grad_()
     with _params_frozen(model.hf), torch.enable_grad():
-        cache_in = hf_cache([(k[None], v[None]) for k, v in zip(keys, values)])
-        out = model.hf(input_ids=inputs.to(model.device)[None], cache=cache_in, use_cache=True,
-                       logits_to_keep=n_targets)
-        logits = out.logits[0]  # [target, vocab]: row i predicts answer token i
+        _, h = question_pass(model, KVCache(keys, values), inputs, hooks)  # [row, hidden], with grad
+        n = cache.n_positions + len(inputs)
+        rows = Rows.one_cell(torch.arange(n - n_targets, n, device=h.device)) if hooks else None
+        logits = final_logits(model.adapter, h[-n_targets:], rows, hooks)  # [target, vocab]: row i predicts token i
         logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
         if end_ids:
             last = logits[-1].detach()  # [vocab]
             answer.append(max(end_ids, key=lambda t: float(last[t])))
         targets = torch.tensor(answer, device=logits.device)
         loss = -torch.log_softmax(logits, dim=-1).gather(1, targets[:, None]).sum()
-        grads = torch.autograd.grad(loss, keys + values)
-    n = cache.n_layers
-    return CacheGradients(tuple(answer), float(loss.detach()), torch.stack(grads[:n]), torch.stack(grads[n:]))
+        grad_k, grad_v = torch.autograd.grad(loss, [keys, values])
+    return CacheGradients(tuple(answer), float(loss.detach()), grad_k, grad_v)
 
 
 @dataclass(frozen=True)
@@ -140,13 +145,15 @@ class Saliency:
         return self.first_order.abs()
 
 
-def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy=None) -> Saliency:
+def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy=None, hooks=None) -> Saliency:
     """CADENCE saliency of `cache` (default: the splice) for the decision `answer_ids`.
 
     `answer_ids` defaults to the greedy answer from the splice (`greedy`, a `decode.Answer`, when
-    the caller has decoded it already), ending on its end-of-turn token when decoding stopped on
-    one. The deviation gate uses d = ctx.dense - cache; on a context without a dense reference (a
-    served cache) only the gradients are kept: CADENCE-Grad's score, which needs no reference.
+    the caller has decoded it already; else `ctx.generate` under `hooks`), ending on its end-of-turn
+    token when decoding stopped on one. The deviation gate uses d = ctx.dense - cache; on a context
+    without a dense reference (a served cache) only the gradients are kept: CADENCE-Grad's score,
+    which needs no reference. `hooks` (`engine.hooks`) run on the teacher-forced pass the backward
+    goes through (`cache_gradients`).
     """
     cache, reference = ctx.spliced if cache is None else cache, ctx.dense
     if reference is not None and cache.keys.shape != reference.keys.shape:
@@ -155,9 +162,9 @@ def decision_saliency(ctx, cache: KVCache | None = None, answer_ids=None, greedy
     start = time.perf_counter()
     end_ids = None
     if answer_ids is None:
-        greedy = ctx.generate(ctx.spliced) if greedy is None else greedy
+        greedy = ctx.generate(ctx.spliced, hooks=hooks) if greedy is None else greedy
         answer_ids, end_ids = greedy.token_ids, (stop_token_ids(ctx.model) if greedy.stopped else None)
-    grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids)
+    grads = cache_gradients(ctx.model, cache, ctx.suffix_ids, answer_ids, end_ids, hooks)
     pos = ctx.reused_positions
     parts = {}
     dense_of = {} if reference is None else {"k": reference.keys, "v": reference.values}

@@ -14,6 +14,7 @@ import torch
 
 from workbench.checks import check_int
 from workbench.context import Context
+from workbench.engine.hooks import Hooks
 from workbench.errors import WorkbenchError
 from workbench.seeds import check_seed, derive_seed
 from workbench.signals.deviation import DENSEDEV_NORMS
@@ -51,11 +52,15 @@ class SignalOptions:
 
 class SignalSet:
     """Lazily computed signals of `ctx`; `costs[name]` records what each record took. A signal that
-    needs the dense reference refuses on a context without one (`Context.reference`)."""
+    needs the dense reference refuses on a context without one (`Context.reference`). `hooks`
+    ({name: fn} or [(name or filter, fn)], `engine.hooks`; checked here) run on every model pass a
+    record makes: the suffix pass and its draft, the greedy answer, the saliency's forward and
+    backward, the check layer's partial recompute and the patching passes."""
 
-    def __init__(self, ctx: Context, options: SignalOptions = SignalOptions()):
+    def __init__(self, ctx: Context, options: SignalOptions = SignalOptions(), hooks=None):
         self.ctx = ctx
         self.options = options
+        self.hooks = Hooks.of(hooks, ctx.model.adapter)
         self.costs: dict[str, Cost] = {}
         self._values: dict[str, object] = {}
         self._nested_seconds = 0.0
