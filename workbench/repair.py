@@ -19,10 +19,10 @@ Without a mask, or with an all-True one, the repair is today's exactly (the same
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from workbench.engine.hooks import Hooks, Rows
-from workbench.engine.layers import explicit_attention, run_layers
+from workbench.engine.attention import over_keys
+from workbench.engine.layers import run_layers
 from workbench.engine.masks import check_context, check_positions, context_allows
 from workbench.kv import KVCache
 from workbench.models import LoadedModel
@@ -70,13 +70,9 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
         values[l][:, pos] = v.transpose(0, 1)
         mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
         mask = mask if allowed is None else mask & allowed
-        if explicit is not None:
-            return explicit_attention(q.transpose(0, 1)[None], keys[l][None], values[l][None], mask[None],
-                                      ad.scaling, key_pos[None], explicit)[0]
-        attn = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None], keys[l][None], values[l][None],  # [1, head, row|pos, d_head]
-            attn_mask=mask[None, None], scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
-        return attn[0].transpose(0, 1).reshape(len(pos), ad.n_heads * ad.head_dim)  # [row, head*d_head]
+        # one cell: [1, head, row, d_head] over [1, kv_head, pos, d_head] -> [row, head * d_head]
+        return over_keys(ad, q.transpose(0, 1)[None], keys[l][None], values[l][None], mask[None], key_pos[None],
+                         explicit)[0]
 
     with torch.inference_mode(not grad):
         rows = Rows.one_cell(pos) if hooks else None

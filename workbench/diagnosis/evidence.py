@@ -73,7 +73,7 @@ class EvidenceAttention:
     `hook_rot_q` / `hook_rot_k` (read only: the pass stays bit-identical) and, per cell and layer,
     the attention of the suffix rows over the cell's cache (`base` with the cell's repaired rows
     overlaid) and the suffix itself, the fp32 softmax of `signals.attention.attention_rows` (as
-    `layers.explicit_attention` writes it out) under the layer's causal window. Keeps only the mass on
+    `attention.explicit_attention` writes it out) under the layer's causal window. Keeps only the mass on
     `evidence` ([n_evidence]) positions: {cell: {layer: (mass_last, mass_mean)}}."""
 
     def __init__(self, model, base: KVCache, suffix_start: int, n_suffix: int, evidence: torch.Tensor):

@@ -1,5 +1,11 @@
-"""Attention of many cells over one shared base: each cell's keys are the base's (those it does
-not overlay), its known rows' and its new rows', under one softmax.
+"""Attention, written once: a query's softmax over the keys its mask leaves it, for the serial
+repair (one cell over one cache) and for many cells over one shared base (each cell's keys are
+the base's, its known rows' and its new rows', under one softmax).
+
+`over_keys` is the one dense attention (torch's fused kernel, or written out in fp32 for
+`hook_attn_scores` / `hook_pattern`: `explicit_attention`); `attend` lays a cell's keys end to end
+for it, or, for a decode step's few rows, scores the shared base with one product for every cell
+(`_attend_split`: the same softmax, the base's keys never copied per cell).
 
 q: [cell, head, row, d_head]; base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v:
 [cell, kv_head, *, d_head]; mask: [cell, row, pos + known + row] (True: visible). Each returns
@@ -11,7 +17,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from workbench.engine.layers import explicit_attention
+
+def over_keys(ad, q, keys, values, mask, key_pos=None, explicit=None) -> torch.Tensor:
+    """Each cell's rows attend over its keys. q: [cell, head, row, d_head]; keys, values: [cell,
+    kv_head, key, d_head]; mask: [cell, row, key] (True: visible) -> [cell, row, head * d_head].
+    torch's fused kernel, or with `explicit` (an `engine.layers.Explicit`, on `key_pos` [cell, key])
+    the attention written out for its hooks."""
+    if explicit is not None:
+        return explicit_attention(q, keys, values, mask, ad.scaling, key_pos, explicit)
+    n_cells, _, width, d = q.shape
+    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
+                                         scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
+    return out.permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)  # [cell, row, head * d_head]
 
 
 def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=None, explicit=None) -> torch.Tensor:
@@ -19,12 +36,10 @@ def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=
     scores are never held whole). A few rows per cell (a decode step) score the shared base with
     one product for all cells instead, which copies no cell's keys. A `hook_attn_scores` or
     `hook_pattern` (`explicit`, on `key_pos`, [cell, key]) writes the softmax out
-    (`layers.explicit_attention`)."""
-    if explicit is not None:
+    (`explicit_attention`)."""
+    if explicit is not None or q.shape[2] > 8:
         keys, values = _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, q.shape[0])
-        return explicit_attention(q, keys, values, mask, ad.scaling, key_pos, explicit)
-    if q.shape[2] > 8:
-        return _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
+        return over_keys(ad, q, keys, values, mask, key_pos, explicit)
     return _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask)
 
 
@@ -33,14 +48,6 @@ def _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells: in
     parts_k = [base_k[None].expand(n_cells, -1, -1, -1)] + ([known_k] if known_k is not None else []) + [new_k]
     parts_v = [base_v[None].expand(n_cells, -1, -1, -1)] + ([known_v] if known_v is not None else []) + [new_v]
     return torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)
-
-
-def _attend_fused(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
-    n_cells, _, width, d = q.shape
-    keys, values = _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells)
-    out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
-                                         scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
-    return out.permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)  # [cell, row, head * d_head]
 
 
 def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
@@ -62,3 +69,23 @@ def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -
         out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v.to(q.dtype))
     out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v.to(q.dtype))
     return out.reshape(n_cells, ad.n_heads, width, d).permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)
+
+
+def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
+                       scaling: float, key_positions: torch.Tensor, explicit) -> torch.Tensor:
+    """Attention with its scores and pattern written out, for `hook_attn_scores` / `hook_pattern`
+    to read or edit (`explicit(kind, x, key_positions) -> x`, kind "attn_scores" then "pattern":
+    an `engine.layers.Explicit`): fp32 scores and softmax.
+
+    q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
+    head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
+    Returns [cell, row, head * d_head]: the fused kernel's result up to rounding."""
+    n_cells, n_heads, width, d = q.shape
+    group = n_heads // keys.shape[1]
+    k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
+    v = values.to(q.dtype).repeat_interleave(group, dim=1)
+    scores = torch.einsum("chrd,chkd->chrk", q.float(), k.float()) * scaling
+    scores = explicit("attn_scores", scores.masked_fill(~mask[:, None], float("-inf")), key_positions)
+    probs = explicit("pattern", scores.softmax(-1), key_positions)
+    out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
+    return out.permute(0, 2, 1, 3).reshape(n_cells, width, n_heads * d)

@@ -24,7 +24,7 @@ from workbench.engine.hooks import EXPLICIT_ATTENTION, Hooks, Rows
 from workbench.family import FamilyAdapter, rotate_half
 
 # attend(layer, q [token, head, d_head], k, v [token, kv_head, d_head] post-RoPE, explicit) -> [token, head * d_head]
-# explicit: None, or an `Explicit`: the attention is then written out (`explicit_attention`) for its hooks
+# explicit: None, or an `Explicit`: the attention is then written out (`attention.explicit_attention`) for its hooks
 Attend = Callable[..., torch.Tensor]
 
 
@@ -122,7 +122,8 @@ class Explicit:
     `hook_pattern` (after it), each seen by absolute key position ([cell, head, row, n], keys
     0..n-1, `HookPoint.key_positions`): the caller's key axis (the batched cells' base, known and
     new rows; a decode step's) is scattered there, a repaired position once (its stale base copy,
-    which the mask hides, dropped), and gathered back after the hook."""
+    which the mask hides, dropped), and gathered back after the hook. `engine.attention` writes the
+    attention out for it (`explicit_attention`)."""
 
     def __init__(self, hooks: Hooks, layer: int, rows: Rows):
         self.hooks, self.layer, self.rows = hooks, layer, rows
@@ -164,23 +165,3 @@ def _absolute_columns(key_positions: torch.Tensor, n: int) -> torch.Tensor:
     last = last.scatter_reduce(1, slot, order, "amax")
     live = (last.gather(1, slot) == order) & (key_positions >= 0)
     return torch.where(live, key_positions, n)
-
-
-def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                       scaling: float, key_positions: torch.Tensor, explicit: Explicit) -> torch.Tensor:
-    """Attention with its scores and pattern written out, for `hook_attn_scores` / `hook_pattern`
-    to read or edit (`explicit(kind, x, key_positions) -> x`, kind "attn_scores" then "pattern":
-    an `Explicit`): fp32 scores and softmax.
-
-    q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
-    head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
-    Returns [cell, row, head * d_head]: the fused kernel's result up to rounding."""
-    n_cells, n_heads, width, d = q.shape
-    group = n_heads // keys.shape[1]
-    k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
-    v = values.to(q.dtype).repeat_interleave(group, dim=1)
-    scores = torch.einsum("chrd,chkd->chrk", q.float(), k.float()) * scaling
-    scores = explicit("attn_scores", scores.masked_fill(~mask[:, None], float("-inf")), key_positions)
-    probs = explicit("pattern", scores.softmax(-1), key_positions)
-    out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
-    return out.permute(0, 2, 1, 3).reshape(n_cells, width, n_heads * d)
