@@ -15,8 +15,6 @@ What Gemma 3 adds, each behind one adapter method:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -290,29 +288,6 @@ class FamilyAdapter:
         by_window = {w: mask if w is None else mask & visible_keys(query_pos, key_pos, w)
                      for w in dict.fromkeys(self.windows)}
         return [by_window[w] for w in self.windows]
-
-    @contextmanager
-    def record_attention_inputs(self) -> Iterator[list[list[torch.Tensor]]]:
-        """Record each layer's attention input (the layer-normed hidden rows) during HF forwards
-        run inside the block. Yields a list per layer of `[row, hidden]` tensors, one per forward
-        of batch 1. An oracle for tests (HF's forward beside the engine's, which reads the same rows
-        at its hook points); the splice and the prefills no longer use it (`workbench.splice`).
-        """
-        recorded: list[list[torch.Tensor]] = [[] for _ in range(self.n_layers)]
-
-        def hook(layer: int):
-            def pre_hook(module, args, kwargs):
-                x = (args[0] if args else kwargs["hidden_states"])[0]  # [seq, hidden]
-                recorded[layer].append(x)
-            return pre_hook
-
-        handles = [layer.self_attn.register_forward_pre_hook(hook(l), with_kwargs=True)
-                   for l, layer in enumerate(self.layers)]
-        try:
-            yield recorded
-        finally:
-            for handle in handles:
-                handle.remove()
 
     def logits(self, hidden: torch.Tensor, hook=None) -> torch.Tensor:
         """Final norm + LM head (+ soft-capping where the model has it). hidden: [row, hidden] -> [row, vocab].

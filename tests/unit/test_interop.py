@@ -7,6 +7,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from tests.conftest import FAMILIES, small_example, tiny_model, transformer_bridge
+from tests.hf_oracle import record_attention_inputs
 from workbench import interop
 from workbench.context import build_context
 from workbench.diagnosis import diagnose
@@ -143,7 +144,7 @@ def rebuilt_from_hidden(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     queries the family adapter projects and rotates, over the HF cache's keys."""
     ad = model.adapter
     with torch.inference_mode():
-        with ad.record_attention_inputs() as recorded:
+        with record_attention_inputs(ad) as recorded:
             out = model.hf(input_ids=ids[None], cache=hf_cache(), use_cache=True)
         positions = torch.arange(len(ids))
         return {f"blocks.{l}.attn.hook_pattern": attention_rows(

@@ -7,6 +7,7 @@ import torch
 import workbench as wb
 from workbench.engine.layers import rotated_qkv
 from conftest import small_example
+from hf_oracle import record_attention_inputs
 from workbench.kv import KVCache, hf_cache
 from workbench.layout import build_layout
 from workbench.splice import dense_cache, prefill, prefill_many, sender_cache, splice
@@ -37,7 +38,7 @@ def test_exact_rerotation_equals_hf_recorded_inputs(tiny):
     ad, prefix_len = tiny.adapter, layout.prefix.end
     prefix = hf_prefill(tiny, layout.ids[:prefix_len])
     for seg in layout.passages:
-        with ad.record_attention_inputs() as inputs:
+        with record_attention_inputs(ad) as inputs:
             hf_prefill(tiny, layout.ids[seg.start:seg.end], past=prefix)
         receiver = torch.arange(seg.start, seg.end)
         with torch.inference_mode():

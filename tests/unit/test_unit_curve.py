@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import FAMILIES, tiny_model
+from hf_oracle import record_attention_inputs
 from workbench.context import context_of_length
 from workbench.engine.layers import rotated_qkv
 from workbench.errors import WorkbenchError
@@ -44,7 +45,7 @@ def test_the_probe_reads_the_suffix_queries_at_hook_points_equal_to_the_rebuilt_
     ctx = context_of_length(tiny_model(family), 96, seed=0)
     ad, n = ctx.model.adapter, ctx.layout.suffix_start
     got = attention_probe(ctx)
-    with torch.inference_mode(), ad.record_attention_inputs() as hidden:  # per layer [[row, hidden]]
+    with torch.inference_mode(), record_attention_inputs(ad) as hidden:  # per layer [[row, hidden]]
         out = ctx.model.hf(input_ids=ctx.suffix_ids[None], cache=ctx.dense.to_hf(), use_cache=True)
         positions = torch.arange(n, n + len(ctx.suffix_ids))
         queries = [rotated_qkv(ad, l, hidden[l][0], positions)[0].float() for l in range(ad.n_layers)]
