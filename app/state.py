@@ -13,12 +13,8 @@ Environment:
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -29,7 +25,7 @@ import workbench.app_api as wb
 from jobs import ModelGate
 from workbench.app_api import MANIFEST, CurveRun, Diagnosis, FidelityRun, PipelineRun, RunFolder, SweepRun
 
-RUNS_ENV, MODEL_ENV, LIVE_MAX_ENV, PLUGINS_ENV = "KVWB_RUNS", "KVWB_MODEL", "KVWB_LIVE_MAX_TOKENS", "KVWB_PLUGINS"
+RUNS_ENV, MODEL_ENV, LIVE_MAX_ENV = "KVWB_RUNS", "KVWB_MODEL", "KVWB_LIVE_MAX_TOKENS"
 POST_SCRIPT_GC = "runner.postScriptGC"  # Streamlit's full garbage collection after every script run
 DEFAULT_MODEL = "smollm2-135m"
 # The quick selector list: what Live starts with and what the demo run computes.
@@ -88,39 +84,10 @@ keep_redraws_light()  # once per process, on its first script run (before that r
 
 # ----------------------------------------------------------------------------- plugins
 
-def _import_plugin(spec: str) -> None:
-    """Import a module by name, or a .py file by path (once per process)."""
-    path = Path(spec).expanduser()
-    if not (spec.endswith(".py") or os.sep in spec or path.is_file()):
-        importlib.import_module(spec)
-        return
-    path = path.resolve()
-    name = f"kvwb_plugin_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
-    if name in sys.modules:
-        return
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file {path}")
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-
-
 def load_plugins() -> list[str]:
-    """Import every plugin named in $KVWB_PLUGINS; the failures, in words."""
-    problems = []
-    for spec in (s.strip() for s in os.environ.get(PLUGINS_ENV, "").split(",")):
-        if not spec:
-            continue
-        try:
-            _import_plugin(spec)
-        except Exception as err:  # noqa: BLE001 - a broken plugin is a message in the sidebar
-            problems.append(f"plugin {spec!r} did not load ({type(err).__name__}: {err})")
-    return problems
+    """Import every plugin named in $KVWB_PLUGINS (the CLI's loader, `workbench.registry.load_plugins`);
+    the failures, in words."""
+    return wb.load_plugins()
 
 
 # ----------------------------------------------------------------------------- the model

@@ -33,6 +33,7 @@ from workbench.experiments.summary import resolve_reference, summarize, tokens_t
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.layout import PromptFormat, build_layout
 from workbench.models import EMBEDDED_MODELS, LoadedModel, load_model, model_identity
+from workbench.registry import load_plugins
 from workbench.report import render_report
 from workbench.runstore import (
     KINDS, MANIFEST, CurveRun, FidelityRun, Manifest, PipelineRun, RunFolder, SweepRun, check_out, folder_name,
@@ -52,7 +53,7 @@ __all__ = [
     "CurveRun", "FidelityRun", "MANIFEST", "PipelineRun", "RunFolder", "SweepRun", "check_out", "folder_name",
     "inspect_run", "list_runs", "make_command", "open_run", "run_sweep", "save_diagnosis",
     # choices
-    "dataset_choices", "model_choices", "parse_dataset_spec", "parse_selector", "parse_selectors",
+    "dataset_choices", "load_plugins", "model_choices", "parse_dataset_spec", "parse_selector", "parse_selectors",
     "reference_selectors", "selector_choices", "selector_info", "signal_is_log", "signal_label",
     # live
     "check_budgets", "context_length", "live_diagnose", "load_example", "load_model",

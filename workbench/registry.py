@@ -7,11 +7,21 @@ an unknown key that lists the known ones, and a rule for a key registered twice 
 a notebook re-running its cell expects, or refuse it). The decorators that fill each one
 (`register_selector`, `register_signal`, `register_method`, `register_dataset`) check their own
 fields and call `add`.
+
+Plugins fill them from outside: `load_plugins()` imports every module or .py file named in
+$KVWB_PLUGINS, once per process; the `kvwb` CLI and the app both call it. A plugin may add names
+but not take a built-in's (each decorator refuses that, naming the plugin's module).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from workbench.errors import WorkbenchError
@@ -56,6 +66,47 @@ def qualified_name(fn) -> str:
         return repr(fn)
     module = getattr(fn, "__module__", None)
     return f"{module}.{name}" if isinstance(module, str) else name
+
+
+PLUGINS_ENV = "KVWB_PLUGINS"  # comma-separated modules (`mypkg.signals`) or files (`~/kv/toy.py`)
+
+
+def import_plugin(spec: str) -> None:
+    """Import a module by name, or a .py file by path (once per process; a file that fails to
+    import is not kept, so a fixed file imports on the next call)."""
+    path = Path(spec).expanduser()
+    if not (spec.endswith(".py") or os.sep in spec or path.is_file()):
+        importlib.import_module(spec)
+        return
+    path = path.resolve()
+    name = f"kvwb_plugin_{path.stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file {path}")
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    try:
+        module_spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+
+
+def load_plugins(specs: str | None = None) -> list[str]:
+    """Import every plugin `specs` names (default: $KVWB_PLUGINS); the failures, one line each."""
+    text = os.environ.get(PLUGINS_ENV, "") if specs is None else specs
+    problems = []
+    for spec in (s.strip() for s in text.split(",")):
+        if not spec:
+            continue
+        try:
+            import_plugin(spec)
+        except Exception as err:  # noqa: BLE001 - any error of a plugin's own code is its failure to load
+            detail = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+            problems.append(f"plugin {spec!r} did not load ({type(err).__name__}: {detail})")
+    return problems
 
 
 def _shown(key: Hashable) -> str:

@@ -1,5 +1,5 @@
 """A content fingerprint of safetensors weight files, computed once per file version; and the
-check that a checkpoint's tensors are the ones its model needs (`check_loaded_keys`).
+check that a checkpoint's tensors are the ones its model needs, by name and shape (`load_checked`).
 
 A run's identity includes its model's weights (the manifest's `model.fingerprint`), so that a
 resume never mixes answers of two models. A file's digest is SHA-256 over each tensor, in name
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import struct
 from pathlib import Path
 
@@ -99,10 +100,35 @@ def weights_sha256(files: list[Path], cache: Path | None = None) -> dict[str, st
     return out
 
 
+def load_checked(load, where: str):
+    """The model `load()` returns with its loading info (transformers' `from_pretrained(...,
+    output_loading_info=True, ignore_mismatched_sizes=True)`), refused by `check_loaded_keys`; any
+    error of the load is one line. transformers' key table is held back and shown only where the
+    load neither failed on it nor was refused (a refusal names the keys itself)."""
+    with _HeldLoadReport() as report:
+        try:
+            model, info = load()
+        except Exception as err:  # noqa: BLE001 - safetensors, torch and transformers raise many types here
+            report.release()
+            text = str(err).strip()
+            raise WorkbenchError(f"could not load the weights from {where} (corrupt or truncated file?): "
+                                 f"{type(err).__name__}: {text.splitlines()[0] if text else ''}") from None
+        check_loaded_keys(info, where)
+        report.release()
+    return model
+
+
 def check_loaded_keys(info: dict, where: str, shown: int = 3) -> None:
-    """Refuse, naming a few keys, a checkpoint that lacks a weight its model needs or holds one it
-    does not (`info`: transformers' `output_loading_info`), where transformers would start the
-    missing ones at random. Tied weights (an `lm_head` that is the embedding) are never missing."""
+    """Refuse, naming a few keys, a checkpoint that lacks a weight its model needs, holds one it does
+    not, or holds one of another shape (`info`: transformers' `output_loading_info`, loaded with
+    `ignore_mismatched_sizes=True` so that a shape is reported, not raised), where transformers would
+    start the missing ones at random. Tied weights (an `lm_head` that is the embedding) are never missing."""
+    mismatched = sorted((str(key), tuple(stored), tuple(needed)) for key, stored, needed in info.get("mismatched_keys") or ())
+    if mismatched:
+        key, stored, needed = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more tensors of another shape)" if len(mismatched) > 1 else ""
+        raise WorkbenchError(f"{where}: the weights do not match its config.json: tensor {key} has shape "
+                             f"{_shape(stored)} in the checkpoint but the config needs {_shape(needed)}{more}")
     parts = []
     for label, field in (("missing", "missing_keys"), ("unexpected", "unexpected_keys")):
         keys = sorted(map(str, info.get(field) or ()))
@@ -112,3 +138,39 @@ def check_loaded_keys(info: dict, where: str, shown: int = 3) -> None:
     if parts:
         raise WorkbenchError(f"{where}: the weights do not match its config.json: {'; '.join(parts)}; a checkpoint "
                              f"must hold every weight its config needs and no other")
+
+
+def _shape(dims) -> str:
+    return "[" + ", ".join(str(int(d)) for d in dims) + "]"
+
+
+class _HeldLoadReport(logging.Filter):
+    """Within the block, transformers' weight-loading report (its MISSING / UNEXPECTED / MISMATCH
+    key table, logged as a warning) is held back; `release()` logs what was held. A block that
+    ends without releasing (a refusal, which names the keys in one line) drops it."""
+
+    _LOGGER = "transformers.modeling_utils"
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in str(record.msg):
+            self.held.append(record)
+            return False
+        return True
+
+    def release(self) -> None:
+        held, self.held = self.held, []
+        logger = logging.getLogger(self._LOGGER)
+        logger.removeFilter(self)
+        for record in held:
+            logger.handle(record)
+
+    def __enter__(self):
+        logging.getLogger(self._LOGGER).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        logging.getLogger(self._LOGGER).removeFilter(self)

@@ -153,7 +153,7 @@ BAD_INPUT = {
     "answer --max-new-tokens 0": (["answer", "--max-new-tokens", "0"], "must be an integer >= 1", None, {}),
     "run --pool of an unknown kind": (["run", "--pool", "some", "--out", "{tmp}/r"], "invalid choice: 'some'",
                                       None, {}),
-    "run --grow-max-span -1": (["run", "--grow-max-span", "-1", "--out", "{tmp}/r"], "--grow-max-span must be >= 0",
+    "run --grow-max-span -1": (["run", "--grow-max-span", "-1", "--out", "{tmp}/r"], "argument --grow-max-span: must be an integer >= 0",
                                None, {}),
     "pipeline with six agents": (["pipeline", "--agents", "6", "--out", "{tmp}/p"], "1 to 5 agents", None, {}),
     "pipeline with an unknown method": (["pipeline", "--methods", "kvcomm,telepathy", "--out", "{tmp}/p"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 import time
 
-from workbench.cli.common import add_dataset_options, add_model_options, load_example_for, positive_int, printable
+from workbench.cli.common import add_dataset_options, add_model_options, answer_limit, load_example_for, printable
 
 NAME = "answer"
 
@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
     p.add_argument("--example", default="synthetic#0",
                    help="DATASET#ID: synthetic[:SEED]#ID, ruler:TASK#ID, hotpotqa:PATH#ID, 2wiki:PATH#ID, "
                         "musique:PATH#ID or jsonl:PATH#ID")
-    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy decoding limit (default 24)")
+    p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy decoding limit (default 24)")
     add_dataset_options(p)
 
 

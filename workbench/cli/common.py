@@ -105,20 +105,50 @@ def number(text: str) -> float:
     return value
 
 
-floats = _comma_list(number, "numbers")
-ints = _comma_list(int, "integers")
-names = _comma_list(str, "names")
+# Upper bounds of the integer options, checked when the command line is parsed (before any model
+# work): a count beyond these is a typo, and a huge one (10**20) overflowed deep inside the work.
+MAX_COUNT = 1_000_000  # examples, rows, tokens, passages, draws: no run the workbench makes holds more
+MAX_NEW_TOKENS = 4096  # an answer limit: the workbench's answers are a few words; the models' contexts are 8k-32k
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+def bounded_int(minimum: int, maximum: int | None, why: str = ""):
+    """An argparse type: an integer from `minimum` to `maximum` (`why` says where the bound comes from;
+    None: the option's own check, before any model work, bounds it with its reason)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1  # refused below, as the old `positive_int` refused it
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f" and at most {maximum:,}" if maximum is not None else ""
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}{bound}{reason}, got {text!r}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def _bounded_int_item(text: str) -> int:
+    value = int(text)  # a ValueError: "expected comma-separated integers"
+    if abs(value) > MAX_COUNT:
+        raise ValueError(text)
     return value
+
+
+floats = _comma_list(number, "numbers")
+ints = _comma_list(_bounded_int_item, f"integers (each at most {MAX_COUNT:,} in size)")
+names = _comma_list(str, "names")
+positive_int = bounded_int(1, MAX_COUNT)  # every count option (--n, --epic-k, --workers, ...)
+checked_later = bounded_int(1, None)  # a count its own check bounds with a reason (coin draws, target words / tokens)
+count = bounded_int(0, MAX_COUNT)  # a count where 0 means something (--grow-max-span 0: no cap) or is refused later
+answer_limit = bounded_int(1, MAX_NEW_TOKENS, "an answer limit; the workbench's answers are a few words")
+
+
+def thread_count(text: str) -> int:
+    """An argparse type: torch CPU threads, from 1 to the cores this process may use."""
+    from workbench.threads import available_cores
+
+    return bounded_int(1, available_cores(), "the cores this machine gives the process")(text)
 
 
 def show(values) -> str:
@@ -159,11 +189,11 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pool", choices=["changed", "all"], default="changed",
                    help="candidate rows a budget is a fraction of: 'changed' (rows computed under another "
                         "prefix: every passage after the first; default) or 'all' passage rows (BCR's convention)")
-    p.add_argument("--coin-draws", type=positive_int, default=5,
+    p.add_argument("--coin-draws", type=checked_later, default=5,
                    help="draws of the coin (random), each with its own seed per example (default 5)")
     p.add_argument("--chunk-scope", choices=["span", "passage"], default="span",
                    help="chunks over the whole candidate span, as BCR (default), or within each passage")
-    p.add_argument("--grow-max-span", type=int, default=64,
+    p.add_argument("--grow-max-span", type=count, default=64,
                    help="rows a grown region may hold at most (BCR Table 12: 64; 0 removes the cap)")
     p.add_argument("--rerotation", choices=["delta", "exact"], default="delta",
                    help="how the splice moves keys: 'delta' rotation of cached keys, as reuse systems do "
@@ -200,8 +230,6 @@ def check_selector_options(args) -> None:
 
 def diagnose_settings(args) -> dict:
     """The DiagnoseConfig fields `add_diagnose_options` sets."""
-    if args.grow_max_span < 0:
-        raise WorkbenchError(f"--grow-max-span must be >= 0 (0: no cap), got {args.grow_max_span}")
     check_selector_options(args)
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
             "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation, "epic_k": args.epic_k,
@@ -227,14 +255,14 @@ def passages_setting(text: str) -> int | str:
 def add_dataset_options(p: argparse.ArgumentParser, options=DATASET_OPTIONS) -> None:
     """The data set's own options (`tasks.spec.OPTIONS`): `options` names those the command takes."""
     helps = {
-        "target_words": (positive_int, "synthetic only: pad passages with filler to about this many words in all"),
+        "target_words": (checked_later, "synthetic only: pad passages with filler to about this many words in all"),
         "max_passages": (positive_int, "musique only: keep the first K retrieved passages"),
         "max_passage_tokens": (positive_int, "musique only: cut each passage to at most N tokens, at a word boundary"),
         "instruction": (str, "musique only: the receiver's instruction (the system prompt every sender shares)"),
         "passages": (passages_setting, "hotpotqa: all (default), gold (the paragraphs supporting_facts name) or "
                                        "gold+K (and K distractors drawn by --data-seed); ruler: the cached passages "
                                        "the haystack is cut into (default 5)"),
-        "target_tokens": (positive_int, "ruler only: the passages' length in the model's tokens (default 1024)"),
+        "target_tokens": (checked_later, "ruler only: the passages' length in the model's tokens (default 1024)"),
         "needle_depth": (number, "ruler only: where the (first) needle sits, 0 (start) to 1 (end); default: spread "
                                  "evenly over the examples"),
         "data_seed": (int, "ruler: the seed that generates the examples; hotpotqa: the seed that draws gold+K's "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from workbench.cli.common import add_model_options, ints, load_model, number, printable, say, show
+from workbench.cli.common import add_model_options, count, ints, load_model, number, printable, say, show
 from workbench.experiments.unit_curve import DEFAULT_UNITS
 
 NAME = "curve"
@@ -12,12 +12,12 @@ NAME = "curve"
 
 def add_arguments(p) -> None:
     add_model_options(p)
-    p.add_argument("--tokens", type=int, default=2048, help="prompt length in tokens (default 2048)")
-    p.add_argument("--prompts", type=int, default=6, help="prompts (synthetic seeds seed..seed+N-1; >= 2)")
+    p.add_argument("--tokens", type=count, default=2048, help="prompt length in tokens (default 2048)")
+    p.add_argument("--prompts", type=count, default=6, help="prompts (synthetic seeds seed..seed+N-1; >= 2)")
     p.add_argument("--units", type=ints, default=DEFAULT_UNITS,
                    help=f"comma-separated units of choice in rows (default {show(DEFAULT_UNITS)})")
     p.add_argument("--budget", type=number, default=0.2, help="nominal fraction of reused rows restored")
-    p.add_argument("--seeds", type=int, default=5, help="random draws per prompt and unit (default 5)")
+    p.add_argument("--seeds", type=count, default=5, help="random draws per prompt and unit (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first prompt seed and random-seed base (default 0)")
     p.add_argument("--pool", choices=["changed", "all"], default="changed",
                    help="the segment: rows computed under a changed prefix (passages after the first, the "

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_dataset_options, add_diagnose_options, add_model_options, diagnose_settings, floats, load_example_for, names,
-    positive_int, printable, printable_frame, show,
+    add_dataset_options, add_diagnose_options, answer_limit, add_model_options, diagnose_settings, floats, load_example_for, names,
+    printable, printable_frame, show,
 )
 from workbench.diagnosis import DEFAULT_BUDGETS
 
@@ -21,7 +21,7 @@ def add_arguments(p) -> None:
     p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
                    help=f"comma-separated fractions of the reused rows to recompute (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
-    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
     add_dataset_options(p)
     add_diagnose_options(p)
     p.add_argument("--layer-effects", action="store_true",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_model_options, floats, ints, load_model, names, number, positive_int, printable, printable_frame, show,
+    add_model_options, answer_limit, count, floats, ints, load_model, names, number, printable, printable_frame, show,
+    thread_count,
 )
 from workbench.experiments.fidelity import FidelityArgs
 
@@ -15,7 +16,7 @@ def add_arguments(p) -> None:
     d = FidelityArgs()
     add_model_options(p)
     p.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
-    p.add_argument("--n", type=int, default=d.n, help=f"questions (default {d.n})")
+    p.add_argument("--n", type=count, default=d.n, help=f"questions (default {d.n})")
     p.add_argument("--seed", type=int, default=d.seed, help="task set, noise and pool seed (default 0)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
     p.add_argument("--dataset", default=None,
@@ -33,7 +34,7 @@ def add_arguments(p) -> None:
                    help=f"bank: neighbour ranks k (default {show(d.bank_ranks)})")
     p.add_argument("--bank-alphas", type=floats, default=d.bank_alphas,
                    help=f"bank: weights toward the neighbour (default {show(d.bank_alphas)})")
-    p.add_argument("--bank-size", type=int, default=d.bank_size,
+    p.add_argument("--bank-size", type=count, default=d.bank_size,
                    help=f"bank: passages whose rows form the bank (default {d.bank_size})")
     p.add_argument("--pool-sizes", type=ints, default=d.pool_sizes,
                    help=f"augmentation: sender pool sizes N (default {show(d.pool_sizes)})")
@@ -41,10 +42,10 @@ def add_arguments(p) -> None:
                    help=f"projection: target key cosines (default {show(d.proj_cos)})")
     p.add_argument("--subspaces", type=names, default=d.subspaces,
                    help=f"projection: any of {show(d.subspaces)} (default all)")
-    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens,
+    p.add_argument("--max-new-tokens", type=answer_limit, default=d.max_new_tokens,
                    help=f"greedy decoding limit (default {d.max_new_tokens}; raise it for longer answers)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--threads", type=positive_int, default=None,
+    p.add_argument("--threads", type=thread_count, default=None,
                    help="torch CPU threads (default: torch's choice); 1 is much faster on a busy machine")
 
 

@@ -15,6 +15,7 @@ from workbench.cli import (
 )
 from workbench.cli.common import one_line, printable
 from workbench.errors import WorkbenchError
+from workbench.registry import PLUGINS_ENV, load_plugins
 
 COMMANDS = (prepare, answer, answerability, diagnose, run, summary, curve, fidelity, pipeline, report, results, bench)
 
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import threads
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    problems = load_plugins()  # $KVWB_PLUGINS, as the app loads them (their data sets reach --help)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return fail(f"{problems[0]}{more}; fix it or take it out of ${PLUGINS_ENV}")
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:

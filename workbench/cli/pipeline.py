@@ -4,7 +4,7 @@ folder, resumable, then its summary tables."""
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_dataset_options, add_model_options, dataset_options, load_model, names, positive_int, printable, say,
+    add_dataset_options, add_model_options, answer_limit, dataset_options, load_model, names, positive_int, printable, say,
     warnings_as_lines,
 )
 
@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--methods", type=names, default=DEFAULT_METHODS,
                    help=f"comma-separated reuse methods, run in this order (default {','.join(DEFAULT_METHODS)})")
     p.add_argument("--seed", type=int, default=0, help="run seed of the drawn policies (coin-alloc)")
-    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="each agent's answer limit (default 24)")
+    p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="each agent's answer limit (default 24)")
     p.add_argument("--repair-on", default=None, metavar="METHOD",
                    help="repair the final call of METHOD (e.g. kvcomm) wherever it was served from a predicted "
                         "cache, with every selector at rho in 0.05..0.4 against the five-draw coin (BCR's repair "

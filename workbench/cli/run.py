@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from workbench.cli.common import (
-    add_dataset_argument, add_dataset_options, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
+    add_dataset_argument, add_dataset_options, answer_limit, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
     number, positive_int, printable, say, show, warn,
 )
 from workbench.cli.summary import render, summarize_run
@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
                    help=f"fractions of reused rows (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0,
                    help="run seed: each example's coin draws derive from it and the example id")
-    p.add_argument("--max-new-tokens", type=positive_int, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
     add_dataset_options(p)
     p.add_argument("--attribution", action="store_true",
                    help="also run the attribution-patching check (first-order vs actual) per example")

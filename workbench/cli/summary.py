@@ -115,7 +115,7 @@ def command(args) -> int:
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     contrasts = contrast_family(run, args.contrast, args.measure)
     if args.format == "csv":
-        print(printable(table.to_csv(index=False), keep_newlines=True), end="")
+        print(printable(csv_table(run, table).to_csv(index=False), keep_newlines=True), end="")
     else:
         say(render(run, table, args.target_share, args.max_flip_rate))
         if "evidence_recall" in table and table["evidence_recall"].notna().any():
@@ -144,6 +144,16 @@ def command(args) -> int:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def csv_table(run, table):
+    """The summary table for --format csv: the text summary's header caveats (`run_caveats`: examples
+    computed under hooks, examples short of distractors) as columns of every row, where the run has
+    them (stdout stays one table)."""
+    from workbench.experiments.summary import run_caveats
+
+    caveats = run_caveats(run.examples)
+    return table.assign(n_examples=len(run.examples), **caveats) if caveats else table
 
 
 def _preregistration(folder):

@@ -192,6 +192,22 @@ def _count(value):
     return pd.NA if value is None or value is pd.NA else int(value)
 
 
+def run_caveats(examples: pd.DataFrame) -> dict:
+    """What a reader must know before the numbers, from examples.parquet: examples computed under hooks
+    (`hooked_examples`, `hooks`: the first one's record) and examples whose records held fewer
+    distractors than `gold+K` asked (`distractors_short_examples`, `distractors_short_max`); the
+    keys that apply only (the text summary's header lines, the CSV's columns)."""
+    out = {}
+    if "hooks" in examples and examples["hooks"].notna().any():
+        hooked = examples["hooks"].dropna().astype(str)
+        out.update(hooked_examples=len(hooked), hooks=hooked.iloc[0])
+    if "distractors_short" in examples:
+        short = pd.to_numeric(examples["distractors_short"], errors="coerce")
+        if (short > 0).any():
+            out.update(distractors_short_examples=int((short > 0).sum()), distractors_short_max=int(short.max()))
+    return out
+
+
 def attribution_table(run: SweepRun) -> pd.DataFrame:
     """Per example, the AtP check's Spearman rho for K+V, K only and V only (runs made with
     --attribution); empty when the run did not compute it."""

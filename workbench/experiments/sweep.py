@@ -23,7 +23,7 @@ from workbench.diagnosis.record import hook_record
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel, model_identity
 from workbench.runstore import SweepStore, check_out, run_lock
-from workbench.selectors import default_selectors, selector_code
+from workbench.selectors import default_selectors, selector_code, signal_code
 from workbench.tasks import data_identity, load_dataset
 
 SWEEP_DIAGNOSE = DiagnoseConfig(selectors=default_selectors(), attribution=False)
@@ -53,7 +53,8 @@ class SweepConfig:
     def identity(self) -> dict:
         """Everything about the data and the computation a resumed run must share."""
         return {**data_identity(self.dataset, self.dataset_options), "n": self.n, "diagnose": self.diagnose.to_dict(),
-                "selector_code": selector_code(self.diagnose.selectors)}  # a plugin's selector is not a built-in's
+                "selector_code": selector_code(self.diagnose.selectors),  # a plugin's selector is not a built-in's
+                "signal_code": signal_code(self.diagnose.selectors)}
 
 
 def run_sweep(model: LoadedModel, config: SweepConfig, out: str | Path, progress: bool = True,

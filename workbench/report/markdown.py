@@ -8,7 +8,7 @@ import math
 import pandas as pd
 
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
-from workbench.experiments.summary import attribution_table
+from workbench.experiments.summary import attribution_table, run_caveats
 from workbench.runstore import SweepRun
 
 
@@ -97,17 +97,14 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
 def _caveats(ex: pd.DataFrame) -> list[str]:
     """The header's warnings, a line each: examples computed under hooks, examples whose records held
     fewer distractors than `gold+K` asked (examples.parquet's `hooks` and `distractors_short`)."""
-    lines = []
-    if "hooks" in ex and ex["hooks"].notna().any():
-        hooked = ex["hooks"].dropna().astype(str)
-        lines.append(f"HOOKED: {len(hooked)} of {len(ex)} examples were computed under hooks ({hooked.iloc[0]}): "
-                     f"not an unmodified model's diagnosis")
-    if "distractors_short" in ex:
-        short = pd.to_numeric(ex["distractors_short"], errors="coerce")
-        if (short > 0).any():
-            lines.append(f"{int((short > 0).sum())} of {len(ex)} examples had fewer distractors than the passage "
-                         f"setting asks (up to {int(short.max())} fewer): their records hold fewer, and each kept "
-                         f"those it had")
+    lines, found = [], run_caveats(ex)
+    if "hooked_examples" in found:
+        lines.append(f"HOOKED: {found['hooked_examples']} of {len(ex)} examples were computed under hooks "
+                     f"({found['hooks']}): not an unmodified model's diagnosis")
+    if "distractors_short_examples" in found:
+        lines.append(f"{found['distractors_short_examples']} of {len(ex)} examples had fewer distractors than the "
+                     f"passage setting asks (up to {found['distractors_short_max']} fewer): their records hold "
+                     f"fewer, and each kept those it had")
     return lines
 
 

@@ -294,8 +294,9 @@ def _short(value, limit: int = 100) -> str:
 
 # Fingerprint keys that earlier versions did not record: a run they made is compared without them.
 ADDED_FINGERPRINT_KEYS = ("weights_sha256",)
-# Argument keys that earlier versions did not record (the code of each selector): likewise, and recorded from then on.
-ADDED_ARGS = ("selector_code",)
+# Argument keys that earlier versions did not record (the code of each selector, of each record they
+# read): likewise, and recorded from then on.
+ADDED_ARGS = ("selector_code", "signal_code")
 
 
 def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, fixed=None) -> dict:

@@ -30,7 +30,7 @@ from workbench.runstore.manifest import (
 )
 from workbench.runstore.paths import folder_name, move_aside, subfolders
 from workbench.runstore.segments import open_segment, record
-from workbench.selectors import selector_code
+from workbench.selectors import selector_code, signal_code
 
 
 def write_run(out: Path, manifest: dict, tables: dict[str, pd.DataFrame], files: dict[str, object] | None = None) -> Path:
@@ -43,6 +43,7 @@ def write_diagnosis_run(out: Path, diagnosis: Diagnosis, model_identity: dict) -
     """One Diagnosis as a run folder of kind "diagnosis" (`kvwb diagnose --out`)."""
     args = {"example_id": diagnosis.example_id, "config": diagnosis.config.to_dict(),
             "selector_code": selector_code(diagnosis.config.selectors),
+            "signal_code": signal_code(diagnosis.config.selectors),
             **({"hooks": diagnosis.hooks} if diagnosis.hooked else {})}  # a hooked diagnosis says so
     manifest = finished(new_manifest("diagnosis", model_identity, args), seconds=diagnosis.timing.total_s)
     return write_run(out, manifest, diagnosis.tables, {"diagnosis.json": diagnosis.to_document()})

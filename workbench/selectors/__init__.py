@@ -9,6 +9,7 @@ from workbench.selectors import builtin  # noqa: F401  (registers the built-in s
 from workbench.selectors.registry import (
     SelectorInfo, SelectorSpec, comparison_reference, default_selectors, get_selector, parse_selector,
     parse_selectors, reference_selectors, register_selector, selector_code, selector_names,
+    signal_code,
 )
 from workbench.selectors.budget import attention_pairs, budget_rows
 from workbench.selectors.choose import choose
@@ -18,4 +19,5 @@ __all__ = [
     "UNITS", "SelectorInfo", "SelectorSpec", "UnitChoice", "UnitOptions", "attention_pairs", "budget_rows", "choose",
     "comparison_reference", "default_selectors", "get_selector", "parse_selector", "parse_selectors", "random_scores",
     "reference_selectors", "register_selector", "select_rows", "selector_code", "selector_names",
+    "signal_code",
 ]

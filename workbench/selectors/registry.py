@@ -28,7 +28,7 @@ import torch
 from workbench.errors import WorkbenchError
 from workbench.registry import Registry, qualified_name
 from workbench.selectors.units import UNITS
-from workbench.signals.registry import Cost, record_names
+from workbench.signals.registry import Cost, get_signal, record_names
 from workbench.signals.signal_set import SignalSet
 
 # The comparison every summary runs by default, when the run has it: the practical baseline
@@ -117,6 +117,17 @@ def selector_code(specs) -> dict[str, str]:
         for info in (spec.info, spec.informed):
             out[info.name] = info.code
     return out
+
+
+def signal_code(specs) -> dict[str, str]:
+    """{record name: the code that computes it} for every record the selectors `specs` run read
+    (`uses`): recorded beside `selector_code`, so a resume finds the signals unchanged too."""
+    out = {}
+    for spec in parse_selectors(specs):
+        for info in (spec.info, spec.informed):
+            for name in info.uses:
+                out[name] = get_signal(name, "record").code
+    return dict(sorted(out.items()))
 
 
 def selector_names() -> list[str]:

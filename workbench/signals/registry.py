@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from workbench.errors import WorkbenchError
-from workbench.registry import Registry
+from workbench.registry import Registry, qualified_name
 
 KINDS = ("record", "token", "layer")
 
@@ -64,6 +64,12 @@ class SignalInfo:
     log: bool = False  # plotted on a log10 scale
     needs_dense: bool = False  # reads the dense reference (a full prefill a real receiver skips)
     description: str = ""
+    code: str = ""  # the code that defined it: its function's module and qualified name (a run records it)
+
+    @property
+    def builtin(self) -> bool:
+        """Defined by the workbench itself (a plugin may not take its name)."""
+        return self.code.startswith("workbench.")
 
 
 _REGISTRY: Registry[SignalInfo] = Registry("signal")  # keyed (per, name)
@@ -88,7 +94,13 @@ def register_signal(name: str, *, per: str, label: str = "", reads: tuple[str, .
     def decorate(fn):
         doc = description or (fn.__doc__ or "").strip().split("\n")[0]
         needs = needs_dense or any(_REGISTRY["record", r].needs_dense for r in reads)
-        _REGISTRY.add((per, name), SignalInfo(name, per, fn, label or name, tuple(reads), cost, log, needs, doc))
+        held = _REGISTRY.get((per, name))
+        module = getattr(fn, "__module__", None)
+        if held is not None and held.builtin and module != getattr(held.compute, "__module__", None):
+            raise WorkbenchError(f"plugin module {module!r} may not register the {per} signal {name!r}: it is built "
+                                 f"in ({held.code}); register it under a name of its own")
+        _REGISTRY.add((per, name), SignalInfo(name, per, fn, label or name, tuple(reads), cost, log, needs, doc,
+                                              qualified_name(fn)))
         return fn
     return decorate
 
