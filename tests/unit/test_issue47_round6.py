@@ -1,7 +1,7 @@
 """Issue 47, round 6: numeric options bounded before any model work, built-in signal names kept
 from plugins (and each run's signal code recorded), the CLI reading $KVWB_PLUGINS through the
-app's loader, the CSV summary carrying the text summary's notes, and a weight of another shape
-refused in one line."""
+app's loader, the CSV summary carrying the text summary's notes, a weight of another shape
+refused in one line, and a gold-answer contrast on a run without gold answers warned of."""
 
 import json
 from pathlib import Path
@@ -297,3 +297,37 @@ def test_the_csv_summary_of_a_plain_run_has_no_caveat_columns(tiny_llama, tmp_pa
     assert run_cli(["summary", tmp_path / "run", "--format", "csv"]) == 0
     table = pd.read_csv(io.StringIO(capsys.readouterr().out))
     assert not {"hooked_examples", "hooks", "distractors_short_examples"} & set(table.columns) and len(table) >= 1
+
+
+# issue item 10's last point: an em contrast on a run with no gold answers warns
+
+@pytest.mark.parametrize("measure, warned", [("em", True), ("contains", True), ("flip", False)])
+def test_a_gold_contrast_on_a_run_without_gold_answers_warns_in_one_line(tmp_path, capsys, measure, warned):
+    from test_gap_auc import make_run, write_folder
+
+    run = make_run()
+    run.examples["gold"] = ""  # examples.parquet's gold of examples without answers
+    folder = write_folder(run, tmp_path / "run")
+    assert run_cli(["summary", folder, "--contrast", "cadence:cacheblend@0.2", "--measure", measure]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if "no gold answer" in line]
+    assert len(lines) == int(warned) and all(line.startswith("kvwb: warning: ") for line in lines), lines
+
+
+def test_a_run_with_gold_answers_gives_no_such_warning():
+    import warnings
+
+    from test_gap_auc import make_run
+
+    from workbench.experiments.contrasts import contrast_family
+
+    run = make_run()
+    run.examples["gold"] = ["Tressamor"] + [""] * (len(run.examples) - 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        contrast_family(run, ["cadence:cacheblend@0.2"], "em")
+    assert not [w for w in caught if "no gold answer" in str(w.message)]
+    run.examples["gold"] = ""
+    from workbench.errors import WorkbenchWarning
+
+    with pytest.warns(WorkbenchWarning, match="hold no gold answer, so em is the same for every selector"):
+        contrast_family(run, ["cadence:cacheblend@0.2"], "em")

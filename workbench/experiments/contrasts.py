@@ -22,13 +22,14 @@ together are the family: each p is reported raw and Holm-adjusted over it.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from workbench import stats
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, WorkbenchWarning
 from workbench.experiments.areas import AUC, area_by_draw, budget_grid
 from workbench.runstore import SweepRun
 from workbench.selectors import parse_selector
@@ -61,6 +62,7 @@ MEASURES = {m.name: m for m in (
             "over several values; word-boundary contains for QA)"),
     Measure("ran_on", "ran_on", True, False, "the answer runs on past where dense's answer ended"),
 )}
+GOLD_MEASURES = ("em", "contains", "f1", "retrieved")  # read against the examples' gold answers
 # The binary measures, higher better, that the examples record for dense and the splice too
 # (`dense_<m>`, `spliced_<m>`): a gap closed can be read on them (`summary.summarize`).
 GAP_MEASURES = ("em", "contains", "retrieved")
@@ -298,8 +300,20 @@ def contrast(run: SweepRun, a: str, b: str, budget: float | str, measure: str = 
                     float(rb.mean()), diff, low, high, draws, grid=budget_grid(run.outcomes) if over else ())
 
 
+def _has_gold(examples: pd.DataFrame) -> bool:
+    """Whether any example holds a gold answer (examples.parquet's `gold`: the answers joined by ' | ';
+    a table without the column cannot say, and counts as holding one)."""
+    if "gold" not in examples:
+        return True
+    return bool(examples["gold"].fillna("").astype(str).str.strip().ne("").any())
+
+
 def contrast_family(run: SweepRun, texts, measure: str = "flip") -> list[Contrast]:
     """The contrasts given together, each with its Holm-adjusted p over the family."""
     found = [contrast(run, a, b, budget, measure) for a, b, budget in parse_family(texts)]
+    if found and measure in GOLD_MEASURES and not _has_gold(run.examples):
+        warnings.warn(WorkbenchWarning(f"the run's examples hold no gold answer, so {measure} is the same for every "
+                                       f"selector and its contrasts cannot tell them apart; test flip or f1_to_dense "
+                                       f"(against the dense answer) instead"), stacklevel=2)
     adjusted = stats.holm([c.p_value for c in found]) if found else []
     return [replace(c, p_holm=float(p)) for c, p in zip(found, adjusted)]
