@@ -98,12 +98,21 @@ def test_the_commands_without_out_refuse_huge_numbers_too(argv, monkeypatch, cap
     assert len(err.splitlines()) == 1 and f"{argv[1]}: must be an integer >= 1 and at most" in err, err
 
 
+@pytest.mark.parametrize("command", ["run", "answerability", "pipeline", "fidelity"])
+def test_a_command_refuses_more_examples_than_a_run_holds_before_making_any(command, tmp_path, monkeypatch, capsys):
+    """`kvwb run --n 1000000` spent over 5 minutes generating a million synthetic examples to check them."""
+    monkeypatch.setattr("workbench.models.load_model", _no_model)
+    assert run_cli([command, "--n", "10001", *(["--out", tmp_path / "r"] if command != "answerability" else [])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--n: must be an integer >= " in err and "at most 10,000" in err, err
+
+
 def test_bounded_options_keep_their_ordinary_values():
     from workbench.cli.main import build_parser
 
-    args = build_parser().parse_args(["run", "--n", "1000000", "--epic-k", "32", "--grow-max-span", "0",
+    args = build_parser().parse_args(["run", "--n", "10000", "--epic-k", "32", "--grow-max-span", "0",
                                       "--max-new-tokens", "4096", "--out", "x"])
-    assert (args.n, args.epic_k, args.grow_max_span, args.max_new_tokens) == (10**6, 32, 0, 4096)
+    assert (args.n, args.epic_k, args.grow_max_span, args.max_new_tokens) == (10**4, 32, 0, 4096)
     assert build_parser().parse_args(["fidelity", "--layers", "0,1,2", "--threads", "1", "--out", "x"]).layers == (0, 1, 2)
 
 

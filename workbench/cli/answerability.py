@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_dataset_argument, add_dataset_options, answer_limit, add_model_options, dataset_options, load_model, positive_int, printable, say,
-    warnings_as_lines,
+    add_dataset_argument, add_dataset_options, add_model_options, answer_limit, dataset_options, example_count,
+    load_model, printable, say, warnings_as_lines,
 )
 
 NAME = "answerability"
@@ -13,7 +13,7 @@ NAME = "answerability"
 def add_arguments(p) -> None:
     add_model_options(p)
     add_dataset_argument(p)
-    p.add_argument("--n", type=positive_int, default=30, help="examples to answer (default 30)")
+    p.add_argument("--n", type=example_count, default=30, help="examples to answer (default 30)")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
     p.add_argument("--csv", default=None, help="also write the per-example table to this .csv file (never inside "
                                               "a run folder)")

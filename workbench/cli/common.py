@@ -108,6 +108,7 @@ def number(text: str) -> float:
 # Upper bounds of the integer options, checked when the command line is parsed (before any model
 # work): a count beyond these is a typo, and a huge one (10**20) overflowed deep inside the work.
 MAX_COUNT = 1_000_000  # examples, rows, tokens, passages, draws: no run the workbench makes holds more
+MAX_EXAMPLES = 10_000  # a command's examples (--n): each takes seconds, and generated data is made (and checked) whole
 MAX_NEW_TOKENS = 4096  # an answer limit: the workbench's answers are a few words; the models' contexts are 8k-32k
 
 
@@ -141,6 +142,7 @@ names = _comma_list(str, "names")
 positive_int = bounded_int(1, MAX_COUNT)  # every count option (--n, --epic-k, --workers, ...)
 checked_later = bounded_int(1, None)  # a count its own check bounds with a reason (coin draws, target words / tokens)
 count = bounded_int(0, MAX_COUNT)  # a count where 0 means something (--grow-max-span 0: no cap) or is refused later
+example_count = bounded_int(1, MAX_EXAMPLES, "examples; a larger set is several runs")
 answer_limit = bounded_int(1, MAX_NEW_TOKENS, "an answer limit; the workbench's answers are a few words")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_model_options, answer_limit, count, floats, ints, load_model, names, number, printable, printable_frame, show,
+    MAX_EXAMPLES, add_model_options, answer_limit, bounded_int, count, floats, ints, load_model, names, number, printable, printable_frame, show,
     thread_count,
 )
 from workbench.experiments.fidelity import FidelityArgs
@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
     d = FidelityArgs()
     add_model_options(p)
     p.add_argument("--out", required=True, help="run folder to write (must be new or empty)")
-    p.add_argument("--n", type=count, default=d.n, help=f"questions (default {d.n})")
+    p.add_argument("--n", type=bounded_int(0, MAX_EXAMPLES, "examples; a larger set is several runs"), default=d.n, help=f"questions (default {d.n})")
     p.add_argument("--seed", type=int, default=d.seed, help="task set, noise and pool seed (default 0)")
     p.add_argument("--force", action="store_true", help="replace --out if the workbench wrote it")
     p.add_argument("--dataset", default=None,

@@ -4,8 +4,8 @@ folder, resumable, then its summary tables."""
 from __future__ import annotations
 
 from workbench.cli.common import (
-    add_dataset_options, add_model_options, answer_limit, dataset_options, load_model, names, positive_int, printable, say,
-    warnings_as_lines,
+    add_dataset_options, add_model_options, answer_limit, dataset_options, example_count, load_model, names,
+    positive_int, printable, say, warnings_as_lines,
 )
 
 NAME = "pipeline"
@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--topology", choices=sorted(TOPOLOGIES), default="full",
                    help="full: every agent reads every earlier one (BCR's setting, default); chain: only the one before")
     p.add_argument("--dataset", default="synthetic", help="data set spec (default synthetic); each example is a request")
-    p.add_argument("--n", type=positive_int, default=60, help="requests (default 60)")
+    p.add_argument("--n", type=example_count, default=60, help="requests (default 60)")
     add_dataset_options(p, ("max_passages", "max_passage_tokens"))
     p.add_argument("--methods", type=names, default=DEFAULT_METHODS,
                    help=f"comma-separated reuse methods, run in this order (default {','.join(DEFAULT_METHODS)})")

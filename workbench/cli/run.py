@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 
 from workbench.cli.common import (
-    add_dataset_argument, add_dataset_options, answer_limit, add_diagnose_options, add_model_options, dataset_options, command_line, diagnose_settings, floats, load_model, names,
-    number, positive_int, printable, say, show, warn,
+    add_dataset_argument, add_dataset_options, add_diagnose_options, add_model_options, answer_limit, command_line,
+    dataset_options, diagnose_settings, example_count, floats, load_model, names, number, positive_int, printable, say,
+    show, warn,
 )
 from workbench.cli.summary import render, summarize_run
 from workbench.diagnosis import DEFAULT_BUDGETS
@@ -18,7 +19,7 @@ NAME = "run"
 def add_arguments(p) -> None:
     add_model_options(p)
     add_dataset_argument(p)
-    p.add_argument("--n", type=positive_int, default=40, help="examples to diagnose (default 40)")
+    p.add_argument("--n", type=example_count, default=40, help="examples to diagnose (default 40)")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT] (coin:NAME: the coin matched to NAME); default: "
                         "the seeds' selectors (selectors.DEFAULT_SPECS; epic, prophetkv, relaxkv and the expensive "
