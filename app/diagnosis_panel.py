@@ -8,6 +8,7 @@ import streamlit as st
 
 from answer_tables import answers_table, draws_table, picks_table
 from compare_panel import selectors_against
+from readable import count, show_table
 from token_choice import take_click, token_card, token_picker
 from widgets import csv_button, ensure_choice, plain, show_figure
 from workbench.app_api import (
@@ -34,6 +35,24 @@ def example_text(d: Diagnosis) -> None:
     with st.expander(f"Passages ({len(ex.passages)})"):
         for i, passage in enumerate(ex.passages, 1):
             st.text(f"Passage {i}: {passage}")
+
+
+# the answers table's columns as shown: what each cache said first, then its scores (the CSV keeps them all)
+ANSWER_HEADERS = {"cache": "cache", "rows recomputed": "rows", "flip vs dense": "flip vs dense", "answer": "answer",
+                  "note": "note", "EM": "EM", "F1": "F1", "F1 to dense": "F1 to dense",
+                  "first token = dense's": "1st token = dense's", "retrieved": "retrieved", "ran on": "ran on",
+                  "evidence recall": "evidence recall"}
+ONE_LINE = 28  # characters of a medium column; longer answers and notes wrap, a long answer gets a wide column
+
+
+def show_answers(answers, key: str) -> None:
+    """The answers table (`answer_tables.answers_table`) as a reader wants it: a value a cache lacks
+    (dense's rows recomputed, the splice's graded scores) blank, never "None"; answers and notes whole."""
+    longest = {c: int(answers[c].fillna("").astype(str).str.len().max()) for c in ("answer", "note")}
+    widths = {"flip vs dense": 150, "answer": "large" if longest["answer"] > 2 * ONE_LINE else "medium",
+              "note": "medium"}
+    show_table(answers, ANSWER_HEADERS, {"rows recomputed": count}, key=f"{key}_answers_table", pinned=("cache",),
+               widths=widths, wrap=max(longest.values()) > ONE_LINE)
 
 
 def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
@@ -83,7 +102,7 @@ def _strip(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> int | No
         ensure_choice(f"{key}_outline", chosen, chosen[0])
         outline = o1.selectbox("Outline the rows picked by", chosen, key=f"{key}_outline")
     token = token_picker(d, key, o2)
-    segments = _segments_shown(d, key, budget, outline)
+    segments = _segments_shown(d, key, budget, outline, token, chosen)
     fig = figures.strip_figure(d, budget, signal, outline=outline, layer=layer, kind=kind, metric=metric,
                                segments=segments, highlight=token, selectors=chosen or None)
     show_figure(fig, f"tokens-{d.example_id}", f"{key}_strip", select=lambda: take_click(key))
@@ -95,22 +114,47 @@ LONG_CONTEXT = 600  # tokens; above this the strip shows one segment at a time b
 ALL_SEGMENTS = "all segments"
 
 
-def _segments_shown(d: Diagnosis, key: str, budget: float, outline: str | None) -> list[str] | None:
-    """For a long context, which segment the strip shows (default: the first passage the outlined
-    selector recomputes rows in); None shows all."""
+def _segments_shown(d: Diagnosis, key: str, budget: float, outline: str | None, token: int | None,
+                    chosen: list[str]) -> list[str] | None:
+    """For a long context, which segment the strip shows; None shows all. It opens (again whenever
+    the example, budget, outlined selector or chosen token changes, unless all segments are shown)
+    on `default_segment`, and a line says which segment is shown and why."""
     if d.context.n_tokens <= LONG_CONTEXT:
         return None
-    tokens = d.tokens
-    names = [str(n) for n in dict.fromkeys(tokens["segment"])]
-    picked = set(d.picks(outline, budget)) if outline else set()
-    holding = [str(n) for n in dict.fromkeys(tokens[tokens["position"].isin(picked)]["segment"])]
-    passages = [n for n in names if n.startswith("passage")]
-    default = holding[0] if holding else (passages[0] if passages else names[0])
+    default, why = default_segment(d, budget, outline, token, chosen)
+    names = [str(n) for n in dict.fromkeys(d.tokens["segment"])]
     options = [ALL_SEGMENTS, *names]
+    opened_for, before = (d.example_id, d.context.n_tokens, budget, outline, token), st.session_state.get(f"{key}_segment_for")
+    if before != opened_for:  # a user's own choice stays until then; "all segments" while on one example
+        st.session_state[f"{key}_segment_for"] = opened_for
+        if not (st.session_state.get(f"{key}_segment") == ALL_SEGMENTS and before and before[:2] == opened_for[:2]):
+            st.session_state[f"{key}_segment"] = default
     ensure_choice(f"{key}_segment", options, default)
     shown = st.selectbox(f"Show ({d.context.n_tokens} tokens: one segment at a time keeps the strip readable)",
                          options, key=f"{key}_segment")
+    st.caption(f"The strip shows {plain(shown)}" + (f": {why}" if shown == default else " (chosen above)") + ".")
     return None if shown == ALL_SEGMENTS else [shown]
+
+
+def default_segment(d: Diagnosis, budget: float, outline: str | None, token: int | None,
+                    chosen: list[str] = ()) -> tuple[str, str]:
+    """The segment a long strip opens on and why: the chosen token's, else the one holding the most
+    rows `outline` picks at `budget` (the first of equals), else the most rows any of `chosen`
+    picks, else the first passage."""
+    tokens = d.tokens
+    segment = dict(zip(tokens["position"].astype(int), tokens["segment"].astype(str)))
+    if token is not None and token in segment:
+        return segment[token], f"the chosen token (pos {token}) is there"
+    for who, what in (([outline] if outline else []), "rows {} recomputes"), (chosen, "picks of the selectors shown"):
+        picked = [segment[p] for s in who for p in d.picks(s, budget) if p in segment]
+        if picked:
+            held = {name: picked.count(name) for name in dict.fromkeys(segment.values())}
+            most = max(held, key=held.get)  # the first of equals, in context order
+            return most, (f"it holds {held[most]} of the {len(picked)} {what.format(plain(outline))} at b = {budget:g}, "
+                          f"the most of any segment")
+    names = list(dict.fromkeys(segment.values()))
+    first = next((n for n in names if n.startswith("passage")), names[0])
+    return first, f"no selector shown recomputes a row at b = {budget:g}"
 
 
 def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str], token: int | None) -> None:
@@ -227,7 +271,7 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: Manifest | None = None) ->
     budget, chosen = _choices(d, key)
     st.subheader("Answers")
     answers = answers_table(d, chosen, budget)
-    st.dataframe(answers, hide_index=True, width="stretch")
+    show_answers(answers, key)
     csv_button(answers, f"answers-{d.example_id}-b{budget:g}", f"{key}_answers_csv")
     draws = draws_table(d, chosen, budget)
     if not draws.empty:

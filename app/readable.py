@@ -44,22 +44,25 @@ def compact(v) -> str:
 
 
 ROW_PX, MOST_ROWS = 35, 20  # a table shows up to MOST_ROWS rows before it scrolls
+WRAPPED_PX = 70  # a row this tall wraps its text (Streamlit wraps from 64 px), two to three lines
 
 
 def show_table(table: pd.DataFrame, headers: dict, formats: dict | None = None, key: str | None = None,
-               pinned: tuple = ()) -> None:
+               pinned: tuple = (), widths: dict | None = None, wrap: bool = False) -> None:
     """`table`'s columns named by `headers` (its order; columns it lacks are left out), each
     formatted by `formats` (a column -> function of one value; floats default to 3 decimals), and
-    every missing value blank; `pinned` columns stay in view while the table scrolls sideways; up
-    to MOST_ROWS rows before it scrolls."""
+    every missing value blank; `pinned` columns stay in view while the table scrolls sideways;
+    `widths` (a column -> "small" / "medium" / "large" / pixels) widens a column of long text and
+    `wrap` makes rows tall enough to wrap it; up to MOST_ROWS rows before it scrolls."""
     columns = [c for c in headers if c in table.columns]
     shown = table[columns].reset_index(drop=True)
-    formats = formats or {}
+    formats, widths = formats or {}, widths or {}
     chosen = {c: formats.get(c, rate if pd.api.types.is_float_dtype(shown[c]) else compact) for c in columns}
     as_text = [c for c in columns if shown[c].isna().any()]
     for c in as_text:
         shown[c] = shown[c].map(chosen[c]).astype(object)
     styler = shown.style.format({c: f for c, f in chosen.items() if c not in as_text}, na_rep="")
-    config = {c: st.column_config.Column(headers[c], pinned=c in pinned) for c in columns}
+    config = {c: st.column_config.Column(headers[c], pinned=c in pinned, width=widths.get(c)) for c in columns}
+    row = WRAPPED_PX if wrap else ROW_PX
     st.dataframe(styler, hide_index=True, width="stretch", column_config=config, key=key,
-                 height=ROW_PX * (min(len(shown), MOST_ROWS) + 1) + 3)
+                 row_height=row if wrap else None, height=ROW_PX + row * min(len(shown), MOST_ROWS) + 3)

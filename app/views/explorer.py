@@ -18,7 +18,7 @@ import streamlit as st
 import state
 from answer_tables import answers_table
 from compare_panel import missing_tables, outcome_budgets, runs_against, with_no_picks
-from diagnosis_panel import DEVIATION, diagnosis_panel, example_text
+from diagnosis_panel import DEVIATION, diagnosis_panel, example_text, show_answers
 from example_finder import find, previous_next
 from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
@@ -71,7 +71,7 @@ def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:
     ensure_choice("explorer_selectors", selectors, shown)
     chosen = c2.multiselect("Selectors", selectors, key="explorer_selectors")
     st.subheader("Answers")
-    st.dataframe(answers_table(with_no_picks(d), chosen, budget), hide_index=True, width="stretch")
+    show_answers(answers_table(with_no_picks(d), chosen, budget), "explorer")
     with st.expander("Outcomes (every selector, budget and draw)"):
         st.dataframe(d.outcomes, hide_index=True, width="stretch")
         csv_button(d.outcomes, f"outcomes-{d.example_id}", "explorer_outcomes_csv", "Outcomes as CSV")

@@ -1,6 +1,7 @@
 """Decision flips: examples x selectors at a budget (where the repaired answer flips against
-dense, as each outcome records it), which examples each selector rescues, and how the rescues
-overlap."""
+dense, as each outcome records it; a run of more than 40 examples a page of 40 at a time, in the
+chosen order, each example labelled and the selectors named above and below), which examples
+each selector rescues, and how the rescues overlap."""
 
 from __future__ import annotations
 
@@ -41,6 +42,24 @@ def sort_rows(matrix, order: str):
     if order != "disagreement":
         keys[order] = -keys[order]
     return by_id.loc[keys.sort_values(columns, kind="stable").index]
+
+
+PER_PAGE = 40  # examples per page of the flip matrix: each one labelled, the selectors named above and below
+
+
+def page_of(matrix, order: str):
+    """The rows of the flip matrix shown (all of a small run; of a larger one, a page of PER_PAGE in
+    the chosen order, picked by a row of buttons under the sort) and the title's words for them."""
+    if len(matrix) <= PER_PAGE:
+        return matrix, ""
+    starts = list(range(0, len(matrix), PER_PAGE))
+    spans = {s: f"{s + 1}–{min(s + PER_PAGE, len(matrix))}" for s in starts}
+    if st.session_state.get("flips_page_order") != order:  # a new order opens on its first page
+        st.session_state["flips_page_order"], st.session_state["flips_page"] = order, 0
+    ensure_choice("flips_page", starts, 0)
+    start = st.radio(f"Examples shown ({len(matrix)} in all, {PER_PAGE} a page, in the order above)", starts,
+                     key="flips_page", horizontal=True, format_func=spans.get)
+    return matrix.iloc[start:start + PER_PAGE], f", examples {spans[start]} of {len(matrix)}"
 
 
 def ids_text(ids) -> str:
@@ -84,11 +103,12 @@ order = st.selectbox("Rows sorted by", orders, key="flips_sort",
                           "selectors split evenly, 0 where all flip or none does. A coin counts by the share of its "
                           "draws that flip.")
 matrix = sort_rows(matrix, order)
+page, pages = page_of(matrix, order)
 questions = dict(zip(sweep.examples["example_id"].astype(str), sweep.examples["question"].astype(str)))
 draws = outcomes.groupby(["selector", "example_id", "budget"]).size().groupby("selector").max().to_dict()
-event = show_figure(plots.flip_matrix_figure(matrix, f"Flips against dense at b = {budget:g} "
-                                                     f"({'token-exact' if strict else 'normalized'}); click a cell "
-                                                     f"to open the example", questions=questions, draws=draws),
+event = show_figure(plots.flip_matrix_figure(page, f"Flips against dense at b = {budget:g} "
+                                                   f"({'token-exact' if strict else 'normalized'}){pages}; click a "
+                                                   f"cell to open the example", questions=questions, draws=draws),
                     f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix", select=True)
 clicked = [p.get("customdata") for p in (event.selection.points if event else []) if p.get("customdata")]
 if clicked:

@@ -36,6 +36,10 @@ st.markdown(f"{plain(run.name)}: model {plain(data.manifest.model_name or '?')},
 st.subheader("Reuse against accuracy")
 show_figure(figures.reuse_vs_accuracy(tables["methods"]), f"reuse-accuracy-{run.name}", "pipe_line")
 COUNTS = ("n", "b_anchor", "c_anchor", "b_ref", "c_ref")
+# a call the gate never judged (a dense method, a first call) has no entropy, threshold or anchors: blank
+CALL_HEADERS = {"agent": "agent", "role": "role", "depth": "depth", "reused": "reused", "max_entropy": "max entropy",
+                "threshold": "threshold", "min_anchors": "least anchors", "confidence": "confidence",
+                "template_differs": "template differs", "output": "output"}
 show_table(tables["methods"], {c: c for c in tables["methods"].columns},  # a missing test blank, never "None"
            {"p_anchor": p_value, "p_ref": p_value} | dict.fromkeys(COUNTS, count), key="pipeline_methods_table",
            pinned=("method",))
@@ -56,8 +60,8 @@ answer = data.requests[(data.requests["method"] == method) & (data.requests["ind
 show_figure(figures.agent_graph(calls, edges, title=f"{plain(method)}: request {index + 1}"),
             f"graph-{run.name}-{method}-{index + 1}", "pipe_graph")
 st.text(f"Final answer: {answer['answer']}   (gold: {answer['gold']}; contains: {bool(answer['contains'])})")
-st.dataframe(calls[["agent", "role", "depth", "reused", "max_entropy", "threshold", "min_anchors", "confidence",
-                    "template_differs", "output"]], hide_index=True, width="stretch")
+show_table(calls, CALL_HEADERS, {"depth": count, "min_anchors": count}, key="pipeline_calls_table",  # blank, not "None"
+           pinned=("agent",), widths={"output": "medium"}, wrap=True)
 
 st.subheader("The entropy gate, call by call")
 st.caption("KVComm reuses a call only when every slot's gate says so: at least 2 anchors and the entropy at or under "

@@ -204,5 +204,5 @@ def flip_matrix_figure(matrix: pd.DataFrame, title: str = "", questions: dict | 
 
 
 LABELLED_ROWS = 120
-BOTTOM_LABELS_FROM = 40  # rows from which the selectors are named under the matrix as well
+BOTTOM_LABELS_FROM = 25  # rows from which the selectors are named under the matrix as well
 MAX_MATRIX_HEIGHT = 2400

@@ -144,7 +144,8 @@ def token_values(d: Diagnosis, budget: float, selectors=None, layer: int | None 
 
 def _hover_lines(row: pd.Series) -> str:
     """A token's signals and pickers as hover lines (escaped)."""
-    lines = [f"{escape(name)}: {value:.4g}" for name, value in row.drop("picked by").items() if pd.notna(value)]
+    lines = [f"{escape(name)}: {value:.4g}" for name, value in row.items()  # no row.drop: it was most of a long strip's time
+             if name != "picked by" and pd.notna(value)]
     return "<br>".join(lines + [f"picked by: {escape(row['picked by']) or 'none shown'}"])
 
 

@@ -116,14 +116,16 @@ def token_strip(tokens: pd.DataFrame, values: pd.Series | None = None, *, title:
                                  hoverinfo="skip", marker={"symbol": "line-ew", "size": 22,
                                                            "line": {"color": EVIDENCE, "width": 4}}))
     chosen = frame[frame["position"].isin(set(picks or ()))]
+    shapes = []  # set once: plotly's add_shape copies every shape so far (a long strip's picks took minutes)
     for i, cell in enumerate(chosen.itertuples()):  # a two-tone outline: seen on dark and on light cells
         box = {"type": "rect", "x0": cell.x - 0.5, "x1": cell.x + 0.5, "y0": cell.y - 0.5, "y1": cell.y + 0.5,
                "legendgroup": "recomputed"}
-        fig.add_shape(**box, line={"color": "white", "width": 5}, name="recomputed (halo)", showlegend=False)
-        fig.add_shape(**box, line={"color": "crimson", "width": 2}, name="recomputed", showlegend=i == 0)
-    for cell in frame[frame["position"] == highlight].itertuples():
-        fig.add_shape(type="rect", x0=cell.x - 0.5, x1=cell.x + 0.5, y0=cell.y - 0.5, y1=cell.y + 0.5,
-                      line={"color": CHOSEN, "width": 4}, name="chosen token", showlegend=True)
+        shapes += [{**box, "line": {"color": "white", "width": 5}, "name": "recomputed (halo)", "showlegend": False},
+                   {**box, "line": {"color": "crimson", "width": 2}, "name": "recomputed", "showlegend": i == 0}]
+    shapes += [{"type": "rect", "x0": cell.x - 0.5, "x1": cell.x + 0.5, "y0": cell.y - 0.5, "y1": cell.y + 0.5,
+                "line": {"color": CHOSEN, "width": 4}, "name": "chosen token", "showlegend": True}
+               for cell in frame[frame["position"] == highlight].itertuples()]
+    fig.update_layout(shapes=shapes)
     starts = frame.groupby("segment", sort=False)["y"].min()
     fig.update_yaxes(autorange="reversed", tickvals=list(starts), ticktext=[escape(s) for s in starts.index],
                      showgrid=False, zeroline=False)
