@@ -234,8 +234,9 @@ def _load_folder(name: str, source: str | Path, device: torch.device, dtype: tor
     opts = dict(local_files_only=local_files_only, trust_remote_code=False)
     try:
         config = AutoConfig.from_pretrained(source, **opts)
-    except (OSError, ValueError) as err:
-        raise WorkbenchError(f"could not read the model config from {where}: {_first_line(err)}") from None
+    except Exception as err:  # noqa: BLE001 - OSError, ValueError, huggingface_hub's validation errors (hidden size vs heads)
+        detail = " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
+        raise WorkbenchError(f"could not read the model config from {where}: {detail}") from None
     check_supported_config(config, str(source))
     if local_files_only:
         _check_files(Path(source))

@@ -340,3 +340,15 @@ def test_a_run_with_gold_answers_gives_no_such_warning():
 
     with pytest.warns(WorkbenchWarning, match="hold no gold answer, so em is the same for every selector"):
         contrast_family(run, ["cadence:cacheblend@0.2"], "em")
+
+
+# item 15 of the issue: a config whose hidden size does not divide by its heads
+
+def test_a_config_whose_hidden_size_does_not_divide_by_its_heads_is_one_line(tmp_path):
+    folder = _saved(tmp_path / "m")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": config["hidden_size"] + 1}))
+    with pytest.raises(wb.WorkbenchError, match="could not read the model config") as err:
+        wb.load_model(str(folder), device="cpu")
+    text = str(err.value)
+    assert "\n" not in text and "is not a multiple of the number of attention heads" in text, text
