@@ -242,8 +242,11 @@ def _load_folder(name: str, source: str | Path, device: torch.device, dtype: tor
         _check_files(Path(source))
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **opts)
-    except (OSError, ValueError, TypeError) as err:
-        raise WorkbenchError(f"could not load the tokenizer from {where}: {_first_line(err)}") from None
+        if getattr(tokenizer, "chat_template", None):  # one reaching for __class__ fails here (jinja2's sandbox)
+            tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False, add_generation_prompt=True)
+    except Exception as err:  # noqa: BLE001 - OSError, ValueError, TypeError, jinja2's SecurityError and TemplateError
+        raise WorkbenchError(f"could not load the tokenizer (or render its chat template) from {where}: "
+                             f"{type(err).__name__}: {_first_line(err)}") from None
     hf = load_checked(lambda: AutoModelForCausalLM.from_pretrained(  # a tensor of another shape: reported, not raised
         source, dtype=dtype, attn_implementation="sdpa", use_safetensors=True, output_loading_info=True,
         ignore_mismatched_sizes=True, **opts), where)

@@ -352,3 +352,12 @@ def test_a_config_whose_hidden_size_does_not_divide_by_its_heads_is_one_line(tmp
         wb.load_model(str(folder), device="cpu")
     text = str(err.value)
     assert "\n" not in text and "is not a multiple of the number of attention heads" in text, text
+
+
+def test_a_chat_template_that_reaches_for_class_is_refused_at_load_in_one_line(tmp_path):
+    folder = _saved(tmp_path / "m")
+    (folder / "chat_template.jinja").write_text("{{ ''.__class__.__mro__ }}{% for m in messages %}{{ m['content'] }}"
+                                                "{% endfor %}")
+    with pytest.raises(wb.WorkbenchError, match="chat template") as err:
+        wb.load_model(str(folder), device="cpu")
+    assert "\n" not in str(err.value) and "SecurityError" in str(err.value), str(err.value)
