@@ -19,6 +19,7 @@ Without a mask, or with an all-True one, the repair is today's exactly (the same
 from __future__ import annotations
 
 import torch
+from einops import rearrange
 
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.attention import over_keys
@@ -66,13 +67,13 @@ def recompute_rows(model: LoadedModel, cache: KVCache, ids: torch.Tensor,
     allowed = context_allows(check_context(context), pos, key_pos) if context is not None else None  # [row, pos]
 
     def attend(l: int, q, k, v, explicit) -> torch.Tensor:  # q: [row, head, d_head]; k, v: [row, kv_head, d_head]
-        keys[l][:, pos] = k.transpose(0, 1)  # overwrite before attending
-        values[l][:, pos] = v.transpose(0, 1)
+        keys[l][:, pos] = rearrange(k, "r k d -> k r d")  # overwrite before attending
+        values[l][:, pos] = rearrange(v, "r k d -> k r d")
         mask = ad.visible(pos, key_pos, l)  # [row, pos] by absolute position
         mask = mask if allowed is None else mask & allowed
         # one cell: [1, head, row, d_head] over [1, kv_head, pos, d_head] -> [row, head * d_head]
-        return over_keys(ad, q.transpose(0, 1)[None], keys[l][None], values[l][None], mask[None], key_pos[None],
-                         explicit)[0]
+        q1 = rearrange(q, "r h d -> 1 h r d")
+        return over_keys(ad, q1, keys[l][None], values[l][None], mask[None], key_pos[None], explicit)[0]
 
     with torch.inference_mode(not grad):
         rows = Rows.one_cell(pos) if hooks else None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
 
 
 def over_keys(ad, q, keys, values, mask, key_pos=None, explicit=None) -> torch.Tensor:
@@ -25,10 +26,9 @@ def over_keys(ad, q, keys, values, mask, key_pos=None, explicit=None) -> torch.T
     the attention written out for its hooks."""
     if explicit is not None:
         return explicit_attention(q, keys, values, mask, ad.scaling, key_pos, explicit)
-    n_cells, _, width, d = q.shape
     out = F.scaled_dot_product_attention(q, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
                                          scale=ad.scaling, enable_gqa=ad.n_heads != ad.n_kv_heads)
-    return out.permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)  # [cell, row, head * d_head]
+    return rearrange(out, "c h r d -> c r (h d)")
 
 
 def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=None, explicit=None) -> torch.Tensor:
@@ -51,24 +51,24 @@ def _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells: in
 
 
 def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
-    n_cells, _, width, d = q.shape
+    n_cells = q.shape[0]
     kv, group, n_base = ad.n_kv_heads, ad.n_heads // ad.n_kv_heads, base_k.shape[1]
-    qg = q.reshape(n_cells, kv, group, width, d)  # [cell, kv_head, g, row, d]
-    flat = qg.permute(1, 0, 2, 3, 4).reshape(kv, -1, d)  # [kv_head, cell*g*row, d]
+    qg = rearrange(q, "c (k g) r d -> c k g r d", k=kv)  # query head h reads kv head h // g
+    flat = rearrange(qg, "c k g r d -> k (c g r) d")
     base_scores = torch.bmm(flat, base_k.transpose(1, 2).to(q.dtype))  # one product for every cell
-    parts = [base_scores.view(kv, n_cells, group, width, n_base).permute(1, 0, 2, 3, 4)]
+    parts = [rearrange(base_scores, "k (c g r) n -> c k g r n", c=n_cells, g=group)]
     if known_k is not None:
         parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k.to(q.dtype)))
     parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k.to(q.dtype)))
     scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
     probs = scores.softmax(-1).to(q.dtype)  # [cell, kv_head, g, row, key]
-    p_base = probs[..., :n_base].permute(1, 0, 2, 3, 4).reshape(kv, -1, n_base)
-    out = torch.bmm(p_base, base_v.to(q.dtype)).view(kv, n_cells, group, width, d).permute(1, 0, 2, 3, 4)
+    p_base = rearrange(probs[..., :n_base], "c k g r n -> k (c g r) n")
+    out = rearrange(torch.bmm(p_base, base_v.to(q.dtype)), "k (c g r) d -> c k g r d", c=n_cells, g=group)
     n_known = 0 if known_k is None else known_k.shape[2]
     if known_k is not None:
         out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base:n_base + n_known], known_v.to(q.dtype))
     out = out + torch.einsum("ckgrj,ckjd->ckgrd", probs[..., n_base + n_known:], new_v.to(q.dtype))
-    return out.reshape(n_cells, ad.n_heads, width, d).permute(0, 2, 1, 3).reshape(n_cells, width, ad.n_heads * d)
+    return rearrange(out, "c k g r d -> c r (k g d)")
 
 
 def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
@@ -80,12 +80,11 @@ def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
     head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
     Returns [cell, row, head * d_head]: the fused kernel's result up to rounding."""
-    n_cells, n_heads, width, d = q.shape
-    group = n_heads // keys.shape[1]
+    group = q.shape[1] // keys.shape[1]
     k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
     v = values.to(q.dtype).repeat_interleave(group, dim=1)
     scores = torch.einsum("chrd,chkd->chrk", q.float(), k.float()) * scaling
     scores = explicit("attn_scores", scores.masked_fill(~mask[:, None], float("-inf")), key_positions)
     probs = explicit("pattern", scores.softmax(-1), key_positions)
     out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
-    return out.permute(0, 2, 1, 3).reshape(n_cells, width, n_heads * d)
+    return rearrange(out, "c h r d -> c r (h d)")

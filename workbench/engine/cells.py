@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from einops import rearrange
 
 from workbench.engine.attention import attend
 from workbench.batching import DEFAULT_MAX_BYTES, pack_sizes
@@ -177,10 +178,10 @@ def _run_group(model: LoadedModel, base: KVCache, cells: list[Cell], hooks: Hook
         kp = k.new_zeros(n_cells, width, ad.n_kv_heads, ad.head_dim)
         vp = torch.zeros_like(kp)
         qp[cell_of, row_of], kp[cell_of, row_of], vp[cell_of, row_of] = q, k, v
-        kp, vp = kp.transpose(1, 2), vp.transpose(1, 2)  # [cell, kv_head, row, d_head]
+        kp, vp = (rearrange(x, "c r k d -> c k r d") for x in (kp, vp))
         new_keys.append(kp)
         new_values.append(vp)
-        out = attend(ad, qp.transpose(1, 2), base.keys[l], base.values[l], kp, vp,
+        out = attend(ad, rearrange(qp, "c r h d -> c h r d"), base.keys[l], base.values[l], kp, vp,
                      None if known_k is None else known_k[l], None if known_v is None else known_v[l], masks[l],
                      hook_pos, explicit)  # [cell, row, head * d_head]
         return out[cell_of, row_of]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+from einops import rearrange
 
 from workbench.engine.hooks import EXPLICIT_ATTENTION, Hooks, Rows
 from workbench.family import FamilyAdapter, rotate_half
@@ -47,7 +48,8 @@ def run_layers(ad: FamilyAdapter, ids: torch.Tensor, positions: torch.Tensor, ro
             h = ad.finish_layer(l, h, attend(l, q, k, v, None))
             continue
         z = attend(l, q, k, v, Explicit.of(hooks, l, rows))  # [token, head * d_head]
-        z = hooks.rows(f"blocks.{l}.attn.hook_z", l, z.view(len(z), ad.n_heads, ad.head_dim), rows).flatten(1)
+        z = hooks.rows(f"blocks.{l}.attn.hook_z", l, rearrange(z, "t (h d) -> t h d", h=ad.n_heads), rows)
+        z = rearrange(z, "t h d -> t (h d)")
         h = ad.finish_layer(l, h, z, LayerHooks(hooks, l, rows))
         h = hooks.rows(f"blocks.{l}.hook_resid_post", l, h, rows)
     if stop_after_qkv and n:
