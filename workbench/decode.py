@@ -184,7 +184,7 @@ def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tenso
     out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
     top = []
     decode_greedy(StopRule.of(model, k, stop_at_newline=False), [Walk()], HFSteps(model, out.cache), out.logits[:, -1],
-                  observe=lambda logits: top.append(float(logits[0].float().softmax(-1).max())))
+                  observe=lambda logits, alive: top.append(float(logits[0].float().softmax(-1).max())))
     return sum(top) / len(top)
 
 

@@ -68,6 +68,45 @@ def test_answers_and_teacher_forced_scores_equal_the_serial_path(setup):
             torch.testing.assert_close(mine[kind], want[kind], atol=1e-5, rtol=1e-4)
 
 
+def test_without_a_reference_each_cell_scores_its_own_answer_as_teacher_forcing_does(setup):
+    """reference_ids=None (how the Diagnosis computes the dense answer once): each cell decodes its
+    greedy answer (the serial path's), and its score, read from the rows that chose each token, is
+    that answer teacher-forced (`StopRule.decision`: the end-of-turn token it stopped on, the
+    smallest), within float rounding; the first-token distribution too."""
+    from workbench.engine.decode import StopRule
+
+    model, ctx, row_sets, _ = setup
+    rule = StopRule.of(model, MAX_NEW)
+    own = answer_cells(model, ctx.spliced, ctx.layout.ids, row_sets[:3], ctx.suffix_ids, None, MAX_NEW)
+    for rows, cell in zip(row_sets[:3], own):
+        decision = rule.decision(cell.answer)
+        assert cell.answer == ctx.generate(ctx.repair(rows), MAX_NEW) and len(decision) > 0
+        (forced,) = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows], ctx.suffix_ids, decision, MAX_NEW)
+        assert forced.answer == cell.answer and len(cell.reference_token_logprobs) == len(decision)
+        torch.testing.assert_close(torch.tensor(cell.reference_token_logprobs),
+                                   torch.tensor(forced.reference_token_logprobs), atol=1e-4, rtol=0)
+        assert abs(cell.reference_logprob - forced.reference_logprob) < 1e-4
+        torch.testing.assert_close(cell.first_logp, forced.first_logp, atol=1e-4, rtol=0)
+        assert cell.first_token == forced.first_token
+
+
+def test_the_diagnosis_computes_the_dense_answer_once(setup, monkeypatch):
+    """One pass over the dense cache gives the dense answer (the serial path's tokens), its
+    first-token distribution and its token log-probabilities; nothing decodes it again."""
+    import workbench.diagnosis.run as run
+
+    model, ctx, _, reference = setup
+    want = ctx.generate(ctx.dense, MAX_NEW)
+    bases, real = [], run.answer_cells
+    monkeypatch.setattr(run, "answer_cells", lambda m, base, *a, **k: bases.append(base is ctx.dense) or real(m, base, *a, **k))
+    monkeypatch.setattr(wb.Context, "generate", lambda *a, **k: pytest.fail("the dense answer decoded a second time"))
+    d = wb.diagnose(model, ctx.example, ctx=ctx, selectors=("none", "full"), budgets=(0.5,), max_new_tokens=MAX_NEW,
+                    progress=False)
+    assert bases.count(True) == 1 and d.answers.dense.token_ids == want.token_ids
+    tokens = d.tables["answer_tokens"]
+    assert tuple(tokens[tokens["cell"] == "dense"]["token_id"]) == tuple(reference)
+
+
 def test_an_answer_that_leaves_the_reference_decodes_on(setup):
     """With a wrong reference every answer leaves it at the first token and is decoded row by row."""
     model, ctx, row_sets, reference = setup

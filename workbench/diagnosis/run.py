@@ -19,7 +19,7 @@ import torch
 from tqdm.auto import tqdm
 
 from workbench.context import Context, build_context
-from workbench.decode import Answer, stop_token_ids
+from workbench.decode import Answer
 from workbench.diagnosis.config import DiagnoseConfig
 from workbench.diagnosis.evidence import (
     EvidenceAttention, attention_rows, attention_table, ranking_rows, recall_precision, RANKING_COLUMNS,
@@ -33,6 +33,7 @@ from workbench.diagnosis.tables import (
     ATTRIBUTION_COLUMNS, answer_tokens_table, layer_signals_table, residual_rows, token_signals_table, tokens_table,
 )
 from workbench.engine.answers import CellAnswer, answer_cells
+from workbench.engine.decode import StopRule
 from workbench.engine.hooks import Hooks, compose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
@@ -102,16 +103,14 @@ def diagnose(model: LoadedModel, example: Example, config: DiagnoseConfig | None
     ctx = ctx or build_context(model, example, rerotation=config.rerotation)
     t_context = time.perf_counter() - started
     signals = SignalSet(ctx, config.signal_options, hooks)  # the signals' passes run under the hooks too
-    dense = _record(ctx.generate(ctx.dense, config.max_new_tokens), example)
-    # The dense answer as a decision: its tokens and the end-of-turn token it stopped on.
-    dense_ids = list(dense.token_ids) + ([min(stop_token_ids(model))] if dense.stopped else [])
 
     pool = ctx.layout.pool_positions(config.pool)  # [n_pool]
     evidence = ctx.layout.evidence_in(pool)  # [n_evidence] the evidence rows in the pool, or None
     evidence = evidence if evidence is not None and len(evidence) else None
     scorers: dict[tuple[str, str], torch.Tensor] = {}  # (selector, "selector") -> its scores over the pool
     selections = _selections(model, specs, signals, config, pool, report, scorers)
-    cells = _cells(model, ctx, selections, dense_ids, config, hooks, layer_effects, report)
+    cells = _cells(model, ctx, selections, config, hooks, layer_effects, report)
+    dense, dense_ids = _record(cells.dense.answer, example), cells.dense_ids
     spliced = _record(cells.answers[SPLICE].answer, example)
     rows = _outcomes(example, ctx, config, len(pool), selections, cells, dense, dense_ids, evidence)
     tables, check = _tables(model, signals, specs, config, dense_ids, selections, cells, rows)
@@ -199,17 +198,19 @@ class Cells:
     """The batched pass's answers: one per distinct cell (`Selection.cell`, and `SPLICE`), dense's."""
 
     answers: dict  # cell -> CellAnswer, the splice's first
-    dense: CellAnswer  # the dense cache through the same pass: its first-token distribution
+    dense: CellAnswer  # the dense answer, decoded once through the same pass: its first-token distribution
+    dense_ids: list[int]  # the dense answer as a decision: its tokens and the end-of-turn token it stopped on
     seconds: float  # the two passes'
     layer_effects: pd.DataFrame | None  # the "layer_effects" table, when asked for
     # the question's attention mass on the evidence rows, {cell or "dense": {layer: (last, mean)}}
     evidence_attention: dict
 
 
-def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_ids: list[int],
-           config: DiagnoseConfig, hooks, layer_effects: bool, report: ProgressFn) -> Cells:
-    """Every distinct cell of `selections` (the empty row set answers for the splice) in one batched
-    pass under `hooks`, the dense cache through the same pass without them, and the layer effects."""
+def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], config: DiagnoseConfig, hooks,
+           layer_effects: bool, report: ProgressFn) -> Cells:
+    """The dense answer (decoded once, through the batched pass without `hooks`), then every
+    distinct cell of `selections` (the empty row set answers for the splice) in one batched pass
+    under `hooks` with the dense answer teacher-forced, and the layer effects."""
     row_sets = {SPLICE: (torch.empty(0, dtype=torch.long), None)}
     for s in selections:
         row_sets.setdefault(s.cell, (s.positions, s.context))
@@ -224,14 +225,16 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_
     attention, dense_attention = ((EvidenceAttention(model, base, ctx.layout.suffix_start, len(ctx.suffix_ids), evidence)
                                    for base in (ctx.spliced, ctx.dense)) if evidence is not None else (None, None))
     started = time.perf_counter()
+    # The dense answer, computed once: decoded on the dense cache through the batched pass (its own
+    # reference, scored as it is decoded), with the first-token distribution the graded outcomes read.
+    (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, None,
+                            config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
+    dense_ids = StopRule.of(model).decision(dense.answer)
     answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
                            ctx.suffix_ids, dense_ids, config.max_new_tokens,
                            progress=lambda done, total: report("repairs", done, total),
                            contexts=[context for _, context in row_sets.values()],
                            hooks=_with_readers(hooks, capture, attention))
-    # The dense cache through the same pass: the first-token distribution the graded outcomes read.
-    (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, dense_ids,
-                            config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
     seconds = time.perf_counter() - started
     table = None
     if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
@@ -241,7 +244,7 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], dense_
     found = {} if attention is None else {cell: attention.found.get(i, {}) for cell, i in index.items()}
     if dense_attention is not None:
         found["dense"] = dense_attention.found.get(0, {})
-    return Cells(dict(zip(row_sets, answers)), dense, seconds, table, found)
+    return Cells(dict(zip(row_sets, answers)), dense, dense_ids, seconds, table, found)
 
 
 def _with_readers(hooks, *readers):

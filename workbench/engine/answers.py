@@ -55,7 +55,10 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     """Repair each row set of `row_sets` over `base` and answer from it (see the module docstring).
 
     ids: the context's token ids [pos] (row sets index into it); suffix_ids: [suffix];
-    reference_ids: the answer to teacher-force (for example the dense answer and its end token);
+    reference_ids: the answer to teacher-force (for example the dense answer and its end token), or
+    None: each cell's own greedy answer, scored as it is decoded (`StopRule.decision` of it: the
+    log-probabilities of its tokens at the steps that chose them), so that an answer that later
+    serves as the reference is computed once;
     contexts: per row set, None or a context mask (bool [n]) its repaired rows are restricted to
     (`Cell.context`; the suffix and the answer always see every key); hooks: {name: fn}
     (`engine.hooks`), run on every pass.
@@ -71,7 +74,8 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
         raise WorkbenchError(f"the context masks of row sets {long[:8]} pass the base cache's {n} positions: a "
                              "context covers the handed-off rows only (the suffix always sees every key)")
     hooks = Hooks.of(hooks, model.adapter)
-    reference = [int(t) for t in reference_ids]
+    own = reference_ids is None  # each cell's greedy answer is its reference
+    reference = [] if own else [int(t) for t in reference_ids]
     forced = torch.tensor(reference[:-1], dtype=torch.long)  # inputs of the teacher-forced rows
     tail = torch.arange(n, n + n_suffix + len(forced))
     tail_ids = torch.cat([suffix_ids.cpu().long(), forced])
@@ -79,7 +83,7 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                   context=context) for rows, context in zip(row_sets, contexts)]
     passes = run_cells(model, base, cells, max_bytes, progress, hooks)
     rule = StopRule.of(model, max_new_tokens)
-    results, walks, known = [], [], {}
+    results, walks, known, seen = [], [], {}, {}  # seen (own): cell -> each decoded step's log-probs [vocab]
     for c, (rows, done) in enumerate(zip(row_sets, passes)):
         r = int(rows.numel())
         first = r + n_suffix - 1  # the row that predicts the first answer token
@@ -100,8 +104,15 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                 known[c] = Cell(none, none, done.positions[:keep], done.keys[:, :, :keep], done.values[:, :, :keep])
                 break
         walks.append(walk)
+        seen[c] = [logp[0]]
         repaired = CellRows(done.positions[:r], done.keys[:, :, :r], done.values[:, :, :r], done.hidden[:r])
         results.append([repaired, forced.logprob, forced.token_logprobs, greedy[0], logp[0].cpu()])
-    decode_cells(model, base, walks, known, n + n_suffix, rule, max_bytes, hooks)
+    observe = (lambda c, logits: seen[c].append(torch.log_softmax(logits.float(), dim=-1))) if own else None
+    decode_cells(model, base, walks, known, n + n_suffix, rule, max_bytes, hooks, observe)
+    if own:  # the teacher-forced score of each cell's own answer, from the rows that chose it
+        for c, walk in enumerate(walks):
+            rows = torch.stack(seen[c])  # [decision, vocab]: the pass's first row, then each step's
+            scored = forced_score(rows, rule.decision(rule.answer(walk)), rows)
+            results[c][1:3] = [scored.logprob, scored.token_logprobs]
     return [CellAnswer(repaired, rule.answer(walk), score, walk.steps, token_logprobs, first, first_logp)
             for walk, (repaired, score, token_logprobs, first, first_logp) in zip(walks, results)]

@@ -93,6 +93,11 @@ class StopRule:
                 self.stop_at_newline and "\n" in self.tokenizer.decode(walk.generated).lstrip())
         return not walk.done
 
+    def decision(self, answer: Answer) -> list[int]:
+        """`answer` as a decision to teacher-force: its tokens, then the smallest end-of-turn id if it
+        stopped on one."""
+        return list(answer.token_ids) + ([min(self.stops)] if answer.stopped else [])
+
     def answer(self, walk: Walk) -> Answer:
         raw = self.tokenizer.decode(walk.generated)
         return Answer(text=raw.strip().split("\n")[0].strip(), raw=raw, token_ids=tuple(walk.generated),
@@ -117,16 +122,17 @@ class Stepper(Protocol):
 
 
 def decode_greedy(rule: StopRule, walks: list[Walk], advance: Stepper, logits: torch.Tensor | None = None,
-                  observe: Callable[[torch.Tensor], None] | None = None) -> list[Walk]:
+                  observe: Callable[[torch.Tensor, list[int]], None] | None = None) -> list[Walk]:
     """Decode every unfinished walk greedily under `rule`, batched: `logits` ([walk, vocab]) of
-    the first step, or None to start by running each walk's last token. `observe(logits)` sees
-    every step's logits before its tokens are picked."""
+    the first step, or None to start by running each walk's last token. `observe(logits, alive)`
+    sees every step's logits ([alive, vocab]; `alive`: their walks' indices) before its tokens are
+    picked."""
     alive = [i for i, w in enumerate(walks) if not w.done]
     if logits is None and alive:
         logits = _advance(walks, alive, list(range(len(alive))), advance)
     while alive:
         if observe is not None:
-            observe(logits)
+            observe(logits, alive)
         picks = logits.argmax(-1).tolist()
         keep = [slot for slot, (i, token) in enumerate(zip(alive, picks)) if rule.push(walks[i], token)]
         if not keep:
@@ -374,11 +380,12 @@ def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor
 
 @torch.inference_mode()
 def decode_cells(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[int, Cell], first: int,
-                 rule: StopRule, max_bytes: int, hooks: Hooks | None) -> None:
+                 rule: StopRule, max_bytes: int, hooks: Hooks | None,
+                 observe: Callable[[int, torch.Tensor], None] | None = None) -> None:
     """Decode on the walks of `known` (walk index -> a `Cell` of the rows it has computed: repair,
     suffix, answer so far) over `base`, one batched row per step, in groups whose known rows fit in
     `max_bytes`; `first` is the position of an answer's first token. A walk's index is its cell's
-    in `HookPoint.cells`."""
+    in `HookPoint.cells`. `observe(walk, logits)` sees each step's logits ([vocab]) of each walk."""
     per_row = kv_bytes_per_position(model)
     order = list(known)
     sizes = [known[c].known_positions.numel() for c in order]
@@ -388,4 +395,6 @@ def decode_cells(model: LoadedModel, base: KVCache, walks: list[Walk], known: di
         cells = [order[g] for g in group]
         decoder = Decoder(model, base, [known[c] for c in cells], rule.max_new_tokens, hooks, cells)
         group_walks = [walks[c] for c in cells]
-        decode_greedy(rule, group_walks, engine_steps(model, decoder, group_walks, first, hooks))
+        seen = None if observe is None else (
+            lambda logits, alive, cells=cells: [observe(cells[a], logits[j]) for j, a in enumerate(alive)])
+        decode_greedy(rule, group_walks, engine_steps(model, decoder, group_walks, first, hooks), observe=seen)
