@@ -10,7 +10,8 @@ fields and call `add`.
 
 Plugins fill them from outside: `load_plugins()` imports every module or .py file named in
 $KVWB_PLUGINS, once per process; the `kvwb` CLI and the app both call it. A plugin may add names
-but not take a built-in's (each decorator refuses that, naming the plugin's module).
+but not take a built-in's (the selector, signal and data set decorators refuse that, naming the
+plugin's module; a reuse method's registry refuses any second registration).
 """
 
 from __future__ import annotations

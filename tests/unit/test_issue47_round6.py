@@ -361,3 +361,36 @@ def test_a_chat_template_that_reaches_for_class_is_refused_at_load_in_one_line(t
     with pytest.raises(wb.WorkbenchError, match="chat template") as err:
         wb.load_model(str(folder), device="cpu")
     assert "\n" not in str(err.value) and "SecurityError" in str(err.value), str(err.value)
+
+
+TAKES_DATASET = '''
+from workbench.tasks import register_dataset
+
+def load(**options):
+    return []
+
+register_dataset("{name}", load, description="mine")
+'''
+
+
+def test_a_plugin_may_not_take_a_builtin_data_set_kind_but_may_add_its_own(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    from workbench.tasks import spec
+
+    monkeypatch.setattr(spec, "_DATASETS", spec._DATASETS.copy())
+    before = spec.dataset_kind("hotpotqa")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "kvwb_round6_data.py").write_text(TAKES_DATASET.format(name="hotpotqa"))
+    (tmp_path / "kvwb_round6_own_data.py").write_text(TAKES_DATASET.format(name="round6-own"))
+    try:
+        with pytest.raises(wb.WorkbenchError, match="plugin module 'kvwb_round6_data' may not register the data set "
+                                                    "kind 'hotpotqa': it is built in \\(workbench.tasks"):
+            importlib.import_module("kvwb_round6_data")
+        assert spec.dataset_kind("hotpotqa") is before
+        importlib.import_module("kvwb_round6_own_data")
+        assert spec.dataset_kind("round6-own").load.__module__ == "kvwb_round6_own_data"
+    finally:
+        for name in ("kvwb_round6_data", "kvwb_round6_own_data"):
+            sys.modules.pop(name, None)

@@ -64,6 +64,11 @@ def register_dataset(kind: str, load: Callable[..., list[Example]], **fields: An
     info = DatasetKind(kind, load, **fields)
     if info.generated and info.load_one is None:
         raise WorkbenchError(f"data set kind {kind!r}: a generated kind needs load_one (one example by index)")
+    held, module = _DATASETS.get(kind), getattr(load, "__module__", None)
+    held_module = getattr(held.load, "__module__", None) if held is not None else None
+    if isinstance(held_module, str) and held_module.startswith("workbench.") and module != held_module:
+        raise WorkbenchError(f"plugin module {module!r} may not register the data set kind {kind!r}: it is built in "
+                             f"({held_module}); register it under a name of its own")
     return _DATASETS.add(kind, info)
 
 
