@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import html
 import http.server
 import json
@@ -241,16 +242,23 @@ def app(app_world, leak_server):
     leak = Example("leak", ("Varek Olundi is coached by Mira Tessk.", f"Mira Tessk {image} lives in Tressamor."),
                    f"Where does the coach live? {image}", (f"Tressamor {image}",))
     save_diagnosis(world["tiny_model"], leak, runs / "leak")
-    port = free_port()
-    env = {**os.environ, "KVWB_RUNS": str(world["runs"]), "KVWB_MODEL": str(world["model"]), "OMP_NUM_THREADS": "1"}
     log_path = world["base"] / "streamlit.log"
+    with serving({"KVWB_RUNS": str(world["runs"]), "KVWB_MODEL": str(world["model"])}, log_path) as port:
+        yield {"url": f"http://127.0.0.1:{port}", "port": port, "log": log_path, "image": image, **world}
+
+
+@contextlib.contextmanager
+def serving(env: dict, log_path: Path):
+    """`streamlit run app/Home.py` from the repository root on a free port (its output in
+    `log_path`, one OpenMP thread, `env` added): the port once it answers; stopped on exit."""
+    port = free_port()
     with log_path.open("w") as log:
         server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
-                                   "--server.fileWatcherType", "none"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+                                   "--server.fileWatcherType", "none"], cwd=ROOT,
+                                  env={**os.environ, "OMP_NUM_THREADS": "1", **env}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, time.time() + START_TIMEOUT)
-        yield {"url": f"http://127.0.0.1:{port}", "port": port, "log": log_path, "image": image, **world}
+        yield port
     finally:
         server.terminate()
         try:

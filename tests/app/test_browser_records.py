@@ -6,14 +6,9 @@ all without an exception box or a traceback in the server's log."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-
 import pytest
 
-from test_browser import ROOT, START_TIMEOUT, Browser, browse, check, free_port, wait_healthy
+from test_browser import Browser, browse, check, serving
 
 RECORD = "study-ruler-mk512-smollm2"  # 200 examples, 16 selectors x 5 budgets, keeps preregistration.json
 
@@ -25,21 +20,8 @@ def record_app(restore_record, tmp_path_factory):
     runs = tmp_path_factory.mktemp("record-runs")
     restore_record(RECORD, runs)
     log_path = runs.parent / "record-streamlit.log"
-    port = free_port()
-    env = {**os.environ, "KVWB_RUNS": str(runs), "OMP_NUM_THREADS": "1"}
-    with log_path.open("w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app/Home.py", "--server.port", str(port),
-                                   "--server.fileWatcherType", "none"],
-                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(f"http://127.0.0.1:{port}/_stcore/health", server, time.time() + START_TIMEOUT)
+    with serving({"KVWB_RUNS": str(runs)}, log_path) as port:
         yield {"url": f"http://127.0.0.1:{port}", "log": log_path}
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def test_a_restored_record_opens_on_every_page_with_its_family_and_what_it_lacks(record_app, tmp_path):
