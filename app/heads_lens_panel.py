@@ -6,14 +6,11 @@ is taken through the one gate every session shares (`state.model_gate`)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pandas as pd
 import streamlit as st
 
-import jobs
 import state
+from model_work import gated, model_spec_for
 from widgets import ensure_choice, plain, show_figure
 import workbench.app_api as wb
 from workbench.app_api import Diagnosis, Manifest, WorkbenchError
@@ -24,63 +21,40 @@ LAST, CHOSEN, OTHER = "last", "chosen", "other"
 TOP_K = 5
 
 
-def _model_spec(d: Diagnosis, manifest: Manifest | None, model_spec: str | None) -> str:
-    """The model that ran `d`: an embedded model by name, else the folder it was loaded from."""
-    if model_spec:
-        return model_spec
-    names = [manifest.model_name if manifest is not None else None, d.model.get("name"), d.model.get("source")]
-    names = [str(n) for n in names if n]
-    found = next((n for n in names if n in wb.model_choices() or Path(n).expanduser().is_dir()), None)
-    return found or (names[0] if names else state.model_spec())
-
-
-def _gated(title: str, work):
-    """`work()` once the model is free (this session waits its turn, told who holds the model)."""
-    job, gate = jobs.Job(title=title), state.model_gate()
-    ahead = gate.ahead_of(job)
-    with st.spinner(gate.busy_text(job) if ahead else "Running the model on this example..."):
-        gate.acquire(job)
-        job.state, job.began = "running", time.time()
-        try:
-            return work()
-        finally:
-            gate.release(job)
-
-
 @st.cache_resource(max_entries=2, show_spinner=False)
 def _context(example_key: str, spec: str, _d: Diagnosis):
     model = state.load_model(spec)
-    return _gated(f"attention by head / the logit lens (example {_d.example_id})",
-                  lambda: wb.reopen_context(model, _d))
+    return gated(f"attention by head / the logit lens (example {_d.example_id})",
+                 lambda: wb.reopen_context(model, _d))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _cell(example_key: str, spec: str, selector: str, budget: float, _d: Diagnosis):
     ctx = _context(example_key, spec, _d)
-    return _gated(f"the rows of {selector} (example {_d.example_id})", lambda: wb.cell_rows(ctx, _d, selector, budget))
+    return gated(f"the rows of {selector} (example {_d.example_id})", lambda: wb.cell_rows(ctx, _d, selector, budget))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _heads(example_key: str, spec: str, selector: str, budget: float, query: int, _d: Diagnosis) -> wb.HeadPatterns:
     ctx = _context(example_key, spec, _d)
     rows, context = _cell(example_key, spec, selector, budget, _d)
-    return _gated(f"attention by head (example {_d.example_id})",
-                  lambda: wb.head_patterns(ctx, query, rows, context))
+    return gated(f"attention by head (example {_d.example_id})",
+                 lambda: wb.head_patterns(ctx, query, rows, context))
 
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _lens(example_key: str, spec: str, selector: str, budget: float, _d: Diagnosis) -> pd.DataFrame:
     ctx = _context(example_key, spec, _d)
     rows, context = _cell(example_key, spec, selector, budget, _d)
-    return _gated(f"the logit lens (example {_d.example_id})",
-                  lambda: wb.logit_lens(ctx, _d.answers.dense.token_ids, rows, context, k=TOP_K))
+    return gated(f"the logit lens (example {_d.example_id})",
+                 lambda: wb.logit_lens(ctx, _d.answers.dense.token_ids, rows, context, k=TOP_K))
 
 
 def heads_lens_panel(d: Diagnosis, key: str, example_key: str, budget: float, chosen: list[str],
                      token: int | None, manifest: Manifest | None = None, model_spec: str | None = None) -> None:
     """The panel; `example_key` names the example for the caches (a run's folder and id)."""
     st.subheader("Attention by head and the logit lens")
-    spec = _model_spec(d, manifest, model_spec)
+    spec = model_spec_for(d, manifest, model_spec)
     cells = [s for s in dict.fromkeys(d.outcomes["selector"]) if s != "none"] if not d.outcomes.empty else []
     if not cells:
         st.info("This diagnosis holds no repaired cell to compare.")

@@ -20,6 +20,7 @@ from workbench.context import Context, build_context
 from workbench.diagnosis import DiagnoseConfig, Diagnosis, check_budgets, diagnose
 from workbench.diagnosis.heads import HeadPatterns, head_patterns
 from workbench.diagnosis.lens import logit_lens
+from workbench.diagnosis.rebuild import Agreement, compare_outcomes, rebuild
 from workbench.diagnosis.reopen import cell_rows, reopen_context
 from workbench.errors import WorkbenchError
 from workbench.experiments.contrasts import MEASURES as CONTRAST_MEASURES
@@ -59,6 +60,8 @@ __all__ = [
     "check_budgets", "context_length", "live_diagnose", "load_example", "load_model",
     # a diagnosed example on the model again: attention by head, the logit lens
     "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context",
+    # a kept record's example diagnosed again (the views a record cannot draw)
+    "Agreement", "compare_outcomes", "rebuild",
     # analyses
     "CONTRAST_MEASURES", "PREREGISTRATION", "family_table", "read_preregistration", "suggested_family",
     "anatomy_sentence", "cell_anatomy", "splice_anatomy",

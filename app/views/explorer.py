@@ -5,7 +5,9 @@ the view: /explorer?run=NAME&example=ID&budget=0.2&selectors=cadence-grad,cacheb
 kept current as the widgets change, and opening such a link restores it (also the chosen token,
 &token=POSITION, and the two selectors set against each other, &a=...&b=...); the URL is written
 however the page ends. A kept record (docs/records/keep.py: outcomes only) shows its answers and
-outcomes, and one line on what it lacks and the command that regenerates it. Below, on demand (a
+outcomes, one line on what it lacks and the command that regenerates it, and a button that rebuilds
+the example here (rebuild_panel.py); once rebuilt, every view is drawn from the rebuild, under a line
+on how it agrees with the record. Below, on demand (a
 button), attention by head and the logit lens of the example, run again on its model
 (heads_lens_panel.py)."""
 
@@ -23,6 +25,7 @@ from example_finder import find, previous_next
 from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
 from permalink import Permalink
+from rebuild_panel import rebuild_offer, rebuilt_diagnosis, rebuilt_folder
 from status import report_error
 from widgets import choose_run, csv_button, ensure_choice, plain
 from workbench.app_api import Diagnosis, RunFolder, WorkbenchError, make_command, reference_selectors
@@ -49,7 +52,7 @@ def regenerate_command(run: RunFolder, d: Diagnosis) -> str:
     asked = {"--model": m.model_name or d.model.get("name", "?"), "--example": f"{m.dataset}#{d.example_id}",
              **options, "--selectors": ",".join(c["selectors"]), "--budgets": ",".join(f"{b:g}" for b in c["budgets"]),
              "--seed": c.get("seed"), "--max-new-tokens": c.get("max_new_tokens"), **settings,
-             "--out": f"{state.runs_root()}/{run.name}-{d.example_id}"}
+             "--out": str(rebuilt_folder(run, d))}
     return shlex.join(["kvwb", "diagnose", *(str(x) for k, v in asked.items() if v is not None for x in (k, v))])
 
 
@@ -58,7 +61,8 @@ def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:
     example_text(d)
     st.info(f"A kept record keeps only this example's outcomes: no {', '.join(missing_tables(d))} tables, so the "
             f"token strip, picks, heatmaps and deviation are not drawn. Regenerate them with "
-            f"`{regenerate_command(run, d)}`")
+            f"`{regenerate_command(run, d)}` or the button below")
+    rebuild_offer(run, d)
     budgets = outcome_budgets(d)
     if not budgets:
         return None
@@ -111,7 +115,11 @@ def page() -> None:
     if st.button("Open in Live (edit the passages and run again)", key="explorer_to_live",
                  help="The Live page with this example's passages, question, selectors and budgets in its fields."):
         open_in_live(diagnosis)
-    if missing_tables(diagnosis):
+    rebuilt = rebuilt_diagnosis(run, diagnosis) if missing_tables(diagnosis) else None
+    if rebuilt is not None:
+        diagnosis = rebuilt  # every view below drawn from the rebuild, said in the line above
+        shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
+    elif missing_tables(diagnosis):
         shown_view = record_view(diagnosis, run)
     else:
         shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
