@@ -1,67 +1,39 @@
-"""Answering from a cache: greedy decoding (one cache or a batch) and teacher forcing.
+"""Answering from a cache: greedy decoding (one cache or a batch) and teacher forcing, every
+pass through the engine, so hooks (`engine.hooks`) reach them all.
 
 `greedy_answer` and `teacher_forced` run the receiver's suffix (question, generation prompt,
 answer lead-in), and the forced answer, over the handed-off cache through the engine's layer
-step (`repair.recompute_rows`: rows past the cache's end extend a copy of it), so hooks
-(`engine.hooks`) reach them; with none they equal HF's forward of the same tokens bit for bit
-(tests/unit/test_question_path.py). The greedy decode then steps through HF's modules on the
-CPU without hooks (`HFSteps`), and through the engine's `Decoder` on CUDA (captured as a CUDA
-graph) or when hooked (`engine.decode.continue_answer`). `greedy_answers` (many caches) and
-`draft_confidence` still run HF's modules (`HFSteps`). The cache passed in is never changed. The
-loop, its stopping rule, the stepper interface and the teacher-forced score are the engine's
-(`engine.decode`): an end-of-turn token (not kept), a newline in the answer, or `max_new_tokens`.
+step (`question_pass`: `repair.recompute_rows`, rows past the cache's end extend a copy of it);
+with no hooks these rows equal HF's forward of the same tokens bit for bit
+(tests/unit/test_question_path.py). The greedy decode then steps through the engine's `Decoder`
+(`engine.decode.continue_answer`; captured as a CUDA graph on CUDA without hooks), one row a step;
+`greedy_answers` runs the suffix over many caches as engine cells (`engine.cells.run_cells`) and
+decodes them together (`engine.decode.decode_cells`); `draft_confidence` (OpenGate) is a
+`question_pass` and the same steps. HF's modules step nothing: they are the tests' oracle
+(tests/hf_oracle.py). The engine's one-row step writes its softmax out in fp32 where HF's step runs
+torch's fused kernel (over a sliding window's last rows only, on Gemma 3), so a step's logits
+differ from HF's by float rounding (the tokens of every test and record checked are HF's). The
+cache passed in is never changed. The loop, its stopping rule, the stepper interface and the
+teacher-forced score are the engine's (`engine.decode`): an end-of-turn token (not kept), a
+newline in the answer, or `max_new_tokens`.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-from workbench.batching import pack_sizes
+from workbench.batching import DEFAULT_MAX_BYTES
+from workbench.engine.cells import Cell, run_cells
 from workbench.engine.decode import (
-    Answer, StopRule, TeacherForced, Walk, continue_answer, decode_greedy, forced_score, graphs_wanted, stop_token_ids,
+    Answer, StopRule, TeacherForced, Walk, continue_answer, decode_cells, forced_score, stop_token_ids,
 )
 from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import final_logits
-from workbench.errors import WorkbenchError
-from workbench.kv import KVCache, hf_cache
+from workbench.kv import KVCache
 from workbench.models import LoadedModel
 from workbench.repair import recompute_rows
 
-__all__ = ["Answer", "HFSteps", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
+__all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
            "greedy_answers", "question_logits", "question_pass", "stop_token_ids", "teacher_forced"]
-
-
-class HFSteps:
-    """The `engine.decode.Stepper` through HF's modules over an HF cache (extended in place, and
-    kept as `.cache`): each step's rows are the tokens fed, one per cache of the batch; ended rows
-    leave it. `lens` ([batch] each cache's own length) and `mask` ([batch, pos] or None) are for a
-    padded batch (`greedy_answers`): positions are then given as `lens + n_suffix + step` and the mask
-    grows by a column a step. Without `lens`, HF places the row after the cache itself."""
-
-    def __init__(self, model: LoadedModel, cache, lens: torch.Tensor | None = None, mask: torch.Tensor | None = None,
-                 n_suffix: int = 0):
-        self.model, self.cache, self.lens, self.mask, self.n_suffix, self.step = model, cache, lens, mask, n_suffix, 0
-
-    def __call__(self, keep: list[int], tokens: list[int]) -> torch.Tensor:
-        device = self.model.device
-        ids = torch.tensor(tokens, device=device)[:, None]  # [alive, 1]
-        if self.lens is None:  # one cache: HF's own position after it
-            out = self.model.hf(input_ids=ids, cache=self.cache, use_cache=True)
-            self.cache = out.cache
-            return out.logits[:, -1]  # [alive, vocab]
-        if len(keep) < len(self.lens):
-            index = torch.tensor(keep, device=device)
-            self.cache.batch_select_indices(index)
-            self.mask = None if self.mask is None else self.mask[index]
-            self.lens = self.lens[index]
-        if self.mask is not None:
-            self.mask = torch.cat([self.mask, self.mask.new_ones(len(keep), 1)], dim=1)
-        positions = (self.lens + self.n_suffix + self.step)[:, None]  # [alive, 1]
-        self.step += 1
-        out = self.model.hf(input_ids=ids, attention_mask=self.mask, position_ids=positions, cache=self.cache,
-                            use_cache=True, logits_to_keep=1)
-        self.cache = out.cache
-        return out.logits[:, -1]  # [alive, vocab]
 
 
 def question_pass(model: LoadedModel, cache: KVCache, inputs: torch.Tensor, hooks=None) -> tuple[KVCache, torch.Tensor]:
@@ -82,109 +54,89 @@ def question_logits(model: LoadedModel, hidden: torch.Tensor, positions: torch.T
         return final_logits(model.adapter, hidden, rows, hooks)  # [row, vocab]
 
 
+def _last_logits(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
+                 hooks: Hooks | None) -> tuple[KVCache, torch.Tensor]:
+    """`question_pass` of `suffix_ids` over `cache`: (the cache it extends, its last row's logits
+    [vocab], through the final points when hooked; only that row's, as HF's logits_to_keep=1)."""
+    prefilled, h = question_pass(model, cache, suffix_ids, hooks)
+    return prefilled, question_logits(model, h[-1:], torch.tensor([prefilled.n_positions - 1]), hooks)[0]
+
+
 def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
                   max_new_tokens: int = 24, stop_at_newline: bool = True, hooks=None) -> Answer:
     """Run `suffix_ids` ([pos]) over `cache` through the engine (`question_pass`), then decode
-    greedily until end of turn (`continue_greedy`; through the engine's steps when hooked).
+    greedily until end of turn (`continue_greedy`, the engine's steps).
     `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`): run on the suffix (the final
     points on its last row, whose logits are read) and on every decode step."""
     hooks = Hooks.of(hooks, model.adapter)
-    prefilled, h = question_pass(model, cache, suffix_ids, hooks)
-    last = torch.tensor([prefilled.n_positions - 1])
-    logits = question_logits(model, h[-1:], last, hooks)[0]  # only the last row's, as HF's logits_to_keep=1
-    return continue_greedy(model, logits, prefilled, max_new_tokens, stop_at_newline,
-                           engine=True if hooks else None, hooks=hooks)
+    prefilled, logits = _last_logits(model, cache, suffix_ids, hooks)
+    return continue_greedy(model, logits, prefilled, max_new_tokens, stop_at_newline, hooks=hooks)
 
 
 @torch.inference_mode()
-def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache, max_new_tokens: int = 24,
-                    stop_at_newline: bool = True, engine: bool | None = None, hooks=None) -> Answer:
-    """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) and
-    its cache (an HF cache, which HF's decoding extends, or a `KVCache`, never changed).
-
-    `engine`: decode through the engine's `Decoder` (`engine.decode.continue_answer`), whose steps
-    are captured once as a CUDA graph and replayed; the default where the capture is wanted
-    (`engine.decode.graphs_wanted`: on CUDA, unless KVWB_CUDA_GRAPHS=0), since HF's eager step is
-    bound by the host's kernel launches there. Otherwise HF's modules step by step. The two give the
-    same tokens up to float rounding (tests/unit/test_graphs.py). `hooks` (`engine.hooks`) run on
-    every engine step; they need `engine` (the default when given)."""
+def continue_greedy(model: LoadedModel, logits: torch.Tensor, cache: KVCache, max_new_tokens: int = 24,
+                    stop_at_newline: bool = True, hooks=None) -> Answer:
+    """Greedy decoding from a prefill that already ran: its last position's `logits` ([vocab]) over
+    its `cache` (a `KVCache`, never changed; an HF cache is read into one), one row a step through
+    the engine's `Decoder` (`engine.decode.continue_answer`: captured once as a CUDA graph and
+    replayed on CUDA unless KVWB_CUDA_GRAPHS=0, eager otherwise). `hooks` (`engine.hooks`) run on
+    every step (a cell of one; the steps then run eagerly)."""
     rule = StopRule.of(model, max_new_tokens, stop_at_newline)
-    hooks = Hooks.of(hooks, model.adapter)
-    use_engine = (bool(hooks) or graphs_wanted(model, None)) if engine is None else engine
-    if hooks and not use_engine:
-        raise WorkbenchError("continue_greedy: hooks run on the engine's steps; give engine=True or leave it None")
-    if use_engine:
-        prefilled = cache if isinstance(cache, KVCache) else KVCache.from_hf(cache)
-        return rule.answer(continue_answer(model, prefilled, logits, rule, hooks))
-    cache = cache.to_hf() if isinstance(cache, KVCache) else cache
-    walk = Walk()
-    if max_new_tokens < 1:
-        return rule.answer(walk)
-    decode_greedy(rule, [walk], HFSteps(model, cache), logits[None])
-    return rule.answer(walk)
-
-
-def _groups(lengths: list[int], chunk: int, row_budget: int, same_length: bool = False) -> list[list[int]]:
-    """Indices sorted by length, cut into batches of <= `chunk` caches and <= `row_budget` padded
-    rows; with `same_length`, only caches of one length share a batch (no padding)."""
-    def fits(members: list[int]) -> bool:
-        longest = lengths[members[-1]]
-        return (len(members) <= chunk and len(members) * longest <= row_budget
-                and (not same_length or lengths[members[0]] == longest))
-    return pack_sizes(lengths, fits)
+    prefilled = cache if isinstance(cache, KVCache) else KVCache.from_hf(cache)
+    return rule.answer(continue_answer(model, prefilled, logits, rule, hooks))
 
 
 @torch.inference_mode()
 def greedy_answers(model: LoadedModel, caches: list[KVCache], suffix_ids: torch.Tensor,
-                   max_new_tokens: int = 24, chunk: int = 64, row_budget: int = 6144,
-                   stop_at_newline: bool = True) -> list[Answer]:
-    """Greedy answers of the same suffix over many caches, decoded in batches.
+                   max_new_tokens: int = 24, stop_at_newline: bool = True, max_bytes: int = DEFAULT_MAX_BYTES,
+                   hooks=None) -> list[Answer]:
+    """Greedy answers of the same suffix over many caches, batched through the engine.
 
-    Same stopping rule as `greedy_answer`; rows that stop leave the batch. Caches of different
-    lengths are padded at their end with masked rows, and the suffix gets each cache's own
-    positions, so padding changes nothing but float rounding: up to the rounding of batched
-    matrix products each answer is the one `greedy_answer` gives for that cache alone.
-    Batches hold at most `chunk` caches and `row_budget` padded rows. A model with sliding-window
-    layers batches only caches of one length: transformers applies the window by index in the
-    padded batch, which would narrow a shorter cache's window by its padding.
+    The suffix over each cache is one engine cell (`run_cells` over an empty base: the cache its
+    cell's known rows, the suffix its rows at that cache's own positions), then every answer is
+    decoded together (`decode_cells`, one row per cache a step); answers that stop leave the batch.
+    Caches may differ in length: masks and sliding windows go by absolute position, so each answer
+    is the one `greedy_answer` gives for that cache alone, up to the rounding of batched products.
+    `max_bytes` bounds each group's attention inputs. `hooks` (`engine.hooks`) run on every pass,
+    the cell axis (`HookPoint.cells`) indexing `caches`; the final points see each cache's last
+    suffix row and every step.
     """
+    hooks = Hooks.of(hooks, model.adapter)
     rule = StopRule.of(model, max_new_tokens, stop_at_newline)
     walks = [Walk() for _ in caches]
-    lengths = [c.n_positions for c in caches]
-    n_suffix = len(suffix_ids)
-    for group in _groups(lengths, chunk, row_budget, same_length=model.adapter.has_windows):
-        if max_new_tokens < 1:
-            break
-        width = max(lengths[i] for i in group)
-        lens = torch.tensor([lengths[i] for i in group], device=model.device)  # [B]
-
-        def pad(x: torch.Tensor) -> torch.Tensor:
-            return F.pad(x, (0, 0, 0, width - x.shape[2])) if x.shape[2] < width else x
-
-        keys = torch.stack([pad(caches[i].keys) for i in group], dim=1).to(model.device)  # [layer, B, kv_head, pos, d]
-        values = torch.stack([pad(caches[i].values) for i in group], dim=1).to(model.device)
-        cache = hf_cache([(keys[l], values[l]) for l in range(keys.shape[0])])
-        mask = None
-        if width != int(lens.min()):
-            mask = (torch.arange(width + n_suffix, device=model.device)[None] < lens[:, None]).long()  # [B, pos]
-            mask[:, width:] = 1
-        positions = lens[:, None] + torch.arange(n_suffix, device=model.device)[None]  # [B, suffix]
-        ids = suffix_ids.to(model.device)[None].expand(len(group), -1)
-        out = model.hf(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                       logits_to_keep=1)  # only the last position's logits are read
-        decode_greedy(rule, [walks[i] for i in group], HFSteps(model, out.cache, lens, mask, n_suffix),
-                      out.logits[:, -1])
+    if not caches or max_new_tokens < 1:
+        return [rule.answer(walk) for walk in walks]
+    suffix, n_suffix = suffix_ids.cpu().long(), len(suffix_ids)
+    lengths = [cache.n_positions for cache in caches]
+    empty = KVCache(caches[0].keys[:, :, :0], caches[0].values[:, :, :0])  # no shared row: each cache is a cell's
+    cells = [Cell(torch.arange(n, n + n_suffix), suffix, torch.arange(n), cache.keys, cache.values)
+             for n, cache in zip(lengths, caches)]
+    passes = run_cells(model, empty, cells, max_bytes, hooks=hooks)
+    last = torch.tensor([n + n_suffix - 1 for n in lengths], device=model.device)  # [cache]
+    rows = Rows.one_row_each(last, torch.arange(len(caches), device=model.device)) if hooks else None
+    last_rows = torch.stack([done.hidden[-1] for done in passes])  # [cache, hidden]
+    logits = final_logits(model.adapter, last_rows, rows, hooks)  # [cache, vocab]
+    known = {}
+    for c, (cache, done, token) in enumerate(zip(caches, passes, logits.argmax(-1).tolist())):
+        if rule.push(walks[c], token):  # the first answer token; the steps decode on from it
+            device = done.keys.device
+            known[c] = Cell(suffix[:0], suffix[:0], torch.arange(lengths[c] + n_suffix),
+                            torch.cat([cache.keys.to(device), done.keys], dim=2),
+                            torch.cat([cache.values.to(device), done.values], dim=2))
+    decode_cells(model, empty, walks, known, [n + n_suffix for n in lengths], rule, max_bytes, hooks)
     return [rule.answer(walk) for walk in walks]
 
 
 @torch.inference_mode()
-def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor, k: int = 2) -> float:
+def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor, k: int = 2, hooks=None) -> float:
     """OpenGate's trust in a cache: the mean top-1 probability of the first `k` greedy steps after
-    prefilling `suffix_ids` over `cache` (fewer when an end-of-turn token comes first)."""
-    out = model.hf(input_ids=suffix_ids.to(model.device)[None], cache=cache.to_hf(), use_cache=True)
+    `suffix_ids` over `cache` (fewer when an end-of-turn token comes first), through the engine
+    (`question_pass`, then its decode steps) under `hooks` (`engine.hooks`)."""
+    hooks = Hooks.of(hooks, model.adapter)
+    prefilled, logits = _last_logits(model, cache, suffix_ids, hooks)
     top = []
-    decode_greedy(StopRule.of(model, k, stop_at_newline=False), [Walk()], HFSteps(model, out.cache), out.logits[:, -1],
-                  observe=lambda logits, alive: top.append(float(logits[0].float().softmax(-1).max())))
+    continue_answer(model, prefilled, logits, StopRule.of(model, k, stop_at_newline=False), hooks,
+                    observe=lambda logits, alive: top.append(float(logits[0].float().softmax(-1).max())))
     return sum(top) / len(top)
 
 

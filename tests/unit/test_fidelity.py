@@ -152,11 +152,11 @@ def test_batched_reading_matches_greedy_answer_one_by_one(probe):
     suffix = item.layout.ids[item.suffix_start:]
     noisy = fc.noisy_cache(native, item.start, 0.9, probe_module._generator(0, "r"))
     longer = fc.augmented_cache(model.adapter, floor, [native.slice(item.start, item.suffix_start)], item.start)
-    caches = [native, floor, noisy, longer]  # two lengths: padded batch
+    caches = [native, floor, noisy, longer]  # two lengths: each cache's suffix at its own positions
     got = greedy_answers(model, caches, suffix, max_new_tokens=6)
     want = [greedy_answer(model, c, suffix, max_new_tokens=6) for c in caches]
     assert got == want  # text, token ids and the stop flag
-    assert greedy_answers(model, caches, suffix, max_new_tokens=6, chunk=1) == want
+    assert greedy_answers(model, caches, suffix, max_new_tokens=6, max_bytes=1) == want  # a cache a group
 
 
 @pytest.mark.parametrize("max_bytes", [1, None])  # a group per passage; all in one group

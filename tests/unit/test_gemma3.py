@@ -63,8 +63,8 @@ def test_a_local_layer_confines_the_splice_error_to_the_window(ctx):
 
 
 def test_answers_over_caches_of_different_lengths_equal_one_at_a_time(ctx):
-    """transformers applies a window by index in a padded batch, so windowed models batch only
-    caches of one length; every answer equals the one decoded alone."""
+    """Caches of two lengths decode in one batch (each window by absolute position); every answer
+    equals the one decoded alone."""
     caches = [ctx.spliced, ctx.dense.slice(0, ctx.spliced.n_positions - 3), ctx.dense]
     want = [greedy_answer(ctx.model, c, ctx.suffix_ids, max_new_tokens=6) for c in caches]
     assert greedy_answers(ctx.model, caches, ctx.suffix_ids, max_new_tokens=6) == want

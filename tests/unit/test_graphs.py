@@ -8,6 +8,7 @@ import torch
 
 import workbench as wb
 from conftest import FAMILIES, small_example, tiny_model
+from tests.hf_oracle import hf_continue_greedy
 from workbench.decode import continue_greedy
 from workbench.engine.answers import answer_cells
 from workbench.engine.cells import Cell
@@ -32,18 +33,18 @@ def test_the_engine_decode_of_a_prefilled_cache_gives_hf_s_answer(setup, stop_at
         out = model.hf(input_ids=ctx.suffix_ids[None], cache=cache.to_hf(), use_cache=True, logits_to_keep=1)
         logits = out.logits[0, -1]
         prefilled = KVCache.from_hf(out.cache)
-        hf = continue_greedy(model, logits, out.cache, MAX_NEW, stop_at_newline, engine=False)
-        ours = continue_greedy(model, logits, prefilled, MAX_NEW, stop_at_newline, engine=True)
+        hf = hf_continue_greedy(model, logits, out.cache, MAX_NEW, stop_at_newline)  # the oracle
+        ours = continue_greedy(model, logits, prefilled, MAX_NEW, stop_at_newline)
         assert ours == hf and len(hf.token_ids) > 0  # text, token ids, the stop flag
         assert ours == ctx.generate(cache, MAX_NEW) or not stop_at_newline
 
 
-def test_the_suffix_pass_answer_is_the_engine_s_when_asked(setup):
-    """The Diagnosis's ŷ (the suffix record's answer) hands its KVCache over without a copy into HF."""
+def test_the_suffix_pass_answer_is_the_engine_s(setup):
+    """The Diagnosis's ŷ (the suffix record's answer) decodes on from the suffix pass's KVCache."""
     model, ctx = setup
     record = suffix_pass(ctx, ctx.spliced, k=2)
     assert record.answer(model, MAX_NEW) == ctx.generate(ctx.spliced, MAX_NEW)
-    assert continue_greedy(model, record.last_logits, record.prefilled, MAX_NEW, engine=True) == \
+    assert continue_greedy(model, record.last_logits, record.prefilled, MAX_NEW) == \
         ctx.generate(ctx.spliced, MAX_NEW)
     assert record.prefilled.n_positions == ctx.spliced.n_positions + len(ctx.suffix_ids)  # never grown
 
@@ -115,7 +116,7 @@ def test_cells_that_end_at_different_steps_get_the_same_answers_from_the_static_
     answers = []
     for stepper in (EngineSteps, CapturedSteps):
         walks = [Walk(generated=[65 + i for i in range(n)]) for n in (4, 7, 1)]
-        args = (_decoder(model, ctx), walks, first) + ((False,) if stepper is CapturedSteps else ())
+        args = (_decoder(model, ctx), walks, [first] * len(walks)) + ((False,) if stepper is CapturedSteps else ())
         decode_greedy(rule, walks, stepper(*args))
         answers.append([(w.generated, w.steps) for w in walks])
     assert answers[1] == answers[0]
@@ -173,6 +174,6 @@ def test_on_the_embedded_models_the_engine_decode_gives_hf_s_answer(name, reques
     for cache in (ctx.spliced, ctx.dense, ctx.repair(ctx.reused_positions[::4])):
         out = model.hf(input_ids=ctx.suffix_ids[None], cache=cache.to_hf(), use_cache=True, logits_to_keep=1)
         prefilled = KVCache.from_hf(out.cache)  # before HF's decode extends its cache
-        hf = continue_greedy(model, out.logits[0, -1], out.cache, 16, engine=False)
-        ours = continue_greedy(model, out.logits[0, -1], prefilled, 16, engine=True)
+        hf = hf_continue_greedy(model, out.logits[0, -1], out.cache, 16)  # the oracle
+        ours = continue_greedy(model, out.logits[0, -1], prefilled, 16)
         assert ours == hf and hf.text, (hf, ours)

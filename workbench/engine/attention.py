@@ -5,7 +5,10 @@ the base's, its known rows' and its new rows', under one softmax).
 `over_keys` is the one dense attention (torch's fused kernel, or written out in fp32 for
 `hook_attn_scores` / `hook_pattern`: `explicit_attention`); `attend` lays a cell's keys end to end
 for it, or, for a decode step's few rows, scores the shared base with one product for every cell
-(`_attend_split`: the same softmax, the base's keys never copied per cell).
+(`_attend_split`, the base's keys never copied per cell). Where the softmax is written out (the
+hooked attention, the decode step, the signals' attention rows) it is `attention_probs`, once.
+`_attend_split` does not call the fused kernel: that would need each cell's keys laid end to end
+(the copy it exists to avoid), and its rounding differs from the written-out softmax's.
 
 q: [cell, head, row, d_head]; base_k/v: [kv_head, pos, d_head] (shared); known_k/v, new_k/v:
 [cell, kv_head, *, d_head]; mask: [cell, row, pos + known + row] (True: visible). Each returns
@@ -50,7 +53,19 @@ def _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells: in
     return torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)
 
 
+def attention_probs(scores: torch.Tensor, visible: torch.Tensor, scaling: float, edit=None) -> torch.Tensor:
+    """The written-out softmax: raw scores q·k ([..., key]) scaled in fp32, -inf where `visible`
+    (broadcast to them) is False, softmax over the keys. `edit(kind, x) -> x`, when given, sees
+    the masked scores ("attn_scores") and the probabilities ("pattern"). Returns fp32 [..., key]."""
+    scores = (scores.float() * scaling).masked_fill(~visible, float("-inf"))
+    if edit is None:
+        return scores.softmax(-1)
+    return edit("pattern", edit("attn_scores", scores).softmax(-1))
+
+
 def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -> torch.Tensor:
+    """`attend` for a few rows per cell: the shared base scored with one product for every cell,
+    each cell's known and new keys by its own; one softmax (`attention_probs`) over the three."""
     n_cells = q.shape[0]
     kv, group, n_base = ad.n_kv_heads, ad.n_heads // ad.n_kv_heads, base_k.shape[1]
     qg = rearrange(q, "c (k g) r d -> c k g r d", k=kv)  # query head h reads kv head h // g
@@ -60,8 +75,8 @@ def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -
     if known_k is not None:
         parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k.to(q.dtype)))
     parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k.to(q.dtype)))
-    scores = (torch.cat(parts, dim=-1).float() * ad.scaling).masked_fill(~mask[:, None, None], float("-inf"))
-    probs = scores.softmax(-1).to(q.dtype)  # [cell, kv_head, g, row, key]
+    probs = attention_probs(torch.cat(parts, dim=-1), mask[:, None, None], ad.scaling).to(q.dtype)
+    # probs: [cell, kv_head, g, row, key]
     p_base = rearrange(probs[..., :n_base], "c k g r n -> k (c g r) n")
     out = rearrange(torch.bmm(p_base, base_v.to(q.dtype)), "k (c g r) d -> c k g r d", c=n_cells, g=group)
     n_known = 0 if known_k is None else known_k.shape[2]
@@ -83,8 +98,7 @@ def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     group = q.shape[1] // keys.shape[1]
     k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
     v = values.to(q.dtype).repeat_interleave(group, dim=1)
-    scores = torch.einsum("chrd,chkd->chrk", q.float(), k.float()) * scaling
-    scores = explicit("attn_scores", scores.masked_fill(~mask[:, None], float("-inf")), key_positions)
-    probs = explicit("pattern", scores.softmax(-1), key_positions)
+    probs = attention_probs(torch.einsum("chrd,chkd->chrk", q.float(), k.float()), mask[:, None], scaling,
+                            lambda kind, x: explicit(kind, x, key_positions))  # [cell, head, row, key]
     out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
     return rearrange(out, "c h r d -> c r (h d)")

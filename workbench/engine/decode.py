@@ -3,7 +3,8 @@ stepper interface (`Stepper`: the rows that go on and their tokens -> the next l
 engine's decode steps (`Decoder`, stepped eagerly by `EngineSteps` or captured as a CUDA graph by
 `StaticStep` / `CapturedSteps`) and the teacher-forced score (`forced_score`). Every greedy
 decoder runs this loop: the cells' answers (`engine.answers`), a cache's answer
-(`continue_answer`), and HF's steps where they are still the path (`workbench.decode.HFSteps`).
+(`continue_answer`), a batch of caches' answers (`workbench.decode.greedy_answers`) and the
+draft (`signals.attention`). HF's modules step nothing: they are the tests' oracle.
 
 The rule: an end-of-turn token stops (and is not kept); a newline in the answer ends it (when
 `stop_at_newline`); `max_new_tokens` tokens end it.
@@ -319,9 +320,9 @@ class StaticStep:
 
 class EngineSteps:
     """The `Stepper` of `walks` on `decoder` (whose cells are theirs, in order), eager: ended cells
-    leave the decoder. `first` is the position of an answer's first token."""
+    leave the decoder. `first`: each walk's position of its answer's first token."""
 
-    def __init__(self, decoder: Decoder, walks: list[Walk], first: int):
+    def __init__(self, decoder: Decoder, walks: list[Walk], first: list[int]):
         self.decoder, self.walks, self.first = decoder, walks, first
         self.alive = list(range(len(walks)))
 
@@ -329,7 +330,7 @@ class EngineSteps:
         if len(keep) < len(self.alive):
             self.decoder.keep(keep)
             self.alive = [self.alive[i] for i in keep]
-        positions = torch.tensor([self.first + len(self.walks[c].generated) - 1 for c in self.alive])  # [alive]
+        positions = torch.tensor([self.first[c] + len(self.walks[c].generated) - 1 for c in self.alive])  # [alive]
         return self.decoder.logits(self.decoder.step(positions, torch.tensor(tokens))).float()  # [alive, vocab]
 
 
@@ -338,7 +339,7 @@ class CapturedSteps:
     steps every time (an ended one on its last token, at its last position) and the logits of the
     cells still decoding are returned."""
 
-    def __init__(self, decoder: Decoder, walks: list[Walk], first: int, capture: bool):
+    def __init__(self, decoder: Decoder, walks: list[Walk], first: list[int], capture: bool):
         self.step, self.walks, self.first = StaticStep(decoder, capture), walks, first
         self.tokens = torch.zeros(len(walks), dtype=torch.long)  # [cell] each cell's last token fed
         self.alive = list(range(len(walks)))
@@ -346,12 +347,12 @@ class CapturedSteps:
     def __call__(self, keep: list[int], tokens: list[int]) -> torch.Tensor:
         self.alive = [self.alive[i] for i in keep]
         self.tokens[self.alive] = torch.tensor(tokens)
-        positions = torch.tensor([self.first + len(walk.generated) - 1 for walk in self.walks])  # [cell]
+        positions = torch.tensor([f + len(walk.generated) - 1 for f, walk in zip(self.first, self.walks)])  # [cell]
         logits = self.step(positions, self.tokens)  # [cell, vocab]
         return logits if len(self.alive) == len(self.walks) else logits[torch.tensor(self.alive, device=logits.device)]
 
 
-def engine_steps(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: int,
+def engine_steps(model: LoadedModel, decoder: Decoder, walks: list[Walk], first: list[int],
                  hooks: Hooks | None) -> EngineSteps | CapturedSteps:
     """The engine's `Stepper` for `walks` on `decoder`: captured (`CapturedSteps`) where
     `graphs_wanted`, eager (`EngineSteps`) otherwise."""
@@ -362,11 +363,10 @@ def engine_steps(model: LoadedModel, decoder: Decoder, walks: list[Walk], first:
 
 @torch.inference_mode()
 def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor, rule: StopRule,
-                    hooks=None) -> Walk:
-    """Greedy decoding on from a prefill that already ran, one row a step through the engine (its
-    steps captured as a CUDA graph on CUDA without hooks): the prefill's last position's `logits`
-    ([vocab]) over `prefilled` (context and suffix, [layer, kv_head, pos, d_head]). `hooks`
-    (`engine.hooks`) run on every step (one cell)."""
+                    hooks=None, observe: Callable[[torch.Tensor, list[int]], None] | None = None) -> Walk:
+    """Greedy decoding on from a prefill that already ran, one row a step through the engine (captured
+    on CUDA without hooks): its last position's `logits` ([vocab]) over `prefilled` ([layer, kv_head,
+    pos, d_head]); `hooks` run on every step (one cell); `observe` as `decode_greedy`'s."""
     hooks = Hooks.of(hooks, model.adapter)
     walk = Walk()
     if rule.max_new_tokens < 1:
@@ -374,27 +374,27 @@ def continue_answer(model: LoadedModel, prefilled: KVCache, logits: torch.Tensor
     none = torch.zeros(0, dtype=torch.long)
     empty = prefilled.keys.new_zeros(prefilled.n_layers, prefilled.keys.shape[1], 0, prefilled.keys.shape[3])
     decoder = Decoder(model, prefilled, [Cell(none, none, none, empty, empty)], rule.max_new_tokens, hooks)
-    decode_greedy(rule, [walk], engine_steps(model, decoder, [walk], prefilled.n_positions, hooks), logits[None])
-    return walk
+    steps = engine_steps(model, decoder, [walk], [prefilled.n_positions], hooks)
+    return decode_greedy(rule, [walk], steps, logits[None], observe)[0]
 
 
 @torch.inference_mode()
-def decode_cells(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[int, Cell], first: int,
+def decode_cells(model: LoadedModel, base: KVCache, walks: list[Walk], known: dict[int, Cell], first: int | list[int],
                  rule: StopRule, max_bytes: int, hooks: Hooks | None,
                  observe: Callable[[int, torch.Tensor], None] | None = None) -> None:
     """Decode on the walks of `known` (walk index -> a `Cell` of the rows it has computed: repair,
     suffix, answer so far) over `base`, one batched row per step, in groups whose known rows fit in
-    `max_bytes`; `first` is the position of an answer's first token. A walk's index is its cell's
-    in `HookPoint.cells`. `observe(walk, logits)` sees each step's logits ([vocab]) of each walk."""
+    `max_bytes`; `first`: the position of an answer's first token (or each walk's). A walk's index
+    is its cell's in `HookPoint.cells`. `observe(walk, logits)` sees each step's logits ([vocab])."""
     per_row = kv_bytes_per_position(model)
+    firsts = [first] * len(walks) if isinstance(first, int) else list(first)
     order = list(known)
     sizes = [known[c].known_positions.numel() for c in order]
-    groups = pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens) * per_row
-                        <= max_bytes)
-    for group in groups:
+    for group in pack_sizes(sizes, lambda members: len(members) * (sizes[members[-1]] + rule.max_new_tokens)
+                            * per_row <= max_bytes):
         cells = [order[g] for g in group]
         decoder = Decoder(model, base, [known[c] for c in cells], rule.max_new_tokens, hooks, cells)
-        group_walks = [walks[c] for c in cells]
+        group_walks, starts = [walks[c] for c in cells], [firsts[c] for c in cells]
         seen = None if observe is None else (
             lambda logits, alive, cells=cells: [observe(cells[a], logits[j]) for j, a in enumerate(alive)])
-        decode_greedy(rule, group_walks, engine_steps(model, decoder, group_walks, first, hooks), observe=seen)
+        decode_greedy(rule, group_walks, engine_steps(model, decoder, group_walks, starts, hooks), observe=seen)

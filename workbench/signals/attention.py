@@ -36,6 +36,7 @@ import torch
 
 from workbench.context import Context
 from workbench.decode import Answer, continue_greedy, question_logits, question_pass
+from workbench.engine.attention import attention_probs
 from workbench.engine.decode import StopRule, Walk, decode_greedy
 from workbench.engine.hooks import Hooks, compose
 from workbench.errors import WorkbenchError
@@ -79,8 +80,7 @@ class SuffixPass:
     def answer(self, model: LoadedModel, max_new_tokens: int = 24) -> Answer:
         """The greedy answer over the input cache, as `decode.greedy_answer` gives it under the same
         hooks, decoded on from the end of the suffix."""
-        return continue_greedy(model, self.last_logits, self.prefilled, max_new_tokens,
-                               engine=True if self.hooks else None, hooks=self.hooks)
+        return continue_greedy(model, self.last_logits, self.prefilled, max_new_tokens, hooks=self.hooks)
 
 
 def draft_attention(ctx: Context, cache: KVCache | None = None, k: int = 2, hooks=None) -> AttentionScores:
@@ -106,10 +106,9 @@ def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.T
     """
     group = q.shape[1] // keys.shape[0]
     k = keys.float().repeat_interleave(group, dim=0)  # [head, key, d_head]
-    logits = torch.einsum("rhd,hkd->hrk", q.float(), k) * scaling  # [head, row, key]
     key_pos = torch.arange(keys.shape[1], device=keys.device)
     visible = visible_keys(query_positions.to(keys.device), key_pos, window)  # [row, key]
-    return logits.masked_fill(~visible, float("-inf")).softmax(-1)
+    return attention_probs(torch.einsum("rhd,hkd->hrk", q.float(), k), visible, scaling)  # [head, row, key]
 
 
 def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2, hooks=None) -> SuffixPass:
