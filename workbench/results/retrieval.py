@@ -125,3 +125,44 @@ def grid(records) -> pd.DataFrame:
                      "qualifies": "yes" if qualifies else "no"})
     return frame(rows)
 
+
+
+def _kind(setting: str) -> str:
+    return "HotpotQA" if setting.startswith("hotpotqa-") else "RULER"
+
+
+def _rule_order(setting: str) -> tuple:
+    """10.12's tie order: RULER the shorter length, then the task order; HotpotQA fewer passages."""
+    if _kind(setting) == "HotpotQA":
+        return (("gold", "gold+2", "all").index(setting.removeprefix("hotpotqa-")),)
+    task, length = setting.rsplit("-", 1)
+    return int(length), ("niah_single", "niah_multikey", "niah_multivalue", "variable_tracking").index(task)
+
+
+@register_table("10.12-picks", "RESULTS 10.12: the rule's pick per model and kind, once all of its settings are kept")
+def picks(records) -> pd.DataFrame:
+    """Per model and kind (RULER, HotpotQA): the settings kept of the queue's, those that qualify, and
+    the rule's pick (the largest gap; ties as `_rule_order`), given only when every setting of that
+    model and kind is measured; where none qualifies, "none qualifies: not run"."""
+    from workbench.experiments.answerability import answerability_summary
+
+    kept = records.csvs("grid-retrieved")
+    rows = []
+    for model, name in MODELS.items():
+        for kind in ("RULER", "HotpotQA"):
+            queue = [s for m, s in QUEUE if m == model and _kind(s) == kind]
+            measured = {s: answerability_summary(kept[f"{model}-{s}"], "retrieved") for s in queue
+                        if f"{model}-{s}" in kept}
+            gaps = {s: got["gap"] for s, got in measured.items()
+                    if got["dense_em"] >= RULE_DENSE - TOLERANCE and got["gap"] >= RULE_GAP - TOLERANCE}
+            if len(measured) < len(queue):
+                pick = fmt("not yet: {} of {} settings unmeasured", len(queue) - len(measured), len(queue))
+            elif not gaps:
+                pick = "none qualifies: not run"
+            else:
+                best = min(gaps, key=lambda s: (-round(gaps[s], 9), _rule_order(s)))
+                pick = fmt(f"`{best}` (gap {{:+.3f}})", gaps[best])
+            rows.append({"model": name, "kind": kind, "settings kept": fmt("{} of {}", len(measured), len(queue)),
+                         "qualifying so far": ", ".join(f"`{s}` ({gaps[s]:+.3f})" for s in sorted(gaps, key=_rule_order))
+                         or "none", "pick": pick})
+    return frame(rows)
