@@ -14,6 +14,7 @@ import streamlit as st
 
 import state
 from answer_tables import answers_table
+from readable import count, show_table
 from widgets import ensure_choice, plain, show_figure
 from workbench.app_api import Diagnosis, Example, WorkbenchError, reference_selectors
 from workbench.plots import diagnosis as figures
@@ -128,7 +129,9 @@ def _one_run(column, name: str, diag: Diagnosis, budget: float, chosen: list[str
     names = [s for s in chosen if s in set(diag.outcomes["selector"])]
     column.markdown(f"**{plain(name)}** · example {plain(diag.example_id)} · {plain(diag.model.get('name', '?'))} · "
                     f"{len(diag.example.passages)} passages, {diag.context.n_tokens} tokens · b = {at:g}")
-    column.dataframe(answers_table(with_no_picks(diag), names, at), hide_index=True, width="stretch")
+    answers = answers_table(with_no_picks(diag), names, at)
+    show_table(answers, {c: c for c in answers.columns}, {"rows recomputed": count}, key=f"{key}_answers",
+               pinned=("cache",), into=column)  # dense's rows recomputed: blank
     residual = diag.tables.get("residual")
     if residual is not None and not residual.empty:
         with column:

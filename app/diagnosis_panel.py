@@ -8,7 +8,7 @@ import streamlit as st
 
 from answer_tables import answers_table, draws_table, picks_table
 from compare_panel import selectors_against
-from readable import count, show_table
+from readable import count, short, show_table
 from token_choice import take_click, token_card, token_picker
 from widgets import csv_button, ensure_choice, plain, show_figure
 from workbench.app_api import (
@@ -37,22 +37,65 @@ def example_text(d: Diagnosis) -> None:
             st.text(f"Passage {i}: {passage}")
 
 
-# the answers table's columns as shown: what each cache said first, then its scores (the CSV keeps them all)
-ANSWER_HEADERS = {"cache": "cache", "rows recomputed": "rows", "flip vs dense": "flip vs dense", "answer": "answer",
+# the answers table's columns as shown: what each cache said first, then its scores (the CSV keeps them all),
+# under short headers (the whole name over each) and in narrow columns, so that at 1440 px every one fits
+ANSWER_HEADERS = {"cache": "cache", "rows recomputed": "rows", "flip vs dense": "flip", "answer": "answer",
                   "note": "note", "EM": "EM", "F1": "F1", "F1 to dense": "F1 to dense",
-                  "first token = dense's": "1st token = dense's", "retrieved": "retrieved", "ran on": "ran on",
-                  "evidence recall": "evidence recall"}
-ONE_LINE = 28  # characters of a medium column; longer answers and notes wrap, a long answer gets a wide column
+                  "first token = dense's": "1st token", "retrieved": "retrieved", "ran on": "ran on",
+                  "evidence recall": "evidence"}
+ANSWER_HELPS = {"rows recomputed": "rows the repair recomputes",
+                "flip vs dense": "whether the answer flips against dense's", "EM": "exact match with a gold answer",
+                "F1": "token F1 against the gold answers",
+                "F1 to dense": "token F1 against dense's answer",
+                "first token = dense's": "whether the first answer token is dense's",
+                "retrieved": "the task's retrieval measure (RULER's string match, or whole-word contains)",
+                "ran on": "whether the answer runs on past where dense's ended",
+                "evidence recall": "evidence recall: the share of the gold evidence rows recomputed"}
+DRAWN = "; a drawn control: the mean over its draws"
+# pixels: a score's header or "0.467", whichever is wider; text columns wrap
+ANSWER_WIDTHS = {"rows recomputed": 48, "flip vs dense": 92, "EM": 50, "F1": 50, "F1 to dense": 82,
+                 "first token = dense's": 74, "retrieved": 72, "ran on": 58, "evidence recall": 72}
+DRAW_SCORES = ("f1_to_dense", "first_token_agree", "em", "f1")
+DRAW_HEADERS = {"selector": "selector", "draw": "draw", "rows recomputed": "rows recomputed", "answer": "answer",
+                "flip": "flip vs dense", "f1_to_dense": "F1 to dense", "first_token_agree": "1st token = dense's",
+                "em": "EM", "f1": "F1"}
+SHORT, WRAPPED = 96, 140  # an answer up to SHORT_CHARS on one line; longer ones and notes wrap at WRAPPED px
+CACHE = 104  # px: "repaired: cadence-grad" on two lines, where rows are tall anyway
+SHORT_CHARS, LINE_CHARS, MOST_LINES = 11, 17, 5  # characters a line of a SHORT / WRAPPED column holds
+
+
+def answer_lines(answers) -> int:
+    """Lines the tallest wrapped cell of the answers table needs (1: nothing wraps), at most MOST_LINES."""
+    def lines(text: str, per: int) -> int:
+        n, used = 1, 0
+        for word in str(text).split():
+            if used and used + 1 + len(word) > per:
+                n, used = n + 1, len(word)
+            else:
+                used += (1 if used else 0) + len(word)
+        return n
+    texts = [(t, LINE_CHARS) for c in ("answer", "note") for t in answers[c].fillna("").astype(str)]
+    texts += [(t, 14) for t in answers["flip vs dense"].fillna("").astype(str)]
+    return min(MOST_LINES, max((lines(t, per) for t, per in texts), default=1))
 
 
 def show_answers(answers, key: str) -> None:
     """The answers table (`answer_tables.answers_table`) as a reader wants it: a value a cache lacks
-    (dense's rows recomputed, the splice's graded scores) blank, never "None"; answers and notes whole."""
-    longest = {c: int(answers[c].fillna("").astype(str).str.len().max()) for c in ("answer", "note")}
-    widths = {"flip vs dense": 150, "answer": "large" if longest["answer"] > 2 * ONE_LINE else "medium",
-              "note": "medium"}
-    show_table(answers, ANSWER_HEADERS, {"rows recomputed": count}, key=f"{key}_answers_table", pinned=("cache",),
-               widths=widths, wrap=max(longest.values()) > ONE_LINE)
+    (dense's rows recomputed, the splice's graded scores) blank, never "None"; scores in three
+    significant digits; answers and notes whole, wrapped; every column in view at 1440 px."""
+    long_answer = int(answers["answer"].fillna("").astype(str).str.len().max()) > SHORT_CHARS
+    has_note = bool(answers["note"].fillna("").astype(str).str.len().max())
+    lines = answer_lines(answers)
+    widths = {**ANSWER_WIDTHS, "answer": WRAPPED if long_answer else SHORT, "note": WRAPPED if has_note else 56,
+              "cache": CACHE if lines > 1 else None}
+    drawn = answers["note"].fillna("").str.contains("averaged over").any()
+    helps = {c: h + (DRAWN if drawn and c in ANSWER_WIDTHS and c != "rows recomputed" else "")
+             for c, h in ANSWER_HELPS.items()}
+    scores = dict.fromkeys(("EM", "F1", "F1 to dense", "first token = dense's", "retrieved", "ran on",
+                            "evidence recall"), short)
+    show_table(answers, ANSWER_HEADERS, {"rows recomputed": count, **scores},
+               key=f"{key}_answers_table", pinned=("cache",), widths=widths, helps=helps,
+               wrap=lines if lines > 1 else False)
 
 
 def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
@@ -163,7 +206,7 @@ def _picks(d: Diagnosis, key: str, budget: float, chosen: list[str], token: int 
                 f"{key}_picks")
     table = picks_table(d, chosen, budget)
     with st.expander("Picks as a table (reused tokens)"):
-        st.dataframe(table, hide_index=True, width="stretch")
+        show_table(table, None, key=f"{key}_picks_table", pinned=("position",))
     csv_button(table, f"picks-{d.example_id}-b{budget:g}", f"{key}_picks_csv", "Picks as CSV")
 
 
@@ -233,10 +276,10 @@ def _layer_effects(d: Diagnosis, key: str, budget: float, chosen: list[str]) -> 
 
 def _details(d: Diagnosis, key: str, manifest: Manifest | None) -> None:
     with st.expander("Outcomes, costs and the attribution check"):
-        st.dataframe(d.outcomes, hide_index=True, width="stretch")
+        show_table(d.outcomes, None, key=f"{key}_outcomes_table", pinned=("selector", "budget"))
         csv_button(d.outcomes, f"outcomes-{d.example_id}", f"{key}_outcomes_csv", "Outcomes as CSV")
         if not d.costs.empty:
-            st.dataframe(d.costs, hide_index=True, width="stretch")
+            show_table(d.costs, None, key=f"{key}_costs_table", pinned=("selector",))
         st.text(f"Attribution check: {d.attribution_text}")
     st.markdown("**Per-example report**")
     name = f"report-{d.example_id}"
@@ -277,7 +320,8 @@ def diagnosis_panel(d: Diagnosis, key: str, manifest: Manifest | None = None) ->
     if not draws.empty:
         with st.expander(f"Each draw of {', '.join(dict.fromkeys(draws['selector']))} (the table above shows the "
                          f"first draw's answer and the mean over draws)"):
-            st.dataframe(draws, hide_index=True, width="stretch")
+            show_table(draws, DRAW_HEADERS, {"rows recomputed": count, **dict.fromkeys(DRAW_SCORES, short)},
+                       key=f"{key}_draws_table", pinned=("selector", "draw"))
     _answer_tokens(d, key, budget, chosen)
     st.subheader("Tokens")
     token = _strip(d, key, budget, chosen)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from readable import count, show_table
 from widgets import plain
 from workbench.app_api import Diagnosis
 from workbench.plots import diagnosis as figures
@@ -51,7 +52,9 @@ def token_card(d: Diagnosis, key: str, budget: float, chosen: list[str], positio
                 f"{plain(row['picked by']) or 'none of the selectors shown'}")
     values = row.drop(["token", "segment", "picked by"])
     ranks = card[values.index].rank(ascending=False, method="min").loc[position]
-    st.dataframe(pd.DataFrame({"signal": values.index, "value": values.to_numpy(dtype=float),
-                               f"rank of {len(card)} reused tokens (1 = highest)": ranks.to_numpy(dtype=float)}),
-                 hide_index=True, width="stretch", key=f"{key}_token_card",
-                 column_config={"value": st.column_config.NumberColumn(format="%.4g")})
+    rank = f"rank of {len(card)} reused tokens (1 = highest)"
+    card_table = pd.DataFrame({"signal": values.index, "value": values.to_numpy(dtype=float),
+                               rank: ranks.to_numpy(dtype=float)})
+    show_table(card_table, {c: c for c in card_table.columns},
+               {"value": lambda v: "" if pd.isna(v) else f"{v:.4g}", rank: count},
+               key=f"{key}_token_card")  # a signal without a value here: blank

@@ -21,6 +21,9 @@ GRADED_HEADERS = {"selector": "selector", "budget": "budget b", "flip_rate": "fl
                   "f1_to_dense": "F1 to dense", "first_token_agree": "1st token = dense's", "first_kl": "KL 1st token",
                   "agree_prefix": "leading tokens = dense's", "dense_logprob_mean": "dense log-prob / token"}
 FORMATS = {"budget": compact, "flips": general, "n": count, "first_kl": general}
+RESCUE_HEADERS = {"selector": "selector", "rescued": "rescued", "broken": "broken",
+                  "rescued_examples": "examples rescued", "broken_examples": "examples broken"}
+RESCUE_LINE = 50  # characters of ids a large column holds on one line; longer lists wrap
 
 
 def open_example(run: str, example: str, selector: str, budget: float) -> None:
@@ -121,18 +124,23 @@ o2.page_link(PAGES["explorer"].path, label="Open in the explorer", icon=PAGES["e
              query_params={"run": run.name, "example": str(chosen), "budget": f"{budget:g}"})
 shown = matrix.round(3).reset_index()
 with st.expander("Flip matrix as a table (1 = flip; a coin: the share of its draws that flip)"):
-    st.dataframe(shown, hide_index=True, width="stretch")
+    show_table(shown, {"example_id": "example", **{c: c for c in matrix.columns}},  # no outcome of a selector: blank
+               dict.fromkeys(matrix.columns, compact), key="flips_matrix_table", pinned=("example_id",))
 csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
 
 st.subheader(f"Rescues at b = {budget:g} (relative to {plain(baseline)})")
 resc = rescues(outcomes, budget, baseline)
 shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(ids_text),
                          broken_examples=resc["broken_examples"].map(ids_text))
-st.dataframe(shown_resc, hide_index=True, width="stretch")
+longest = max((len(t) for c in ("rescued_examples", "broken_examples") for t in shown_resc[c]), default=0)
+show_table(shown_resc, RESCUE_HEADERS, {"rescued": count, "broken": count}, key="flips_rescues_table",
+           pinned=("selector",), wrap=longest > RESCUE_LINE,
+           widths=dict.fromkeys(("rescued_examples", "broken_examples"), "large" if longest > RESCUE_LINE else "medium"))
 csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
 st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal is each one's total)")
 overlap = rescue_overlap(outcomes, budget, baseline)
-st.dataframe(overlap, width="stretch")
+show_table(overlap.reset_index(names="selector"), {"selector": "selector", **{c: c for c in overlap.columns}},
+           dict.fromkeys(overlap.columns, count), key="flips_overlap_table", pinned=("selector",))
 csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{budget:g}", "flips_overlap_csv",
            "Overlap as CSV")
 

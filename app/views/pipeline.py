@@ -7,11 +7,26 @@ from __future__ import annotations
 import streamlit as st
 
 import state
-from readable import count, p_value, show_table
+from readable import count, p_value, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import WorkbenchError, gate_reasons, repair_summary, summarize_pipeline
 from workbench.plots import pipeline as figures
+
+TAX_HEADERS = {"chat_template": "chat-template", "token_matched": "token-matched", "kvcomm": "KVComm", "gap": "gap",
+               "tokenization": "tokenization", "approximation": "approximation", "calls_differ": "calls differ"}
+TAX_HELPS = {"chat_template": "chat-template's accuracy", "token_matched": "token-matched's accuracy",
+             "kvcomm": "KVComm's accuracy", "gap": "chat-template − KVComm",
+             "tokenization": "chat-template − token-matched", "approximation": "token-matched − KVComm",
+             "calls_differ": "the share of calls whose two token sequences differ"}
+
+
+def warmup_header(column: str) -> str:
+    """A warm-up column's header: "acc_kvcomm" -> "kvcomm accuracy", "block" -> "requests"."""
+    measure, _, method = column.partition("_")
+    return {"acc": f"{method} accuracy", "reuse": f"{method} reuse"}.get(
+        measure, "requests" if column == "block" else column)
+
 
 st.title("Multi-agent reuse")
 st.caption("A request runs on a pipeline of agents; each reads the shared task and the earlier agents' outputs "
@@ -84,13 +99,18 @@ else:
     st.caption(f"{data.repair['index'].nunique()} final calls of {plain(data.repair['method'].iloc[0])} served "
                f"from a predicted cache; flips against each call's token-matched Dense.")
     show_figure(plots.budget_curve(repair, "flip_rate"), f"repair-{run.name}", "pipe_repair")
-    st.dataframe(repair, hide_index=True, width="stretch")
+    show_table(repair, None, key="pipeline_repair_table", pinned=("selector", "budget"))  # a coin's b / c blank
 
 st.subheader("Tokenization tax and warm-up")
 if tables["tax"].empty:
     st.info("The tax needs chat-template, token-matched and kvcomm in the run.")
 else:
-    st.dataframe(tables["tax"], hide_index=True, width="stretch")
-st.dataframe(tables["warmup"], hide_index=True, width="stretch")
+    st.caption("Accuracy of each method; the gap between chat-template and KVComm split into the tokenization tax "
+               "(chat-template − token-matched) and the approximation (token-matched − KVComm); the share of calls "
+               "whose two token sequences differ.")
+    show_table(tables["tax"], TAX_HEADERS, dict.fromkeys(("gap", "tokenization", "approximation"), signed),
+               key="pipeline_tax_table", helps=TAX_HELPS)
+warmup = tables["warmup"]
+show_table(warmup, {c: warmup_header(c) for c in warmup.columns}, key="pipeline_warmup_table", pinned=("block",))
 with st.expander("Manifest"):
     st.json(data.manifest.to_dict(), expanded=1)

@@ -11,6 +11,7 @@ import streamlit as st
 import demo
 import state
 from navigation import PAGES
+from readable import fitted, header, show_table
 from widgets import csv_button, pick_run, plain, show_problems, warn
 from workbench.app_api import Manifest, RunFolder, WorkbenchError, make_command, resolve_reference, summarize_pipeline
 
@@ -107,12 +108,12 @@ def sweep_summary(run: RunFolder) -> None:
                     "comparison against a reference out. Choose one on the Budget curves page.")
         else:
             st.caption(f"McNemar b/c and Holm-corrected p against {plain(reference)} (more on the Budget curves page)")
-        st.dataframe(summary[[c for c in SUMMARY_COLUMNS if c in summary]], hide_index=True, width="stretch")
+        show_table(summary, {c: header(c) for c in SUMMARY_COLUMNS}, fitted(summary), key="runs_summary_table",
+                   pinned=("selector", "budget"))  # blank where not defined (a coin's b / c), never "None"
         csv_button(summary, f"summary-{run.name}", "runs_summary_csv", "Summary as CSV")
     st.subheader("Examples")
     st.caption("Click a row to open that example in the Example explorer.")
-    event = st.dataframe(ex, hide_index=True, width="stretch", key="runs_examples", on_select="rerun",
-                         selection_mode="single-row")
+    event = show_table(ex, None, key="runs_examples", pinned=("example_id",), select="single-row")
     rows = event.selection.rows if event else []
     if rows:
         st.switch_page(PAGES["explorer"].path, query_params={"run": run.name,
@@ -120,7 +121,9 @@ def sweep_summary(run: RunFolder) -> None:
     csv_button(ex, f"examples-{run.name}", "runs_examples_csv", "Examples as CSV")
     if sweep.failures:
         st.subheader("Failures")
-        st.dataframe([{"example_id": i, "error": f.get("error")} for i, f in sweep.failures.items()], hide_index=True)
+        failed = pd.DataFrame([{"example_id": i, "error": f.get("error")} for i, f in sweep.failures.items()])
+        show_table(failed, {"example_id": "example", "error": "error"}, key="runs_failures_table",
+                   widths={"error": "large"})
     link("explorer", "Explore its examples")
     link("curves", "Budget curves")
     link("flips", "Decision flips")
@@ -141,7 +144,7 @@ def fidelity_summary(run: RunFolder) -> None:
     rest = conditions[~conditions["condition"].isin(["floor", "reference"])]
     table = (rest.groupby(["condition", "variant"], dropna=False, sort=False)["transfer"]
              .agg(points="size", lowest="min", highest="max").reset_index())
-    st.dataframe(table, hide_index=True, width="stretch")
+    show_table(table, None, key="runs_fidelity_table")  # a condition without variants: blank
 
 
 def pipeline_summary(run: RunFolder) -> None:
@@ -154,7 +157,7 @@ def pipeline_summary(run: RunFolder) -> None:
         return
     st.subheader("Summary")
     st.markdown("A multi-agent reuse run (`kvwb pipeline`): every reuse method over the same requests.")
-    st.dataframe(methods, hide_index=True, width="stretch")
+    show_table(methods, None, key="runs_methods_table", pinned=("method",))
     csv_button(methods, f"methods-{run.name}", "runs_methods_csv", "Methods as CSV")
 
 
@@ -162,7 +165,7 @@ def what_is_there(run: RunFolder) -> None:
     """An incomplete sweep: the examples table when readable, the count of saved diagnoses."""
     st.subheader("What is there")
     try:
-        st.dataframe(state.read_sweep(run.path).examples, hide_index=True, width="stretch")
+        show_table(state.read_sweep(run.path).examples, None, key="runs_partial_examples", pinned=("example_id",))
     except WorkbenchError as err:
         warn(err)
     st.markdown(f"{run.n_done()} example diagnoses saved. Examples that finished open in the Example explorer.")
@@ -186,7 +189,7 @@ if not runs:
     st.stop()
 
 table = runs_table(runs)
-st.dataframe(table, hide_index=True, width="stretch")
+show_table(table, {c: c for c in table.columns}, key="runs_table", pinned=("run",))  # a curve's "examples done": blank
 csv_button(table, "runs", "runs_csv")
 run = pick_run(runs, key="runs_pick", label="Run to open (the other pages start from it)")
 show_problems(run)
@@ -199,7 +202,7 @@ elif run.kind == "sweep":
 elif run.kind == "curve" and run.ok:
     st.subheader("Summary")
     try:
-        st.dataframe(state.read_curve(run.path).summary, hide_index=True, width="stretch")
+        show_table(state.read_curve(run.path).summary, None, key="runs_curve_table", pinned=("unit",))
     except WorkbenchError as err:
         warn(err)
     link("unit", "Unit of choice page")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
+from readable import show_table
 from widgets import choose_run, csv_button, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import WorkbenchError
@@ -29,10 +30,10 @@ st.markdown(f"{plain(run.name)}: model {plain(curve.manifest.model_name or '?')}
 show_figure(figure, f"unit-curve-{run.name}", "unit_figure")
 
 st.subheader("Summary per unit")
-st.dataframe(curve.summary, hide_index=True, width="stretch")
+show_table(curve.summary, None, key="unit_summary_table", pinned=("unit",))
 csv_button(curve.summary, f"unit-summary-{run.name}", "unit_summary_csv", "Summary as CSV")
 with st.expander("Every measurement (prompt x unit x method x seed)"):
-    st.dataframe(curve.curve, hide_index=True, width="stretch")
+    show_table(curve.curve, None, key="unit_curve_table")  # an informed row has no seed: blank
 csv_button(curve.curve, f"unit-curve-{run.name}", "unit_curve_csv", "Measurements as CSV")
 with st.expander("Manifest"):
     st.json(curve.manifest.to_dict(), expanded=1)

@@ -100,7 +100,7 @@ def strip_figure(d: Diagnosis, budget: float | None = None, signal: str = "devia
         rows = dev[(dev["layer"] == layer) & (dev["kind"] == kind) & (dev["metric"] == metric)]
         values, log = rows.set_index("position")["value"], bool(log)
         what = f"{escape(metric)} deviation of {escape(kind.upper())} at layer {layer}"
-        short = f"{escape(metric)} of {escape(kind.upper())}, layer {layer}"
+        short = f"{escape(metric)} of {escape(kind.upper())}, layer\u00a0{layer}"  # "layer 29" never broken
     else:
         log = is_log(signal, "token") if log is None else log
         values, what = d.signal(signal), escape(label(signal, "token"))
@@ -150,9 +150,10 @@ def _hover_lines(row: pd.Series) -> str:
 
 
 def _wrapped(text: str, width: int = 18) -> str:
-    """A colour-bar title broken into short lines (it stands beside a narrow bar)."""
+    """A colour-bar title broken into short lines (it stands beside a narrow bar) at its spaces;
+    a no-break space (U+00A0) keeps its two words on one line."""
     lines, line = [], ""
-    for word in text.split():
+    for word in text.split(" "):
         if line and len(line) + len(word) + 1 > width:
             lines.append(line)
             line = word
