@@ -83,7 +83,7 @@ def fitted(table: pd.DataFrame) -> dict:
 
 
 WORDS = {"em": "EM", "f1": "F1", "kl": "KL", "l2": "L2", "sd": "SD", "acc": "accuracy", "holm": "Holm", "cos": "cosine",
-         "logprob": "log-prob", "rel": "relative", "num": "number"}
+         "logprob": "log-prob", "rel": "relative", "num": "number", "pred": "predicted", "resid": "residual"}
 NAMES = {"n_recomputed": "rows recomputed", "f1_to_dense": "F1 to dense", "first_token_agree": "1st token = dense's",
          "first_kl": "KL 1st token", "agree_prefix": "leading tokens = dense's", "dense_logprob": "dense log-prob",
          "dense_logprob_mean": "dense log-prob / token", "flip_rate": "flip rate", "flip_low": "flip low",

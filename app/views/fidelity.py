@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 import state
-from readable import general, show_table
+from readable import general, readable_headers, show_table
 from widgets import choose_run, csv_button, plain, show_figure, warn
 from workbench.app_api import WorkbenchError
 from workbench.plots import fidelity as fidelity_plots
@@ -42,7 +42,7 @@ st.markdown(f"{plain(run.name)}: model {plain(manifest.model_name or '?')}, "
             f"{details.get('n_examples', '?')} questions · metric: {plain(details.get('metric', '?'))}")
 anchors = tables.get("anchors")
 if anchors is not None and not anchors.empty:
-    show_table(anchors, {c: c for c in anchors.columns}, {c: general for c in anchors.columns})
+    show_table(anchors, readable_headers(anchors), {c: general for c in anchors.columns})
 
 x = st.radio("Cosine of", ["key_cos", "value_cos", "key_cos_fact"], horizontal=True, key="fidelity_x",
              format_func=lambda c: {"key_cos": "keys", "value_cos": "values",
@@ -59,7 +59,7 @@ for name, fig in figures.items():
 st.subheader("Tables")
 for name, table in tables.items():
     with st.expander(f"{name} ({len(table)} rows)", expanded=(name == "conditions")):
-        show_table(blank_sentinels(table), {c: c for c in table.columns}, {c: general for c in table.columns
+        show_table(blank_sentinels(table), readable_headers(table), {c: general for c in table.columns
                                                                            if table[c].dtype.kind in "fi"})
     csv_button(table, f"fidelity-{name}-{run.name}", f"fidelity_{name}_csv", f"{name} as CSV")
 with st.expander("Manifest"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
-from readable import count, p_value, show_table, signed
+from readable import count, p_value, readable_headers, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import WorkbenchError, gate_reasons, repair_summary, summarize_pipeline
@@ -55,7 +55,7 @@ COUNTS = ("n", "b_anchor", "c_anchor", "b_ref", "c_ref")
 CALL_HEADERS = {"agent": "agent", "role": "role", "depth": "depth", "reused": "reused", "max_entropy": "max entropy",
                 "threshold": "threshold", "min_anchors": "least anchors", "confidence": "confidence",
                 "template_differs": "template differs", "output": "output"}
-show_table(tables["methods"], {c: c for c in tables["methods"].columns},  # a missing test blank, never "None"
+show_table(tables["methods"], readable_headers(tables["methods"]),  # a missing test blank, never "None"
            {"p_anchor": p_value, "p_ref": p_value} | dict.fromkeys(COUNTS, count), key="pipeline_methods_table",
            pinned=("method",))
 csv_button(tables["methods"], f"methods-{run.name}", "pipe_methods_csv", "Methods as CSV")

@@ -146,3 +146,13 @@ def test_unit_of_choice_measurements_leave_an_informed_rows_seed_blank_and_a_see
     readable(element, "seed_index", "n_rows_restored", "budget_share")
     summary_element, _ = shown_frame(at, "unit", "informed_error", "random_error")
     readable(summary_element, "informed_error", "random_error", "n_prompts")
+
+
+def test_fidelity_and_multi_agent_method_tables_name_their_columns_in_words(world):
+    at = opened("views/fidelity.py", "fidelity_run", "fid")
+    element, _ = blank_frame(at, "condition", "key_cos", "transfer")
+    readable(element, "key_cos", "value_cos", "target_cos")
+    assert labels(element)["key_cos"] == "key cosine"
+    at = opened("views/pipeline.py", "pipeline_run", "pipe")
+    element, _ = blank_frame(at, "method", "reuse", "acc", "line_pred")
+    readable(element, "acc", "p_anchor", "line_pred", "line_resid")
