@@ -535,6 +535,38 @@ def test_the_axis_check_catches_the_old_unit_curve_figure(tmp_path):
     assert found["new"] == []
 
 
+def test_the_picks_matrix_with_an_evidence_row_draws_in_the_browser(tmp_path):
+    """The picks matrix with its gold-evidence row drew blank in Chromium (two heatmaps on one
+    category axis: plotly.js failed in its calc); on a numeric row axis every row is in range."""
+    import pandas as pd
+
+    from workbench.plots import picks_matrix
+
+    n = 40
+    tokens = pd.DataFrame({"position": range(n), "reused": [5 <= i < 35 for i in range(n)],
+                           "segment": ["prefix"] * 5 + ["passage 1"] * 15 + ["passage 2"] * 15 + ["suffix"] * 5,
+                           "token": [f"t{i}" for i in range(n)], "evidence": [10 <= i < 14 for i in range(n)]})
+    page = tmp_path / "picks.html"
+    page.write_text(picks_matrix(tokens, {"a": [6, 7, 8], "b": [10, 11]}, highlight=12).to_html(
+        include_plotlyjs=True, full_html=True))
+    found = {}
+
+    async def steps(browser: Browser) -> None:
+        await browser.call("Page.navigate", url=page.as_uri())
+        deadline = time.time() + 60
+        while (state := await browser.probe())["plots"] < 1:
+            assert time.time() < deadline, "the figure did not draw"
+            await asyncio.sleep(0.5)
+        found.update(state, ranges=json.loads(await browser.evaluate(
+            "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(g => "
+            "[g._fullLayout.xaxis.range, g._fullLayout.yaxis.range]))")))
+
+    browse(tmp_path / "profile", steps)
+    (x, y), = found["ranges"]
+    assert x == [-0.5, 29.5] and sorted(y) == [-0.5, 3.5], found["ranges"]  # 30 reused tokens; 4 rows
+    assert found["problems"] == [] and found["exceptions"] == []
+
+
 TOKEN = """
 JSON.stringify((() => {
   // the page position of the strip's 20th token cell (the invisible marker that carries its click)

@@ -281,11 +281,11 @@ def test_diagnosis_figures_have_the_expected_keys(diagnosis):
     assert list(figures) == ["tokens", "picks", "deviation", *[f"layer:{n}" for n in layer], "residual",
                              "answer_tokens"]
     assert all(plots.axis_problems(fig) == [] for fig in figures.values())
-    picks = figures["picks"].data[0].y
+    picks = figures["picks"].layout.yaxis.ticktext  # rows named by ticks on a numeric axis
     assert list(picks) == ["random", "cacheblend", "cadence-grad", "qattn", "agreement"]  # no references
     assert "b = 0.1" in figures["tokens"].layout.title.text
     chosen = plots.diagnosis_figures(diagnosis, budget=0.3, selectors=["qattn"])
-    assert list(chosen["picks"].data[0].y) == ["qattn", "agreement"]
+    assert list(chosen["picks"].layout.yaxis.ticktext) == ["qattn", "agreement"]
     assert {t.name for t in chosen["residual"].data} == {"none", "full", "qattn"}
 
 

@@ -48,12 +48,13 @@ def test_the_picks_matrix_has_an_evidence_row_and_each_selectors_recall():
     row = next(t for t in fig.data if t.name == "gold evidence")
     reused = list(range(4, N))
     assert list(np.asarray(row.z)[0]) == [float(p in EVIDENCE_ROWS) for p in reused]
-    labels = list(fig.data[-1].y)
-    assert labels == ["cadence-grad · evidence recall 0.50", "random", "agreement"]  # NaN: nothing written
+    labels = list(fig.layout.yaxis.ticktext)  # rows on a numeric axis named by ticks (see the browser test)
+    assert labels == ["gold evidence", "cadence-grad · evidence recall 0.50", "random", "agreement"]  # NaN: none
+    assert list(row.y) == [0] and list(fig.data[-1].y) == [1, 2, 3]
     assert [s.name for s in fig.layout.shapes if s.name == "chosen token"] == ["chosen token"]
     assert plots.figure_problems(fig) == []
     plain = plots.picks_matrix(tokens(evidence=False), picks)
-    assert len(plain.data) == 1 and list(plain.data[0].y) == ["cadence-grad", "random", "agreement"]
+    assert len(plain.data) == 1 and list(plain.layout.yaxis.ticktext) == ["cadence-grad", "random", "agreement"]
 
 
 def test_heatmaps_outline_each_run_of_evidence_columns():

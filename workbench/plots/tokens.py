@@ -186,26 +186,33 @@ def picks_matrix(tokens: pd.DataFrame, picks: dict[str, list[int]], title: str =
     hover = [f"pos {p} · {escape(s)} · {token_text(t)}" for p, s, t in
              zip(positions, reused["segment"], reused["token"])]
     evidence = evidence_of(tokens)
-    names = [escape(label) + _recall_text((recall or {}).get(label)) for label in labels]
+    names = [escape(label) + _recall_text((recall or {}).get(label)) for label in labels] + ["agreement"]
     fig = go.Figure()
+    # Rows on a numeric axis named by ticks: two heatmaps on one category axis make plotly.js fail
+    # while drawing (the figure stays blank), which is what the evidence row did before.
+    first = 0
     if evidence & set(positions):
-        fig.add_trace(go.Heatmap(z=[[float(p in evidence) for p in positions]], y=["gold evidence"],
+        names = ["gold evidence", *names]
+        fig.add_trace(go.Heatmap(z=[[float(p in evidence) for p in positions]], y=[0],
                                  x=list(range(len(positions))), customdata=[hover], name="gold evidence",
                                  hovertemplate="gold evidence<br>%{customdata}<extra></extra>",
                                  colorscale=[[0, "#f4f4f4"], [1, EVIDENCE]], zmin=0, zmax=1, showscale=False,
                                  ygap=2))
-    fig.add_trace(go.Heatmap(z=np.vstack([z, agree / max(1, len(labels))]),
-                             y=names + ["agreement"],
-                             x=list(range(len(positions))), customdata=[hover] * (len(labels) + 1),
-                             hovertemplate="%{y}<br>%{customdata}<br>%{z:.2f}<extra></extra>",
+        first = 1
+    rows = list(range(first, len(names)))
+    fig.add_trace(go.Heatmap(z=np.vstack([z, agree / max(1, len(labels))]), y=rows,
+                             x=list(range(len(positions))), customdata=[[name] * len(positions) for name in names[first:]],
+                             text=[hover] * (len(labels) + 1),
+                             hovertemplate="%{customdata}<br>%{text}<br>%{z:.2f}<extra></extra>",
                              colorscale=[[0, "#f4f4f4"], [1, "#b2182b"]], showscale=False, ygap=2))
     for b in segment_starts(reused["segment"]):
         fig.add_vline(x=b - 0.5, line={"color": "#333", "width": 1})
-    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(len(names))), ticktext=names,
+                     showgrid=False, zeroline=False)
     fig.update_xaxes(title="reused token (context order; lines mark passage boundaries)")
     token_axis(fig, reused["token"], _column(positions, highlight))
-    rows = len(labels) + 1 + int(len(fig.data) > 1)  # selectors, agreement, the evidence row
-    fig.update_layout(title=title, height=150 + 28 * rows, margin={"l": 110, "r": 20, "t": 40, "b": 100})
+    fig.update_layout(title=title, height=150 + 28 * len(names),  # selectors, agreement, the evidence row
+                      margin={"l": 110, "r": 20, "t": 40, "b": 100})
     return fig
 
 
