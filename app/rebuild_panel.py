@@ -14,6 +14,7 @@ import streamlit as st
 import state
 from compare_panel import same_example
 from model_work import gated, model_spec_for
+from readable import show_table
 from widgets import plain
 import workbench.app_api as wb
 from workbench.app_api import Diagnosis, RunFolder, WorkbenchError
@@ -59,8 +60,8 @@ def rebuilt_diagnosis(run: RunFolder, record: Diagnosis) -> Diagnosis | None:
     else:
         st.warning(said + " The record's outcomes are the evidence; the views below are the rebuild's.")
         if not agreement.differing.empty:
-            st.dataframe(agreement.differing.head(SHOWN_DIFFERENCES).astype(str),
-                         hide_index=True, width="stretch")
+            show_table(agreement.differing.head(SHOWN_DIFFERENCES).astype({"record": object, "rebuilt": object}),
+                       key="explorer_rebuild_differing")
     return rebuilt
 
 

@@ -25,6 +25,7 @@ from example_finder import find, previous_next
 from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
 from permalink import Permalink
+from readable import show_table
 from rebuild_panel import rebuild_offer, rebuilt_diagnosis, rebuilt_folder
 from status import report_error
 from widgets import choose_run, csv_button, ensure_choice, plain
@@ -77,7 +78,7 @@ def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:
     st.subheader("Answers")
     show_answers(answers_table(with_no_picks(d), chosen, budget), "explorer")
     with st.expander("Outcomes (every selector, budget and draw)"):
-        st.dataframe(d.outcomes, hide_index=True, width="stretch")
+        show_table(d.outcomes, None, key="explorer_record_outcomes", pinned=("selector", "budget"))
         csv_button(d.outcomes, f"outcomes-{d.example_id}", "explorer_outcomes_csv", "Outcomes as CSV")
     return budget, chosen
 
