@@ -269,8 +269,7 @@ class FamilyAdapter:
     def _rotate_by(self, k32: torch.Tensor, d: torch.Tensor, kind: str | None) -> torch.Tensor:
         cos, sin = self._tables(k32, d, kind)
         scale = self._rope_scale(kind)
-        cos, sin = cos[0] / scale, sin[0] / scale  # [pos | 1, d_head]
-        return k32 * cos + rotate_half(k32) * sin
+        return apply_rope(k32, cos[0] / scale, sin[0] / scale)  # cos, sin: [pos | 1, d_head]
 
     def rerotate(self, keys: torch.Tensor, delta: int, layer: int | None = None) -> torch.Tensor:
         """Move post-RoPE keys by `delta` positions: R(p + d) k = R(d) R(p) k. keys as in `rotate_keys`."""
@@ -313,3 +312,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """The RoPE partner of each dimension (HF's convention: halves, not interleaved pairs)."""
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """RoPE's formula, written once: x rotated by (cos, sin), broadcast against x ([..., d_head]).
+    The engine's `layers.rope` applies it to rows; `rotate_keys` to cached keys moved by a delta."""
+    return x * cos + rotate_half(x) * sin

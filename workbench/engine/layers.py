@@ -22,7 +22,7 @@ import torch
 from einops import rearrange
 
 from workbench.engine.hooks import EXPLICIT_ATTENTION, Hooks, Rows
-from workbench.family import FamilyAdapter, rotate_half
+from workbench.family import FamilyAdapter, apply_rope
 
 # attend(layer, q [token, head, d_head], k, v [token, kv_head, d_head] post-RoPE, explicit) -> [token, head * d_head]
 # explicit: None, or an `Explicit`: the attention is then written out (`attention.explicit_attention`) for its hooks
@@ -85,7 +85,7 @@ def rope(x: torch.Tensor, table: tuple[torch.Tensor, torch.Tensor]) -> torch.Ten
     sin) [row, d_head] from the family (`FamilyAdapter.rope_tables` / `rope_table`: each layer's
     base, scaling and attention factor)."""
     cos, sin = table
-    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+    return apply_rope(x, cos[:, None], sin[:, None])
 
 
 def rotate(ad: FamilyAdapter, x: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
