@@ -57,3 +57,52 @@ def test_an_answer_limit_shorter_than_the_gold_is_warned(model):
 
     with pytest.warns(WorkbenchWarning, match=r"3 of 3 gold answers need more than the answer limit of 1"):
         answerability(model, "synthetic", 3, max_new_tokens=1, progress=False)
+
+
+def test_a_killed_command_resumes_from_its_checkpoint_to_the_same_table(model, tmp_path, monkeypatch, capsys):
+    """`--csv` keeps each finished example in CSV.partial.jsonl: a command killed after two examples
+    (here: the third raises) answers only the rest when run again, and writes the same CSV, byte for
+    byte, as an uninterrupted run (RULER's graded multi-value task: float scores survive the file)."""
+    from workbench.cli import main
+    import workbench.experiments.answerability as module
+
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    argv = ["answerability", "--dataset", "ruler:niah_multivalue", "--target-tokens", "400", "--n", "4",
+            "--max-new-tokens", "6"]
+    whole = tmp_path / "whole.csv"
+    assert main([*argv, "--csv", str(whole)]) == 0
+    assert not (tmp_path / "whole.csv.partial.jsonl").exists()  # gone once the table is written
+
+    built, calls = module.build_context, []
+
+    def dies_on_the_third(m, example, *a, **k):
+        calls.append(example.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the machine goes away mid-example
+        return built(m, example, *a, **k)
+
+    cut = tmp_path / "cut.csv"
+    monkeypatch.setattr(module, "build_context", dies_on_the_third)
+    assert main([*argv, "--csv", str(cut)]) != 0  # "kvwb: interrupted", nothing half-written
+    partial = tmp_path / "cut.csv.partial.jsonl"
+    assert not cut.exists() and len(partial.read_text().splitlines()) == 1 + 2  # its arguments, two rows
+    with open(partial, "a") as f:
+        f.write('{"example_id": "torn')  # a kill mid-write leaves a torn last line
+    calls.clear()
+    monkeypatch.setattr(module, "build_context", lambda m, example, *a, **k: calls.append(example.id) or built(
+        m, example, *a, **k))
+    assert main([*argv, "--csv", str(cut)]) == 0
+    assert len(calls) == 2 and "resuming from" in capsys.readouterr().out  # only the two not kept
+    assert cut.read_bytes() == whole.read_bytes()
+    assert not partial.exists()
+
+
+def test_a_checkpoint_of_another_command_is_refused(model, tmp_path):
+    from workbench.errors import WorkbenchError
+
+    path = tmp_path / "t.csv.partial.jsonl"
+    answerability(model, "synthetic", 2, max_new_tokens=3, progress=False, checkpoint=path)
+    with pytest.raises(WorkbenchError, match="holds rows of another command"):
+        answerability(model, "synthetic", 2, max_new_tokens=4, progress=False, checkpoint=path)
+    table = answerability(model, "synthetic", 2, max_new_tokens=3, progress=False, checkpoint=path)
+    assert len(table) == 2  # the same command reads its rows back

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from workbench.cli.common import (
     add_dataset_argument, add_dataset_options, add_model_options, answer_limit, dataset_options, example_count,
     load_model, printable, say, warnings_as_lines,
@@ -16,9 +18,15 @@ def add_arguments(p) -> None:
     p.add_argument("--n", type=example_count, default=30, help="examples to answer (default 30)")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
     p.add_argument("--csv", default=None, help="also write the per-example table to this .csv file (never inside "
-                                              "a run folder)")
+                                              "a run folder); each finished example is kept in CSV.partial.jsonl "
+                                              "until then, and the same command resumes from it")
     p.add_argument("--force", action="store_true", help="replace --csv if it exists (a plain file, not a run's)")
     add_dataset_options(p)
+
+
+def partial_path(csv: str) -> Path:
+    """Where `--csv CSV` keeps its finished rows until the table is written."""
+    return Path(f"{csv}.partial.jsonl")
 
 
 def summary_line(s: dict, label: str) -> str:
@@ -45,8 +53,11 @@ def command(args) -> int:
     options = dataset_options(args)
     check_dataset(args.dataset, n=args.n, **options)  # bad data fails before the model loads
     model = load_model(args)
+    checkpoint = partial_path(args.csv) if args.csv else None
+    if checkpoint is not None and checkpoint.is_file():
+        say(f"resuming from {printable(checkpoint)}")
     with warnings_as_lines():  # an answer limit shorter than the golds need: one `kvwb: warning:` line
-        table = answerability(model, args.dataset, args.n, args.max_new_tokens, **options)
+        table = answerability(model, args.dataset, args.n, args.max_new_tokens, checkpoint=checkpoint, **options)
     s = answerability_summary(table)
     say(f"{printable(args.dataset)} {printable(str(options or ''))}: n = {s['n']}, median {s['median_tokens']:.0f} "
         f"tokens; the splice changes the output on {s['flips']:.0%} and runs on past dense's answer on "
@@ -58,5 +69,6 @@ def command(args) -> int:
         say("  " + anatomy)
     if args.csv:
         write_text(args.csv, table.to_csv(index=False))
+        checkpoint.unlink(missing_ok=True)  # the table is whole: its rows live in the CSV now
         say(f"wrote {printable(args.csv)}")
     return 0

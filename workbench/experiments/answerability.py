@@ -15,7 +15,10 @@ exact-match gap made of run-ons is a gap in stopping, not in retrieval.
 
 from __future__ import annotations
 
+import json
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -30,10 +33,12 @@ from workbench.tasks import is_flip, load_dataset
 
 
 def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int = 24, progress: bool = True,
-                  **options) -> pd.DataFrame:
+                  checkpoint: str | Path | None = None, **options) -> pd.DataFrame:
     """One row per example: its length, the dense and spliced answers, their EM / F1 / contains (as the
     example's scoring reads them), retrieval measure and length in tokens, whether the splice changed
-    the output and whether its answer ran on past dense's."""
+    the output and whether its answer ran on past dense's. `checkpoint` (a JSON-lines file): each
+    finished row is appended to it, and a call with the same arguments reads the rows it holds back
+    instead of answering those examples again (`Checkpoint`); the table is the same either way."""
     examples = load_dataset(dataset, n=n, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)
     needed = [gold_tokens(example, model.tokenizer) for example in examples]
     cut = sum(k > max_new_tokens for k in needed)
@@ -41,8 +46,15 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
         warnings.warn(f"{cut} of {len(examples)} gold answers need more than the answer limit of {max_new_tokens} "
                       f"tokens (up to {max(needed)}): their answers are cut before they can match; raise "
                       f"--max-new-tokens", WorkbenchWarning, stacklevel=2)
+    held = Checkpoint(checkpoint, {"dataset": dataset, "n": n, "max_new_tokens": max_new_tokens,
+                                   "options": {k: str(v) for k, v in sorted(options.items())},
+                                   "model": model.describe()}) if checkpoint is not None else None
+    done = held.rows() if held is not None else {}
     rows = []
     for example in tqdm(examples, desc=f"{dataset}: dense and splice", disable=not progress):
+        if example.id in done:
+            rows.append(done[example.id])
+            continue
         ctx = build_context(model, example)
         row = {"example_id": example.id, "n_tokens": ctx.layout.n_tokens}
         for name, cache in (("dense", ctx.dense), ("spliced", ctx.spliced)):
@@ -54,7 +66,60 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
         row["spliced_ran_on"] = ran_on(row["spliced_answer"], row["spliced_answer_tokens"], row["dense_answer"],
                                        row["dense_answer_tokens"])
         rows.append(row)
+        if held is not None:
+            held.add(row)
     return pd.DataFrame(rows)
+
+
+class Checkpoint:
+    """A JSON-lines file of finished rows, its first line the arguments that made them: a call with
+    other arguments is refused (one line), and a torn last line (a process killed mid-write) is
+    dropped. Rows hold Python values only, so a table read back equals the one computed."""
+
+    def __init__(self, path: str | Path, header: dict) -> None:
+        self.path, self.header = Path(path), json.loads(json.dumps(header, default=str))
+        if self.path.is_file() and self.path.stat().st_size:
+            first = self.path.read_text(encoding="utf-8").split("\n", 1)[0]
+            try:
+                kept = json.loads(first)
+            except json.JSONDecodeError:
+                kept = None
+            if kept != self.header:
+                raise WorkbenchError(f"{self.path} holds rows of another command than this one (its first line: "
+                                     f"{first[:200]}); remove it or write the table elsewhere")
+        else:
+            self._write(json.dumps(self.header) + "\n", "w")
+
+    def rows(self) -> dict[str, dict]:
+        """The rows kept, by example id."""
+        lines = self.path.read_text(encoding="utf-8").split("\n")[1:]
+        kept = {}
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # the empty tail, or a line torn by a kill
+            kept[row["example_id"]] = row
+        return kept
+
+    def add(self, row: dict) -> None:
+        self._write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n", "a")
+
+    def _write(self, text: str, mode: str) -> None:
+        with open(self.path, mode, encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _plain(value):
+    """A row's value as JSON keeps it: numpy scalars as the Python value they hold (a float32 would
+    come back as another float64, so it is refused rather than rounded silently)."""
+    if isinstance(value, np.generic):
+        if isinstance(value, np.floating) and value.dtype != np.float64:
+            raise WorkbenchError(f"a checkpoint keeps float64 values; got {value.dtype}")
+        return value.item()
+    return value
 
 
 def gold_tokens(example, tokenizer) -> int:
