@@ -1,7 +1,7 @@
 """Tables as a reader wants them: readable headers, numbers formatted by what they are, and a
-blank where a value is missing (never "None" or NaN). A column without missing values stays a
-number under its format (it sorts as one); Streamlit draws a missing cell as "None" whatever the
-format says, so a column with missing values is shown as its formatted text."""
+blank where a value is missing (never "None" or NaN). A column of numbers stays numbers, missing
+values included (a click on its header sorts it as numbers: 9 before 10): its cells show the
+format's text (a pandas Styler's display values) and a missing cell the table's empty placeholder."""
 
 from __future__ import annotations
 
@@ -107,6 +107,22 @@ def readable_headers(table: pd.DataFrame) -> dict:
     return {c: header(c) for c in table.columns}
 
 
+def numeric(column: pd.Series) -> pd.Series:
+    """`column` as numbers where it holds only numbers and missing values (ints with a None: whole
+    numbers kept exact, as pandas' Int64); any other column as it is."""
+    if column.dtype != object:
+        return column
+    present = column.dropna()
+    if present.empty or not all(isinstance(v, (int, float, np.integer, np.floating))
+                                and not isinstance(v, (bool, np.bool_)) for v in present):
+        return column
+    try:
+        whole = all(isinstance(v, (int, np.integer)) for v in present)
+        return column.astype("Int64") if whole else column.astype(float)
+    except (OverflowError, TypeError, ValueError):  # an integer past int64 stays as it is
+        return column
+
+
 ROW_PX, MOST_ROWS = 35, 20  # a table shows up to MOST_ROWS rows before it scrolls
 WRAPPED_PX = 70  # a row this tall wraps its text (Streamlit wraps from 64 px), two to three lines
 LINE_PX = 20  # a wrapped line of text
@@ -133,15 +149,19 @@ def show_table(table: pd.DataFrame, headers: dict | None = None, formats: dict |
     def default(c):
         return fitting(shown[c]) if every else rate if pd.api.types.is_float_dtype(shown[c]) else compact
     chosen = {c: formats.get(c) or default(c) for c in columns}
-    as_text = [c for c in columns if shown[c].isna().any() or shown[c].dtype == object]
-    numbers = {c for c in as_text if pd.api.types.is_numeric_dtype(shown[c]) and shown[c].dtype.kind != "b"}
+    for c in columns:
+        shown[c] = numeric(shown[c])
     ticks = [c for c in columns if shown[c].dtype.kind == "b" and c not in formats]  # True / False as checkboxes
+    # text, numbers mixed with text, or a whole number past 2**53 (a seed: the frontend's numbers refuse it)
+    as_text = [c for c in columns if shown[c].dtype == object
+               or shown[c].dtype.kind in "iuf" and bool((shown[c].abs() >= 2 ** 53).any())]
     for c in as_text:
         shown[c] = shown[c].map(chosen[c]).astype(object)
     styler = shown.style.format({c: f for c, f in chosen.items() if c not in as_text + ticks}, na_rep="")
-    config = {c: st.column_config.Column(headers[c], pinned=c in pinned, width=widths.get(c), help=helps.get(c),
-                                         alignment="right" if c in numbers else None)  # numbers shown as text too
-              for c in columns}
+    # NumberColumn without a format: the frontend shows the Styler's text (a format would override it)
+    kind = {c: st.column_config.NumberColumn if shown[c].dtype.kind in "iuf" else st.column_config.Column
+            for c in columns}
+    config = {c: kind[c](headers[c], pinned=c in pinned, width=widths.get(c), help=helps.get(c)) for c in columns}
     row = ROW_PX if not wrap else WRAPPED_PX if wrap is True else max(WRAPPED_PX, LINE_PX * int(wrap) + 12)
     chosen_rows = {"on_select": "rerun", "selection_mode": select} if select else {}
     return (into or st).dataframe(styler, hide_index=True, width="stretch", column_config=config, key=key,

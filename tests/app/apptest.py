@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
 
 from workbench import plots
@@ -59,6 +60,25 @@ def frame_with(at: AppTest, *columns: str) -> pd.DataFrame:
         value = element.value
         if all(c in value.columns for c in columns):
             return value
+    raise AssertionError(f"no dataframe with columns {columns}; have {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def seen(element) -> pd.DataFrame:
+    """A shown table as the browser draws it, each cell its text: the Styler's display text, and
+    the table's placeholder where a value is missing (Streamlit's "None" when it has none)."""
+    value, styler = element.value, element.proto.arrow_data.styler
+    text = (dataframe_util.convert_arrow_bytes_to_pandas_df(styler.display_values) if styler.display_values
+            else value.astype(str)).reset_index(drop=True)
+    missing = value.reset_index(drop=True).isna()
+    blank = element.proto.placeholder if element.proto.HasField("placeholder") else "None"
+    return text.astype(object).where(~missing, blank)
+
+
+def drawn_with(at: AppTest, *columns: str) -> pd.DataFrame:
+    """`seen`: the first dataframe shown whose columns include `columns`, as the browser draws it."""
+    for element in at.dataframe:
+        if all(c in element.value.columns for c in columns):
+            return seen(element)
     raise AssertionError(f"no dataframe with columns {columns}; have {[list(d.value.columns) for d in at.dataframe]}")
 
 

@@ -19,8 +19,8 @@ from streamlit.testing.v1 import AppTest
 
 from apptest import (  # noqa: F401 - world and _env are fixtures
     _env, world,
-    HOME, LEAK, PLUGIN, ROOT, TIMEOUT, array, at_budget, charts, finish_live, frame_with, ok, open_page, outlined,
-    positions_of, stored, strip_of, texts, unescape,
+    HOME, LEAK, PLUGIN, ROOT, TIMEOUT, array, at_budget, charts, drawn_with, finish_live, frame_with, ok, open_page,
+    outlined, positions_of, stored, strip_of, texts, unescape,
 )
 from small_runs import BUDGETS, SELECTORS, save_diagnosis
 from workbench import plots
@@ -44,10 +44,10 @@ def test_navigation_registers_every_page(world):
 def test_runs_page_lists_runs_and_shows_their_numbers(world):
     at = open_page("views/runs.py")
     assert at.button(key="demo_start")
-    table = frame_with(at, "run", "kind", "status", "model", "dataset", "examples done", "failures", "start", "end",
+    table = drawn_with(at, "run", "kind", "status", "model", "dataset", "examples done", "failures", "start", "end",
                        "problems").set_index("run")
     assert table.loc["tiny", "kind"] == "sweep" and table.loc["tiny", "status"] == "complete"
-    assert table.loc["tiny", "examples done"] == "3" and table.loc["tiny", "start"]  # as text: a curve's is blank
+    assert table.loc["tiny", "examples done"] == "3" and table.loc["tiny", "start"]  # as drawn: a curve's is blank
     assert dict(table["kind"]) == {"tiny": "sweep", "tiny-copy": "sweep", "curve": "curve", "fid": "fidelity",
                                    "one": "diagnosis", "pipe": "pipeline", "pipe-rep": "pipeline",
                                    "one-budget": "sweep", "wide": "sweep", "pipe-all": "pipeline", "gemma": "diagnosis",
@@ -231,7 +231,7 @@ def test_a_run_without_a_reference_shows_a_note(world):
         assert any("no default reference" in i.value or "No reference selector" in i.value for i in at.info), page
     at = open_page("views/curves.py", runs=world["noref"])
     assert at.selectbox(key="curves_reference").value == ""
-    assert set(map(str, frame_with(at, "selector", "ref_p_holm")["ref_p_holm"])) == {""}  # blank, never "None"
+    assert set(drawn_with(at, "selector", "ref_p_holm")["ref_p_holm"]) == {""}  # blank, never "None"
     at.selectbox(key="curves_reference").set_value("densedev").run()
     ok(at)
 

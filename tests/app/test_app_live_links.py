@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from apptest import _env, world  # noqa: F401 - fixtures
-from apptest import HOME, TIMEOUT, charts, finish_live, frame_with, ok, open_page, texts, unescape
+from apptest import HOME, TIMEOUT, charts, drawn_with, finish_live, frame_with, ok, open_page, texts, unescape
 from small_runs import WIDE_SELECTORS
 from workbench.runstore import STOPPED, load_sweep
 
@@ -91,7 +91,7 @@ def test_a_second_session_is_told_the_truth_and_runs_when_the_first_ends(held_mo
 
 def test_a_killed_run_says_its_process_is_gone(world):
     at = open_page("views/runs.py")
-    table = frame_with(at, "run", "status", "examples done", "of").set_index("run")
+    table = drawn_with(at, "run", "status", "examples done", "of").set_index("run")
     assert table.loc["killed", "status"] == STOPPED
     assert (table.loc["killed", "examples done"], table.loc["killed", "of"]) == ("2", "5")
     assert table.loc["tiny", "status"] == "complete"

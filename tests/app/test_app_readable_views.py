@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from apptest import _env, charts, frame_with, ok, open_page, texts, unescape, world  # noqa: F401 - fixtures
+from apptest import _env, charts, frame_with, ok, open_page, seen, texts, unescape, world  # noqa: F401 - fixtures
 from workbench.app_api import Diagnosis, flip_matrix
 
 RECORD = "study-ruler-mk512-smollm2"
@@ -38,7 +38,8 @@ def test_the_answers_table_is_blank_where_a_cache_has_no_value_and_keeps_answers
     at.selectbox(key="explorer_run").set_value("wide").run()
     at.multiselect(key="explorer_selectors").set_value(["cacheblend", "coin:bcr"]).run()
     ok(at)
-    element, answers = shown_frame(at, "cache", "answer", "note")
+    element, _ = shown_frame(at, "cache", "answer", "note")
+    answers = seen(element)
     no_missing_words(answers)
     rows = answers.set_index("cache")
     assert rows.loc["dense", "rows recomputed"] == ""  # dense recomputes nothing: no count, not "None"
@@ -57,7 +58,8 @@ def test_a_kept_records_answers_are_blank_where_missing(tmp_path, restore_record
     at.selectbox(key="explorer_run").set_value(RECORD).run()
     at.selectbox(key="explorer_example").set_value("3").run()
     ok(at)
-    _, answers = shown_frame(at, "cache", "answer", "flip vs dense")
+    element, _ = shown_frame(at, "cache", "answer", "flip vs dense")
+    answers = seen(element)
     no_missing_words(answers)
     assert answers.set_index("cache").loc["dense", "rows recomputed"] == ""
 
@@ -134,7 +136,8 @@ def test_the_multi_agent_calls_table_is_blank_where_the_gate_never_judged(world)
     at = open_page("views/pipeline.py")
     at.selectbox(key="pipe_method").set_value("chat-template").run()
     ok(at)
-    element, calls = shown_frame(at, "agent", "role", "reused", "max_entropy")
+    element, _ = shown_frame(at, "agent", "role", "reused", "max_entropy")
+    calls = seen(element)
     no_missing_words(calls)
     saved = pd.read_parquet(world["runs"] / "pipe" / "calls.parquet")
     request = saved[(saved["method"] == "chat-template") & (saved["index"] == at.selectbox(key="pipe_request").value)]

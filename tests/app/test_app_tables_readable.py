@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from apptest import _env, charts, ok, open_page, world  # noqa: F401 - fixtures
-from test_app_readable_views import no_missing_words, shown_frame
+from test_app_readable_views import no_missing_words, seen, shown_frame
 
 pytestmark = pytest.mark.usefixtures("_env")
 
@@ -39,10 +39,11 @@ def opened(page: str, key: str, run: str):
 
 
 def blank_frame(at, *columns: str):
-    """(the shown table whose columns include `columns`, its value), its value holding no missing word."""
-    element, frame = shown_frame(at, *columns)
-    no_missing_words(frame)
-    return element, frame
+    """(the shown table whose columns include `columns`, its text as drawn), that text holding no missing word."""
+    element, _ = shown_frame(at, *columns)
+    drawn = seen(element)
+    no_missing_words(drawn)
+    return element, drawn
 
 
 def test_the_explorers_outcomes_costs_and_draws_are_blank_where_missing_under_readable_headers(world):
@@ -61,7 +62,8 @@ def test_the_explorers_outcomes_costs_and_draws_are_blank_where_missing_under_re
     readable(costs_element, "forward_passes", "backward_passes", "decode_steps")
     draws_element, draws = blank_frame(at, "selector", "draw", "answer", "f1_to_dense")
     readable(draws_element, "f1_to_dense", "first_token_agree", "em")
-    assert sorted(draws["draw"]) == [0, 1, 2, 3, 4]  # a column without missing values stays numbers
+    assert sorted(draws_element.value["draw"]) == [0, 1, 2, 3, 4]  # numbers, shown as "0" ... "4"
+    assert sorted(draws["draw"]) == ["0", "1", "2", "3", "4"]
 
 
 def test_the_answers_table_fits_1440_px_with_every_score_whole(world):
@@ -156,3 +158,52 @@ def test_fidelity_and_multi_agent_method_tables_name_their_columns_in_words(worl
     at = opened("views/pipeline.py", "pipeline_run", "pipe")
     element, _ = blank_frame(at, "method", "reuse", "acc", "line_pred")
     readable(element, "acc", "p_anchor", "line_pred", "line_resid")
+
+
+def scores_table(app_dir: str) -> None:
+    """A page showing one table: scores and counts with a missing value, p-values, a tick, a seed."""
+    import sys
+
+    import pandas as pd
+
+    sys.path.insert(0, app_dir)
+    from readable import count, p_value, show_table
+
+    show_table(pd.DataFrame({"name": list("abcde"), "score": [10.0, 9.0, None, 0.5, 0.05],
+                             "n": [10, 9, None, 2, 100], "p": [8.1e-28, 0.5, None, 0.012, 1e-5],
+                             "ok": [True, False, True, True, False],
+                             "seed": pd.Series([2 ** 62 + 1, None, 5, 6, 7], dtype=object)}),
+               formats={"p": p_value, "seed": count})
+
+
+def test_a_column_of_numbers_with_a_missing_value_stays_numbers_and_draws_blank_there():
+    """A header click sorts a number column as numbers (9 before 10, 0.05 before 0.5) only if it
+    reaches the browser as numbers: the old table turned a column holding a missing value into
+    text ("10" < "9")."""
+    from streamlit.testing.v1 import AppTest
+
+    from apptest import ROOT, seen
+
+    at = AppTest.from_function(scores_table, args=(str(ROOT / "app"),), default_timeout=60).run()
+    assert not at.exception, at.exception
+    element = at.dataframe[0]
+    value, drawn = element.value, seen(element)
+    assert {c: value[c].dtype.kind for c in ("score", "n", "p")} == {"score": "f", "n": "f", "p": "f"}
+    assert list(value.sort_values("score", na_position="first")["name"]) == ["c", "e", "d", "b", "a"]
+    assert list(drawn["score"]) == ["10.000", "9.000", "", "0.500", "0.050"]  # blank, formatted as before
+    assert list(drawn["n"]) == ["10", "9", "", "2", "100"] and list(drawn["p"]) == ["8.1e-28", "0.5", "", "0.012", "1e-05"]
+    config = json.loads(element.proto.columns)
+    assert {c: config[c].get("type_config", {}).get("type") for c in ("score", "n", "p", "ok")} == {
+        "score": "number", "n": "number", "p": "number", "ok": None}  # NumberColumn; the tick stays a checkbox
+    assert "format" not in json.dumps(config["score"])  # the Styler's text is drawn: a column format would override it
+    assert value["ok"].dtype.kind == "b"
+    assert list(drawn["seed"]) == [str(2 ** 62 + 1), "", "5", "6", "7"]  # past 2**53: text, every digit
+
+
+def test_the_runs_tables_counts_stay_numbers_with_a_curves_blank(world):
+    at = open_page("views/runs.py")
+    element, drawn = blank_frame(at, "run", "examples done", "of")
+    value = element.value.set_index("run")
+    assert value["examples done"].dtype.kind in "fi" and value["of"].dtype.kind in "fi"  # sortable as numbers
+    assert pd.isna(value.loc["curve", "examples done"]) and value.loc["tiny", "examples done"] == 3
+    assert drawn.set_index("run").loc["curve", "examples done"] == ""
