@@ -53,6 +53,9 @@ from workbench.selectors import default_selectors
 from workbench.signals.attention import draft_attention
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # HF's steps: the tests' oracle
+from hf_oracle import hf_continue_greedy  # noqa: E402
+
 
 def sync_inputs(ctx) -> tuple[list[torch.Tensor], list[int]]:
     """check_exactness's row sets and the answer its host-sync check decodes against."""
@@ -157,12 +160,11 @@ def third(emit, cuda: bool) -> None:
             emit(f"```\n{stack}\n```")
 
 
-DECODES = {"hf": (False, False), "engine": (True, False), "graphed": (True, True)}  # name: (engine, graphs)
+DECODES = ("hf", "engine", "graphed")  # HF's steps (the tests' oracle), the engine's eager steps, captured
 
 
 def _graphs(on: bool) -> None:
-    """Capture decode steps or not; off, a single cache's answer (ŷ, dense's) decodes through HF's
-    eager modules as before the captured step, and the cells' batched decode runs uncaptured."""
+    """Capture decode steps or not; off, every decode steps through the engine's eager `Decoder`."""
     os.environ[GRAPHS_ENV] = "1" if on else "0"
 
 
@@ -188,15 +190,17 @@ def graphs(emit, cuda: bool, shapes: list[str], length: int, deadline: float, dt
                            use_cache=True, logits_to_keep=1)
         logits, prefilled = out.logits[0, -1], KVCache.from_hf(out.cache)
 
-        def decode(engine: bool, graphed: bool):
-            _graphs(graphed)
-            return continue_greedy(model, logits, prefilled, 24, engine=engine)
+        def decode(way: str):
+            if way == "hf":  # the reference: HF's own steps on a fresh HF cache
+                return hf_continue_greedy(model, logits, prefilled.to_hf(), 24)
+            _graphs(way == "graphed")
+            return continue_greedy(model, logits, prefilled, 24)
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            answers = {name: decode(*how).token_ids for name, how in DECODES.items()}
+            answers = {way: decode(way).token_ids for way in DECODES}
         failed = [str(w.message) for w in caught if "could not be captured" in str(w.message)]
-        times = {name: _median_ms(lambda how=how: decode(*how)) for name, how in DECODES.items()}
+        times = {way: _median_ms(lambda way=way: decode(way)) for way in DECODES}
         lead = next((i for i, (a, b) in enumerate(zip(answers["hf"], answers["graphed"])) if a != b),
                     min(len(answers["hf"]), len(answers["graphed"])))
         emit(f"## {shape} at {ctx.layout.n_tokens} tokens ({str(model.dtype).removeprefix('torch.')}): ŷ over the splice\n\n"
