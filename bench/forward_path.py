@@ -37,9 +37,10 @@ STUDIES = "workbench.cli answerability"  # the background study queues a paused 
 
 
 def _clock(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    """Seconds `fn()` takes (`workbench.bench.ratios._time`: CUDA synchronised where present)."""
+    from workbench.bench.ratios import _time
+
+    return _time(fn)
 
 
 def _summary(ratios: list[float]) -> str:

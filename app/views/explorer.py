@@ -116,11 +116,11 @@ def page() -> None:
     if st.button("Open in Live (edit the passages and run again)", key="explorer_to_live",
                  help="The Live page with this example's passages, question, selectors and budgets in its fields."):
         open_in_live(diagnosis)
-    rebuilt = rebuilt_diagnosis(run, diagnosis) if missing_tables(diagnosis) else None
-    if rebuilt is not None:
-        diagnosis = rebuilt  # every view below drawn from the rebuild, said in the line above
-        shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)
-    elif missing_tables(diagnosis):
+    if missing_tables(diagnosis):  # a kept record: drawn from its rebuild where there is one
+        rebuilt = rebuilt_diagnosis(run, diagnosis)
+        if rebuilt is not None:
+            diagnosis = rebuilt  # every view below drawn from the rebuild, said in the line above
+    if missing_tables(diagnosis):
         shown_view = record_view(diagnosis, run)
     else:
         shown_view = diagnosis_panel(diagnosis, "explorer", run.manifest)

@@ -506,6 +506,28 @@ def test_markdown_in_data_is_shown_as_text_and_fetches_nothing(app, tmp_path):
     assert f"Mira Tessk {app['image']} lives" in seen["passages"]["text"]
 
 
+def figure_alone(fig, folder: Path) -> dict:
+    """`fig` drawn alone on a page in a fresh Chromium: the probe's state once it has drawn, with
+    `ranges` ([x range, y range] of each plot as plotly laid them out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    page = folder / "figure.html"
+    page.write_text(fig.to_html(include_plotlyjs=True, full_html=True))
+    found = {}
+
+    async def steps(browser: Browser) -> None:
+        await browser.call("Page.navigate", url=page.as_uri())
+        deadline = time.time() + 60
+        while (state := await browser.probe())["plots"] < 1:
+            assert time.time() < deadline, "the figure did not draw"
+            await asyncio.sleep(0.5)
+        found.update(state, ranges=json.loads(await browser.evaluate(
+            "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(g => "
+            "[g._fullLayout.xaxis.range, g._fullLayout.yaxis.range]))")))
+
+    browse(folder / "profile", steps)
+    return found
+
+
 def test_the_axis_check_catches_the_old_unit_curve_figure(tmp_path):
     """The check above, in the browser, fails the first version's unit-curve figure (x = 256 on a
     log axis stretches it to 10^256) and passes today's figure drawn from the same numbers."""
@@ -517,20 +539,8 @@ def test_the_axis_check_catches_the_old_unit_curve_figure(tmp_path):
                             "random_error": [0.2, 0.22, 0.25, 0.31], "unrepaired_error": [0.35] * 4,
                             "budget_share": [0.2, 0.2, 0.31, 0.5], "budget_matched": [True, True, False, False],
                             "prompts_won": [3] * 4, "n_prompts": [3] * 4, "p_value": [0.1] * 4})
-    found = {}
-    for name, fig in (("old", old_unit_curve_figure()), ("new", unit_curve_figure(summary))):
-        page = tmp_path / f"{name}.html"
-        page.write_text(fig.to_html(include_plotlyjs=True, full_html=True))
-
-        async def steps(browser: Browser, page=page, name=name) -> None:
-            await browser.call("Page.navigate", url=page.as_uri())
-            deadline = time.time() + 60
-            while (state := await browser.probe())["plots"] < 1:
-                assert time.time() < deadline, "the figure did not draw"
-                await asyncio.sleep(0.5)
-            found[name] = state["problems"]
-
-        browse(tmp_path / f"profile-{name}", steps)
+    found = {name: figure_alone(fig, tmp_path / name)["problems"]
+             for name, fig in (("old", old_unit_curve_figure()), ("new", unit_curve_figure(summary)))}
     assert any("xaxis is stretched" in p for p in found["old"]), found["old"]
     assert found["new"] == []
 
@@ -546,22 +556,7 @@ def test_the_picks_matrix_with_an_evidence_row_draws_in_the_browser(tmp_path):
     tokens = pd.DataFrame({"position": range(n), "reused": [5 <= i < 35 for i in range(n)],
                            "segment": ["prefix"] * 5 + ["passage 1"] * 15 + ["passage 2"] * 15 + ["suffix"] * 5,
                            "token": [f"t{i}" for i in range(n)], "evidence": [10 <= i < 14 for i in range(n)]})
-    page = tmp_path / "picks.html"
-    page.write_text(picks_matrix(tokens, {"a": [6, 7, 8], "b": [10, 11]}, highlight=12).to_html(
-        include_plotlyjs=True, full_html=True))
-    found = {}
-
-    async def steps(browser: Browser) -> None:
-        await browser.call("Page.navigate", url=page.as_uri())
-        deadline = time.time() + 60
-        while (state := await browser.probe())["plots"] < 1:
-            assert time.time() < deadline, "the figure did not draw"
-            await asyncio.sleep(0.5)
-        found.update(state, ranges=json.loads(await browser.evaluate(
-            "JSON.stringify([...document.querySelectorAll('.js-plotly-plot')].map(g => "
-            "[g._fullLayout.xaxis.range, g._fullLayout.yaxis.range]))")))
-
-    browse(tmp_path / "profile", steps)
+    found = figure_alone(picks_matrix(tokens, {"a": [6, 7, 8], "b": [10, 11]}, highlight=12), tmp_path)
     (x, y), = found["ranges"]
     assert x == [-0.5, 29.5] and sorted(y) == [-0.5, 3.5], found["ranges"]  # 30 reused tokens; 4 rows
     assert found["problems"] == [] and found["exceptions"] == []

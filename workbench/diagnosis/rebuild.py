@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.diagnosis.record import Diagnosis
+from workbench.diagnosis.reopen import reopen_context
 from workbench.diagnosis.run import diagnose
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
@@ -62,8 +63,6 @@ def rebuild(model: LoadedModel, record: Diagnosis, *, progress=False) -> Diagnos
     if record.hooked:
         raise WorkbenchError(f"example {record.example_id} was diagnosed with hooks ({', '.join(record.hooks)}); "
                              f"a rebuild cannot run them again: diagnose it with the same hooks in Python")
-    from workbench.diagnosis.reopen import reopen_context
-
     ctx = reopen_context(model, record)  # the length check, before the signals run
     return diagnose(model, record.example, record.config, ctx=ctx, progress=progress)
 

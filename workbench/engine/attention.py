@@ -17,6 +17,8 @@ q: [cell, head, row, d_head]; base_k/v: [kv_head, pos, d_head] (shared); known_k
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 import torch.nn.functional as F
 from einops import rearrange
@@ -49,16 +51,10 @@ def _plain_causal(q, keys, mask) -> bool:
     return bool(torch.equal(mask, _causal(rows, mask.device).expand_as(mask)))
 
 
-_CAUSAL: dict = {}
-
-
-def _causal(rows: int, device) -> torch.Tensor:
-    """The lower-triangular [1, rows, rows] mask, kept per size (one prefill asks it once per layer)."""
-    key = (rows, str(device))
-    if key not in _CAUSAL:
-        _CAUSAL.clear()  # one size at a time: a prefill's layers share it
-        _CAUSAL[key] = torch.ones(rows, rows, dtype=torch.bool, device=device).tril()[None]
-    return _CAUSAL[key]
+@lru_cache(maxsize=2)
+def _causal(rows: int, device: torch.device) -> torch.Tensor:
+    """The lower-triangular [1, rows, rows] mask, kept for the last sizes (a prefill's layers share it)."""
+    return torch.ones(rows, rows, dtype=torch.bool, device=device).tril()[None]
 
 
 def attend(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask, key_pos=None, explicit=None) -> torch.Tensor:

@@ -96,6 +96,11 @@ RULE_DENSE, RULE_GAP = 0.6, 0.2  # 10.12's rule: dense retrieved >= 0.6, the spl
 TOLERANCE = 1e-9  # a rate of 30 examples on the rule's edge (6 / 30 as 0.19999...) meets it
 
 
+def _qualifies(got: dict) -> bool:
+    """10.12's rule on one setting's `answerability_summary(..., "retrieved")`."""
+    return got["dense_em"] >= RULE_DENSE - TOLERANCE and got["gap"] >= RULE_GAP - TOLERANCE
+
+
 @register_table("10.12-grid", "RESULTS 10.12: the grid's settings measured so far, under the corrected rule")
 def grid(records) -> pd.DataFrame:
     from workbench.experiments.answerability import answerability_summary
@@ -114,7 +119,7 @@ def grid(records) -> pd.DataFrame:
         em, got = answerability_summary(table, "em"), answerability_summary(table, "retrieved")
         test = (fmt("{} / {}, p = {}", got["b"], got["c"], PValue(got["p"])) if got["b"] is not None
                 else fmt("sign-flip p = {}", PValue(got["p"])))
-        qualifies = got["dense_em"] >= RULE_DENSE - TOLERANCE and got["gap"] >= RULE_GAP - TOLERANCE
+        qualifies = _qualifies(got)
         rows.append({"model": MODELS[model], "setting": f"`{setting}`",
                      "median tokens": fmt("{:.0f}", got["median_tokens"]),
                      "dense EM": fmt("{:.3f}", em["dense_em"]), "splice EM": fmt("{:.3f}", em["spliced_em"]),
@@ -153,8 +158,7 @@ def picks(records) -> pd.DataFrame:
             queue = [s for m, s in QUEUE if m == model and _kind(s) == kind]
             measured = {s: answerability_summary(kept[f"{model}-{s}"], "retrieved") for s in queue
                         if f"{model}-{s}" in kept}
-            gaps = {s: got["gap"] for s, got in measured.items()
-                    if got["dense_em"] >= RULE_DENSE - TOLERANCE and got["gap"] >= RULE_GAP - TOLERANCE}
+            gaps = {s: got["gap"] for s, got in measured.items() if _qualifies(got)}
             if len(measured) < len(queue):
                 pick = fmt("not yet: {} of {} settings unmeasured", len(queue) - len(measured), len(queue))
             elif not gaps:
