@@ -11,6 +11,9 @@
                                       argument; `ctx.run_with_cache` (every name) against
                                       `ctx.run_with_hooks` (no hooks), the question alone and after a
                                       full repair
+    hooks-split                       where run_with_cache's cost over a full repair goes: each
+                                      names_filter (the attention maps, the final points) against the
+                                      bare pass, and the floor of writing the maps alone
 
 Each prints markdown (median and range of the per-round ratios, and each side's median seconds).
 Threads: `KVWB_THREADS` as set when run. Run on a quiet machine; see docs/BENCHMARKS.md.
@@ -246,6 +249,43 @@ def hooks(args) -> int:
     return 0
 
 
+def hooks_split(args) -> int:
+    """Where `run_with_cache`'s cost over a full repair goes: each names_filter against the bare pass,
+    and the floor of the attention maps alone (writing that many fresh fp32 maps, a softmax over half)."""
+    import torch
+
+    from workbench.context import build_context
+    from workbench.tasks import load_example
+
+    model = _model()
+    ctx = build_context(model, load_example(f"{TASK}#2", tokenizer=model.tokenizer, target_tokens=960))
+    every = ctx.reused_positions  # [n_reused]: a full repair
+    maps, final = ("hook_attn_scores", "hook_pattern"), ("hook_unembed", "ln_final.hook_normalized")
+    filters = {"every name": None,
+               "every name but the attention maps": lambda n: not n.endswith(maps),
+               "every name but ln_final and hook_unembed": lambda n: n not in final,
+               "neither": lambda n: not n.endswith(maps) and n not in final}
+    print(f"run_with_cache(rows) by names_filter ÷ run_with_hooks(rows), {args.rounds} alternating rounds, "
+          f"{TASK}#2, {len(ctx.layout.ids)} tokens, torch threads {torch.get_num_threads()}\n")
+    print("| names_filter | A s (median, range) | bare s (median, range) | A ÷ bare per round (median, range) |")
+    print("|---|---|---|---|")
+    for label, keep in filters.items():
+        print(_pairs(label, lambda keep=keep: ctx.run_with_cache(every, names_filter=keep),
+                     lambda: ctx.run_with_hooks(every), args.rounds), flush=True)
+    n_layers, n_heads = model.adapter.n_layers, model.adapter.n_heads
+    shape = (1, n_heads, len(every) + len(ctx.suffix_ids), len(ctx.layout.ids))
+    write, soft = [], []
+    for _ in range(args.rounds):
+        maps_kept = []
+        write.append(_clock(lambda: maps_kept.extend(torch.empty(shape).fill_(1.0) for _ in range(2 * n_layers))))
+        soft.append(_clock(lambda: [m.softmax(-1) for m in maps_kept[:n_layers]]))
+        del maps_kept
+    gb = 2 * n_layers * torch.Size(shape).numel() * 4 / 1e9
+    print(f"\nfloor: writing {2 * n_layers} fresh fp32 maps {list(shape)} ({gb:.2f} GB) {statistics.median(write):.3f} s, "
+          f"a softmax over {n_layers} of them {statistics.median(soft):.3f} s (medians of {args.rounds})")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -266,9 +306,11 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=5)
     p = sub.add_parser("hooks")
     p.add_argument("--rounds", type=int, default=5)
+    p = sub.add_parser("hooks-split")
+    p.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     return {"worker": lambda: worker(), "diagnosis": lambda: diagnosis(args), "prefill": lambda: prefill_ratios(args),
-            "hooks": lambda: hooks(args)}[args.what]()
+            "hooks": lambda: hooks(args), "hooks-split": lambda: hooks_split(args)}[args.what]()
 
 
 if __name__ == "__main__":

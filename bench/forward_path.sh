@@ -5,6 +5,7 @@
 #                                                             paused block of pairs, at most 630 s)
 #   bash bench/forward_path.sh prefill NEW_TREE               (KVWB_THREADS=1, then 2)
 #   bash bench/forward_path.sh hooks NEW_TREE                 (KVWB_THREADS=2)
+#   bash bench/forward_path.sh hooks-split NEW_TREE           (KVWB_THREADS=2)
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PY="$HERE/../.venv/bin/python"
@@ -24,5 +25,6 @@ case "$1" in
            echo "after threads=1: $(uptime)"
            KVWB_THREADS=2 PYTHONPATH="$2" timeout 260 "$PY" "$HERE/forward_path.py" prefill --rounds 4 ;;
   hooks) KVWB_THREADS=2 PYTHONPATH="$2" timeout 420 "$PY" "$HERE/forward_path.py" hooks ;;
-  *) echo "usage: forward_path.sh diagnosis OLD NEW | prefill NEW | hooks NEW" >&2; exit 2 ;;
+  hooks-split) KVWB_THREADS=2 PYTHONPATH="$2" timeout 420 "$PY" "$HERE/forward_path.py" hooks-split ;;
+  *) echo "usage: forward_path.sh diagnosis OLD NEW | prefill NEW | hooks NEW | hooks-split NEW" >&2; exit 2 ;;
 esac

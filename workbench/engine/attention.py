@@ -79,8 +79,9 @@ def _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells: in
 def attention_probs(scores: torch.Tensor, visible: torch.Tensor, scaling: float, edit=None) -> torch.Tensor:
     """The written-out softmax: raw scores q·k ([..., key]) scaled in fp32, -inf where `visible`
     (broadcast to them) is False, softmax over the keys. `edit(kind, x) -> x`, when given, sees
-    the masked scores ("attn_scores") and the probabilities ("pattern"). Returns fp32 [..., key]."""
-    scores = (scores.float() * scaling).masked_fill(~visible, float("-inf"))
+    the masked scores ("attn_scores") and the probabilities ("pattern"). Returns fp32 [..., key].
+    `scores` is the caller's own fresh product: scaled and masked in place where it is fp32."""
+    scores = scores.float().mul_(scaling).masked_fill_(~visible, float("-inf"))
     if edit is None:
         return scores.softmax(-1)
     return edit("pattern", edit("attn_scores", scores).softmax(-1))
@@ -118,10 +119,10 @@ def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
     head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
     Returns [cell, row, head * d_head]: the fused kernel's result up to rounding."""
-    group = q.shape[1] // keys.shape[1]
-    k = keys.to(q.dtype).repeat_interleave(group, dim=1)  # [cell, head, key, d_head]
-    v = values.to(q.dtype).repeat_interleave(group, dim=1)
-    probs = attention_probs(torch.einsum("chrd,chkd->chrk", q.float(), k.float()), mask[:, None], scaling,
+    qg = rearrange(q.float(), "c (k g) r d -> c k g r d", k=keys.shape[1])  # kv heads never copied per group
+    scores = rearrange(torch.einsum("ckgrd,ckjd->ckgrj", qg, keys.float()), "c k g r j -> c (k g) r j")
+    probs = attention_probs(scores, mask[:, None], scaling,
                             lambda kind, x: explicit(kind, x, key_positions))  # [cell, head, row, key]
-    out = torch.einsum("chrk,chkd->chrd", probs.to(v.dtype), v)  # [cell, head, row, d_head]
-    return rearrange(out, "c h r d -> c r (h d)")
+    pg = rearrange(probs.to(q.dtype), "c (k g) r j -> c k g r j", k=keys.shape[1])
+    out = torch.einsum("ckgrj,ckjd->ckgrd", pg, values.to(q.dtype))  # [cell, kv_head, group, row, d_head]
+    return rearrange(out, "c k g r d -> c r (k g d)")

@@ -105,23 +105,26 @@ class Rows:
     """Where the rows of a pass, laid end to end ([token, ...]), sit among its cells ([cell, row, ...])."""
 
     def __init__(self, positions: torch.Tensor, cell_of: torch.Tensor, row_of: torch.Tensor,
-                 cells: torch.Tensor | None = None):
+                 cells: torch.Tensor | None = None, missing_axis: int | None = None):
         self.positions = positions  # [cell, row], -1 on padding
         self.cell_of, self.row_of = cell_of, row_of  # [token]
         # [cell]: which of the caller's cells each is (default: 0, 1, ...)
         self.cells = cells if cells is not None else torch.arange(len(positions), device=positions.device)
+        # 0: one cell holding every token in order (the tokens lack the cell axis); 1: one token per
+        # cell (they lack the row axis). A hook then sees a view of the pass's tensor (copied under grad)
+        self.missing_axis = missing_axis
 
     @classmethod
     def one_cell(cls, positions: torch.Tensor, cells: torch.Tensor | None = None) -> Rows:
         """Rows of a single cell. positions: [row]; cells: [1] its index among the caller's (default 0)."""
         n = positions.numel()
-        return cls(positions[None], positions.new_zeros(n), torch.arange(n, device=positions.device), cells)
+        return cls(positions[None], positions.new_zeros(n), torch.arange(n, device=positions.device), cells, 0)
 
     @classmethod
     def one_row_each(cls, positions: torch.Tensor, cells: torch.Tensor | None = None) -> Rows:
         """One row per cell (a decode step). positions: [cell]; cells: [cell] their indices."""
         n = positions.numel()
-        return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n), cells)
+        return cls(positions[:, None], torch.arange(n, device=positions.device), positions.new_zeros(n), cells, 1)
 
     def point(self, name: str, layer: int | None, key_positions: torch.Tensor | None = None,
               ctx: dict | None = None) -> HookPoint:
@@ -130,12 +133,16 @@ class Rows:
 
     def to_cells(self, x: torch.Tensor) -> torch.Tensor:
         """[token, ...] -> [cell, row, ...], zeros on padding."""
+        if self.missing_axis is not None:  # a copy where autograd may keep x for a backward a hook could spoil
+            return x.unsqueeze(self.missing_axis).clone() if x.requires_grad else x.unsqueeze(self.missing_axis)
         out = x.new_zeros(*self.positions.shape, *x.shape[1:])
         out[self.cell_of, self.row_of] = x
         return out
 
     def from_cells(self, x: torch.Tensor) -> torch.Tensor:
         """[cell, row, ...] -> [token, ...]."""
+        if self.missing_axis is not None:
+            return x.squeeze(self.missing_axis)
         return x[self.cell_of, self.row_of]
 
 
