@@ -182,6 +182,24 @@ def test_a_head_ablated_through_diagnose_moves_cadence_grad_and_the_draft_attent
         torch.testing.assert_close(before, SignalSet(ctx).token(name).double())
 
 
+def test_each_pass_of_diagnose_names_itself_and_keeps_the_callers_ctx(llama_ctx):
+    """A hook knows which of diagnose's passes calls it (`hook.pass_name`: the signal record being
+    computed, or "cells" for the splice's and the repairs' pass), and its `hook.ctx` lives across all
+    of them, the passes that add readers of their own (the draft's queries, the layer effects) included."""
+    ctx, seen = llama_ctx, []
+
+    def count(x, hook):
+        hook.ctx["calls"] = hook.ctx.get("calls", 0) + 1
+        seen.append((hook.pass_name, hook.ctx["calls"]))
+    diagnose(ctx.model, ctx.example, ctx=ctx, selectors=("cadence-grad", "bcr:chunk"), budgets=(0.2,),
+             attribution=False, progress=False, layer_effects=True, hooks={"blocks.0.attn.hook_rot_q": count})
+    names = [name for name, _ in seen]
+    # CADENCE-Grad's record, BCR's suffix pass and its draft, then the cells: no pass unnamed
+    assert set(names) == {"saliency", "suffix", "cells"}, sorted(set(map(str, names)))
+    assert [calls for _, calls in seen] == list(range(1, len(seen) + 1))  # one ctx over every pass
+    assert names.index("cells") > max(i for i, name in enumerate(names) if name != "cells")  # cells last
+
+
 def test_hooks_see_the_suffix_and_each_drafted_row(llama_ctx):
     ctx, seen = llama_ctx, []
 

@@ -11,6 +11,7 @@ the deviation left at every layer.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -230,11 +231,12 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], config
     (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, None,
                             config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
     dense_ids = StopRule.of(model).decision(dense.answer)
-    answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
-                           ctx.suffix_ids, dense_ids, config.max_new_tokens,
-                           progress=lambda done, total: report("repairs", done, total),
-                           contexts=[context for _, context in row_sets.values()],
-                           hooks=_with_readers(hooks, capture, attention))
+    with hooks.in_pass("cells") if hooks else nullcontext():
+        answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
+                               ctx.suffix_ids, dense_ids, config.max_new_tokens,
+                               progress=lambda done, total: report("repairs", done, total),
+                               contexts=[context for _, context in row_sets.values()],
+                               hooks=_with_readers(hooks, capture, attention))
     seconds = time.perf_counter() - started
     table = None
     if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once
@@ -251,7 +253,9 @@ def _with_readers(hooks, *readers):
     """The caller's hooks, then the readers' (each None or an object with `hooks()`); the caller's
     alone when no reader is there, so a pass without any stays hook-free."""
     extra = [r.hooks() for r in readers if r is not None]
-    return compose(hooks, *extra) if extra else hooks
+    if not extra:
+        return hooks
+    return hooks.plus(*extra) if hooks else compose(*extra)
 
 
 def _outcomes(example: Example, ctx: Context, config: DiagnoseConfig, n_pool: int, selections: list[Selection],

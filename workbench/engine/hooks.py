@@ -37,8 +37,10 @@ steps when a dict is given, every pass of `diagnose`), and the workbench's addit
 the absolute positions of the rows (`positions`, [cell, row], -1 on padding), for
 `hook_pattern` / `hook_attn_scores` of the keys (`key_positions`, [cell, key]: absolute positions
 0..n-1 in every pass, the batched cells' and decode steps' included, so a repaired position
-appears once), and `cells` ([cell]: which of the caller's cells each one is; 0 in a serial
-repair). The cell axis is the pass's: one cell for a serial repair, every cell of a group in a
+appears once), `cells` ([cell]: which of the caller's cells each one is; 0 in a serial
+repair) and `pass_name` (which of a caller's passes runs: in `diagnose`, "cells" for the splice's and
+the repairs' pass with their answers, a signal's record name, such as "saliency" or "draft", for the
+passes that compute it; None where no caller names it, `Hooks.in_pass`). The cell axis is the pass's: one cell for a serial repair, every cell of a group in a
 batched pass, the cells still decoding in a decode step. A padded row's values are zeros and
 whatever a hook writes there is dropped.
 
@@ -53,7 +55,8 @@ no copy, no call and no check: each point is one `if`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -91,6 +94,7 @@ class HookPoint:
     key_positions: torch.Tensor | None = None  # [cell, key] absolute, for hook_pattern / hook_attn_scores
     cells: torch.Tensor | None = None  # [cell] each cell's index among the caller's cells
     ctx: dict = field(default_factory=dict, compare=False)  # kept per point for the whole pass
+    pass_name: str | None = None  # which of a caller's passes this is (`diagnose`: "cells" or a signal's record)
 
     def layer(self) -> int | None:
         """The block this point sits in (TransformerLens's `hook.layer()`); None for hook_embed,
@@ -196,8 +200,9 @@ class Hooks:
     """The hooks of a pass, checked once against the model's hook points: `{name: fn or [fn]}`
     or `[(name or filter, fn), ...]` (TransformerLens's `fwd_hooks`)."""
 
-    def __init__(self, hooks, known):
-        """known: the model's names (a tuple), its `FamilyAdapter` or its number of layers."""
+    def __init__(self, hooks, known, shared: Hooks | None = None):
+        """known: the model's names (a tuple), its `FamilyAdapter` or its number of layers; `shared`:
+        a Hooks whose `.ctx` dicts and pass name these share (`plus`)."""
         known = tuple(known) if isinstance(known, (tuple, list)) else hook_names(known)
         self.known = known
         self.fns: dict[str, list[HookFn]] = {}
@@ -219,7 +224,9 @@ class Hooks:
             raise WorkbenchError(f"hooks: expected {{name: fn}} or [(name or filter, fn), ...], got {_describe(hooks)}")
         for name, fn in pairs:
             self.fns.setdefault(name, []).extend(_fns(name, fn))
-        self.contexts: dict[str, dict] = {}  # each point's `HookPoint.ctx`, for the whole pass
+        # each point's `HookPoint.ctx`, and the pass's name ([name], one box), shared with the Hooks built by `plus`
+        self.contexts: dict[str, dict] = {} if shared is None else shared.contexts
+        self._pass: list[str | None] = [None] if shared is None else shared._pass
 
     @classmethod
     def of(cls, hooks, model_or_known) -> Hooks | None:
@@ -238,10 +245,31 @@ class Hooks:
     def context(self, name: str) -> dict:
         return self.contexts.setdefault(name, {})
 
+    @property
+    def pass_name(self) -> str | None:
+        """The name every `HookPoint` of the running pass carries (None outside `in_pass`)."""
+        return self._pass[0]
+
+    @contextmanager
+    def in_pass(self, name: str):
+        """Name the passes run inside this block (`HookPoint.pass_name`); the outer name comes back after."""
+        outer, self._pass[0] = self._pass[0], name
+        try:
+            yield self
+        finally:
+            self._pass[0] = outer
+
+    def plus(self, *maps) -> Hooks:
+        """These hooks, then those of `maps` on a shared point (`compose`), as one Hooks that keeps
+        these' `.ctx` dicts and pass name: a reader added for one pass does not reset the caller's state."""
+        return Hooks(compose(self, *maps), self.known, shared=self)
+
     def call(self, name: str, x: torch.Tensor, point: HookPoint) -> torch.Tensor:
         """Run the hooks of `name` on `x` (already [cell, ...]); returns what they leave, checked:
         a tensor of x's shape, dtype and device, with no NaN or inf the hook made."""
         fns = self.fns.get(name, ())
+        if self._pass[0] is not None:
+            point = replace(point, pass_name=self._pass[0])
         for fn in fns:
             out = fn(x, hook=point)
             if out is not None:

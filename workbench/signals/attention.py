@@ -38,7 +38,7 @@ from workbench.context import Context
 from workbench.decode import Answer, continue_greedy, question_logits, question_pass
 from workbench.engine.attention import attention_probs
 from workbench.engine.decode import StopRule, Walk, decode_greedy
-from workbench.engine.hooks import Hooks, compose
+from workbench.engine.hooks import Hooks
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -191,9 +191,8 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
         recorded[hook.layer()].append(q[0].detach())
 
     keep.reads_only = True
-    passes = Hooks(compose(hooks, {f"blocks.{l}.attn.hook_rot_q": keep for l in range(ad.n_layers)}), ad)
-    if hooks:
-        passes.contexts = hooks.contexts  # the caller's hooks keep one `.ctx` per point over every pass
+    reads = {f"blocks.{l}.attn.hook_rot_q": keep for l in range(ad.n_layers)}
+    passes = hooks.plus(reads) if hooks else Hooks(reads, ad)  # the caller's `.ctx` and pass name kept
     prefilled, h = question_pass(model, cache, suffix, passes)
     last_logits = question_logits(model, h[-1:], torch.tensor([prefilled.n_positions - 1]), hooks)[0]  # [vocab]
     walk, drafted = Walk(), prefilled

@@ -8,6 +8,7 @@ shares one draft.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -80,7 +81,8 @@ class SignalSet:
             self._computing.append(name)
             self._reads.setdefault(name, set())
             try:
-                value = info.compute(self)
+                with self.hooks.in_pass(name) if self.hooks else nullcontext():  # HookPoint.pass_name
+                    value = info.compute(self)
                 cost = info.cost(self, value) if info.cost else Cost()
             finally:
                 self._computing.pop()
