@@ -113,6 +113,10 @@ def test_a_cell_is_read_from_the_diagnosis_or_chosen_again_and_the_figures_draw(
     kept = replace(d, tables={k: v for k, v in d.tables.items() if k != "selections"}, ctx=None)  # a kept record
     again, _ = cell_rows(ctx, kept, "bcr", 0.5)
     assert again.tolist() == rows.tolist()
+    hooked = replace(kept, hooks={"blocks.0.attn.hook_z": ["ablate"]})  # its signals were hooked: not chosen again
+    with pytest.raises(wb.WorkbenchError, match="diagnosed under hooks"):
+        cell_rows(ctx, hooked, "bcr", 0.5)
+    assert cell_rows(ctx, replace(d, hooks={"blocks.0.attn.hook_z": ["ablate"]}), "bcr", 0.5)[0].tolist() == rows.tolist()
     wrong = replace(d, context=replace(d.context, n_tokens=d.context.n_tokens + 1))
     with pytest.raises(wb.WorkbenchError, match="lays out to"):
         reopen_context(tiny_llama, wrong)

@@ -34,11 +34,16 @@ def cell_rows(ctx: Context, d: Diagnosis, selector: str, budget: float) -> tuple
     """The rows ([row] positions) `selector` recomputes at `budget` in `d` (a drawn one's first
     draw) and its context mask (bool [suffix_start]; None: every key). Read from `d`'s selections
     where they are kept and the selector restricts no context; chosen again otherwise (a kept
-    record keeps none), from the signals of `ctx` under `d`'s config."""
+    record keeps none), from the signals of `ctx` under `d`'s config; refused for a diagnosis run
+    under hooks (its signals were computed under them, and a record keeps no hook functions)."""
     (spec,) = parse_selectors([selector])
     table = d.tables.get("selections")
     if table is not None and not table.empty and spec.info.restrict is None:
         return torch.as_tensor(d.picks(selector, budget), dtype=torch.long), None
+    if d.hooked:
+        raise WorkbenchError(f"example {d.example_id} was diagnosed under hooks ({', '.join(sorted(d.hooks))[:80]}): "
+                             f"{selector}'s rows at {budget:g} are not kept and would be chosen again from "
+                             "unhooked signals; diagnose it again with the same hooks to read them")
     config = d.config.with_(budgets=(float(budget),), coin_draws=1)
     pool = ctx.layout.pool_positions(config.pool)
     (chosen,) = _selections(ctx.model, [spec], SignalSet(ctx, config.signal_options), config, pool,
