@@ -67,10 +67,19 @@ reference = st.selectbox("Reference selector for the paired tests", options, key
 if reference is None:
     st.info("No reference selector is chosen (this run has neither cacheblend nor random, the default ones): "
             "the `ref_*` columns are left out. Choose a selector above to compare against it.")
+if st.session_state.get("curves_measure_of") != run.name:  # each run opens on its pre-registered measure, else EM
+    try:
+        registered = read_preregistration(run.path)
+    except WorkbenchError:
+        registered = None  # said once, under Contrasts
+    st.session_state["curves_measure"] = (registered.measure if registered is not None
+                                          and registered.measure in ("em", "retrieved") else "em")
+    st.session_state["curves_measure_of"] = run.name
 measure = st.radio("Gap and tests on", ["em", "retrieved"], key="curves_measure", horizontal=True,
                    format_func={"em": "exact match", "retrieved": "retrieved (the task's string match)"}.get,
                    help="Exact match counts an answer that names the gold and runs on as wrong; retrieved asks "
-                        "only whether the answer names it (RULER's string match, or whole-word contains).")
+                        "only whether the answer names it (RULER's string match, or whole-word contains). A run "
+                        "opens on the measure its pre-registration names, else exact match.")
 try:
     summary = state.run_summary(run.path, reference, measure)
 except WorkbenchError as err:

@@ -4,7 +4,9 @@
     python docs/records/keep.py restore NAME        -> runs/NAME, tables rebuilt; the run's own
                                                        command then resumes it where it stopped
 
-What is kept is what a resume reads back and a summary needs: the manifest and, per finished
+What is kept is what a resume reads back and a summary needs: the manifest, the run's
+`preregistration.json` where it has one (its families, written once; a save refuses one that differs
+from the record's), and, per finished
 example, `diagnosis.json` and `outcomes.parquet` (about 30 kB an example), and where the example
 has them its two evidence tables (`evidence_ranking`, `evidence_attention`: a few kB; the
 evidence study reads them). The per-layer tables, about 1.7 MB an example, are left out, so the
@@ -29,6 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 KEPT = ("diagnosis.json", "outcomes.parquet")
 KEPT_WHERE_PRESENT = ("evidence_ranking.parquet", "evidence_attention.parquet")
+PREREGISTRATION = "preregistration.json"  # beside the manifest, where the run was started with --preregistration
 
 
 def _plain_name(name: str) -> str:
@@ -98,8 +101,14 @@ def save(run: Path, records: Path = HERE) -> Path:
         raise SystemExit(f"keep.py: {run} is the record itself; save a run from runs/")
     if dest.exists():
         _check_same_run(run, dest, manifest)
+    pre = run / PREREGISTRATION
+    if pre.is_file() and (dest / PREREGISTRATION).is_file() and pre.read_bytes() != (dest / PREREGISTRATION).read_bytes():
+        raise SystemExit(f"keep.py: {dest / PREREGISTRATION} differs from {pre}: a pre-registration is written once; "
+                         f"save this run under another name")
     (dest / "diagnoses").mkdir(parents=True, exist_ok=True)
     _copy(run / "manifest.json", dest / "manifest.json")
+    if pre.is_file() and not (dest / PREREGISTRATION).is_file():
+        _copy(pre, dest / PREREGISTRATION)  # the families the run was started under, read by summary --preregistered
     n = 0
     for folder in sorted((run / "diagnoses").iterdir()) if (run / "diagnoses").is_dir() else ():
         if folder.name.startswith(".") or not all((folder / f).is_file() for f in KEPT):

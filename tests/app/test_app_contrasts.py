@@ -89,6 +89,23 @@ def test_a_restored_record_opens_on_its_preregistered_family_with_holm_p(runs):
     check_against_the_library(at, runs, RECORD, families, "flip")
 
 
+def test_a_runs_preregistered_measure_opens_the_page_and_its_contrasts(runs):
+    """A run pre-registered on `retrieved` opens with its gap curve and its contrasts on `retrieved`;
+    another run still opens on exact match."""
+    import json
+
+    shutil.copytree(runs / "wide", runs / "wide-retrieved", dirs_exist_ok=True)
+    (runs / "wide-retrieved" / "preregistration.json").write_text(json.dumps(
+        {"measure": "retrieved", "families": {"A": {"A1": "cadence-grad:cacheblend@auc"}}}))
+    at = curves("wide-retrieved")
+    assert at.radio(key="curves_measure").value == "retrieved"
+    assert at.radio(key="curves_family_source").value == "pre"
+    assert at.selectbox(key="curves_contrast_measure").value == "retrieved"
+    at.selectbox(key="curves_run").set_value("wide").run()
+    ok(at)
+    assert at.radio(key="curves_measure").value == "em"
+
+
 def test_a_small_run_without_one_tests_the_family_chosen_on_the_page(runs):
     at = curves("wide")
     assert at.radio(key="curves_family_source").value == "chosen"

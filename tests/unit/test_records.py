@@ -73,6 +73,24 @@ def study(model, tmp_path_factory):
     return root
 
 
+def test_a_runs_preregistration_is_kept_and_restored_and_a_different_one_refused(study, tmp_path):
+    keep = keep_module()
+    run, records = study / "runs" / "study", tmp_path / "records"
+    pre = run / keep.PREREGISTRATION
+    pre.write_text('{"families": {"A": {"A1": "full:none@0.5"}}}')
+    try:
+        keep.save(run, records)
+        assert (records / "study" / keep.PREREGISTRATION).read_bytes() == pre.read_bytes()
+        restored = keep.restore("study", records, tmp_path / "runs")
+        assert (restored / keep.PREREGISTRATION).read_bytes() == pre.read_bytes()
+        pre.write_text('{"families": {"A": {"A1": "random:none@0.5"}}}')
+        with pytest.raises(SystemExit, match="written once"):
+            keep.save(run, records)
+        assert "full:none" in (records / "study" / keep.PREREGISTRATION).read_text()  # left as it was
+    finally:
+        pre.unlink()
+
+
 def _tree(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
 
