@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import torch
 
 from workbench import decode
-from workbench.engine.hooks import FINAL_HOOKS, Hooks, caching_hooks, hook_names
+from workbench.engine.hooks import FINAL_HOOKS, Hooks, caching_hooks, hook_names, with_reads
 from workbench.engine.hooks import names_filter as names_filter_of
 from workbench.engine.masks import check_positions
 from workbench.errors import WorkbenchError
@@ -84,8 +84,7 @@ class Context:
         kept = names_filter_of(names_filter, known)  # checked with the hooks, before any model work
         hooks = Hooks.of(fwd_hooks, self.model.adapter)
         store: dict[str, torch.Tensor] = {}
-        reads = caching_hooks(kept, store)
-        logits, positions = self._question_pass(rows, over, hooks.plus(reads) if hooks else reads)
+        logits, positions = self._question_pass(rows, over, with_reads(hooks, caching_hooks(kept, store)))
         cache = activation_cache({name: store[name] for name in known if name in store}, self.model)
         cache.positions = positions
         return logits, cache

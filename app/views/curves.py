@@ -67,13 +67,13 @@ reference = st.selectbox("Reference selector for the paired tests", options, key
 if reference is None:
     st.info("No reference selector is chosen (this run has neither cacheblend nor random, the default ones): "
             "the `ref_*` columns are left out. Choose a selector above to compare against it.")
+pre, pre_error = None, None  # the run's pre-registered families, read once (said under Contrasts when malformed)
+try:
+    pre = read_preregistration(run.path)
+except WorkbenchError as err:
+    pre_error = err
 if st.session_state.get("curves_measure_of") != run.name:  # each run opens on its pre-registered measure, else EM
-    try:
-        registered = read_preregistration(run.path)
-    except WorkbenchError:
-        registered = None  # said once, under Contrasts
-    st.session_state["curves_measure"] = (registered.measure if registered is not None
-                                          and registered.measure in ("em", "retrieved") else "em")
+    st.session_state["curves_measure"] = pre.measure if pre is not None and pre.measure in ("em", "retrieved") else "em"
     st.session_state["curves_measure_of"] = run.name
 measure = st.radio("Gap and tests on", ["em", "retrieved"], key="curves_measure", horizontal=True,
                    format_func={"em": "exact match", "retrieved": "retrieved (the task's string match)"}.get,
@@ -112,11 +112,8 @@ show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed again
             f"gap-{run.name}", "curves_gap")
 
 st.subheader("Contrasts")
-pre = None
-try:
-    pre = read_preregistration(run.path)
-except WorkbenchError as err:
-    warn(err)
+if pre_error is not None:
+    warn(pre_error)
 sources = (["pre"] if pre else []) + ["chosen"]
 ensure_choice("curves_family_source", sources, sources[0])
 source = st.radio("Family", sources, key="curves_family_source", horizontal=True,

@@ -11,7 +11,6 @@ the deviation left at every layer.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ from workbench.diagnosis.tables import (
 )
 from workbench.engine.answers import CellAnswer, answer_cells
 from workbench.engine.decode import StopRule
-from workbench.engine.hooks import Hooks, compose
+from workbench.engine.hooks import Hooks, named_pass, with_reads
 from workbench.errors import WorkbenchError
 from workbench.models import LoadedModel
 from workbench.selectors import SelectorSpec, attention_pairs, choose, parse_selectors, random_scores
@@ -231,7 +230,7 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], config
     (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, None,
                             config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
     dense_ids = StopRule.of(model).decision(dense.answer)
-    with hooks.in_pass("cells") if hooks else nullcontext():
+    with named_pass(hooks, "cells"):
         answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
                                ctx.suffix_ids, dense_ids, config.max_new_tokens,
                                progress=lambda done, total: report("repairs", done, total),
@@ -253,9 +252,7 @@ def _with_readers(hooks, *readers):
     """The caller's hooks, then the readers' (each None or an object with `hooks()`); the caller's
     alone when no reader is there, so a pass without any stays hook-free."""
     extra = [r.hooks() for r in readers if r is not None]
-    if not extra:
-        return hooks
-    return hooks.plus(*extra) if hooks else compose(*extra)
+    return with_reads(hooks, *extra) if extra else hooks
 
 
 def _outcomes(example: Example, ctx: Context, config: DiagnoseConfig, n_pool: int, selections: list[Selection],

@@ -55,7 +55,7 @@ no copy, no call and no check: each point is one `if`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -311,6 +311,17 @@ def compose(*maps) -> dict[str, list[HookFn]]:
         for name, fns in (hooks.fns if isinstance(hooks, Hooks) else hooks or {}).items():
             out.setdefault(name, []).extend(_fns(name, fns))
     return out
+
+
+def with_reads(hooks: Hooks | None, *maps):
+    """The caller's `hooks`, then the readers of `maps` on a shared point: one Hooks that keeps the
+    caller's `.ctx` dicts and pass name (`Hooks.plus`), or the maps alone, composed, without hooks."""
+    return hooks.plus(*maps) if hooks else compose(*maps)
+
+
+def named_pass(hooks: Hooks | None, name: str):
+    """`hooks.in_pass(name)`, or nothing to do without hooks."""
+    return hooks.in_pass(name) if hooks else nullcontext()
 
 
 def caching_hooks(names: Iterable[str], store: dict[str, torch.Tensor]) -> dict[str, HookFn]:

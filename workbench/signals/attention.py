@@ -38,7 +38,7 @@ from workbench.context import Context
 from workbench.decode import Answer, continue_greedy, question_logits, question_pass
 from workbench.engine.attention import attention_probs
 from workbench.engine.decode import StopRule, Walk, decode_greedy
-from workbench.engine.hooks import Hooks
+from workbench.engine.hooks import Hooks, with_reads
 from workbench.errors import WorkbenchError
 from workbench.family import visible_keys
 from workbench.kv import KVCache
@@ -191,8 +191,7 @@ def record_queries(model: LoadedModel, cache: KVCache, suffix: torch.Tensor, k: 
         recorded[hook.layer()].append(q[0].detach())
 
     keep.reads_only = True
-    reads = {f"blocks.{l}.attn.hook_rot_q": keep for l in range(ad.n_layers)}
-    passes = hooks.plus(reads) if hooks else Hooks(reads, ad)  # the caller's `.ctx` and pass name kept
+    passes = with_reads(hooks, {f"blocks.{l}.attn.hook_rot_q": keep for l in range(ad.n_layers)})  # `.ctx` kept
     prefilled, h = question_pass(model, cache, suffix, passes)
     last_logits = question_logits(model, h[-1:], torch.tensor([prefilled.n_positions - 1]), hooks)[0]  # [vocab]
     walk, drafted = Walk(), prefilled

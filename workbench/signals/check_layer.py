@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.context import Context
-from workbench.engine.hooks import Hooks, caching_hooks
+from workbench.engine.hooks import Hooks, caching_hooks, with_reads
 from workbench.errors import WorkbenchError
 from workbench.repair import recompute_rows
 from workbench.signals.attention import attention_rows
@@ -56,8 +56,7 @@ def check_layer_signals(ctx: Context, check_layer: int = 1, hooks=None) -> Check
     rows = torch.arange(n)
     names = [f"blocks.{check_layer}.attn.hook_{name}" for name in ("rot_q", "rot_k", "v")]
     acts: dict[str, torch.Tensor] = {}
-    hooks = Hooks.of(hooks, ad)
-    reads = hooks.plus(caching_hooks(names, acts)) if hooks else caching_hooks(names, acts)  # the caller's, then the reads
+    reads = with_reads(Hooks.of(hooks, ad), caching_hooks(names, acts))  # the caller's hooks, then the reads
     recompute_rows(ctx.model, ctx.spliced, ctx.layout.ids, rows, n_layers=check_layer + 1,
                    hooks=reads, stop_after_qkv=True)  # layer c: no attention, MLP
     q, k, v = (acts[name][0] for name in names)  # [pos, head | kv_head, d_head]

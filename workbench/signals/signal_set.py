@@ -8,14 +8,13 @@ shares one draft.
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 
 from workbench.checks import check_int
 from workbench.context import Context
-from workbench.engine.hooks import Hooks
+from workbench.engine.hooks import Hooks, named_pass
 from workbench.errors import WorkbenchError
 from workbench.seeds import check_seed, derive_seed
 from workbench.signals.deviation import DENSEDEV_NORMS
@@ -81,7 +80,7 @@ class SignalSet:
             self._computing.append(name)
             self._reads.setdefault(name, set())
             try:
-                with self.hooks.in_pass(name) if self.hooks else nullcontext():  # HookPoint.pass_name
+                with named_pass(self.hooks, name):  # HookPoint.pass_name
                     value = info.compute(self)
                 cost = info.cost(self, value) if info.cost else Cost()
             finally:
