@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Every reading that RESULTS 10.12's study pre-registered, in its entry's order, in one command, so
+# that the write-up chooses nothing after the data are seen
+# (docs/results-log/2026-12-06-10.12-smollm2-study-preregistration.md and amendment 1):
+#   bash docs/records/analyse-10.12.sh RUN OTHER > /tmp/readings.md
+# RUN: the study's run folder (`python docs/records/keep.py restore NAME` brings a kept one back);
+# OTHER: the second setting of the one test across settings (SmolLM2: study-ruler-mk512-smollm2,
+# since Gemma's grid picked none). Refuses a run short of the n its command asked for (the entry:
+# no family is tested on fewer than 200); PARTIAL=1 reads one anyway, labelled partial.
+# KVWB names the command, as in study-10.12.sh.
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: analyse-10.12.sh RUN OTHER" >&2; exit 2; }
+run=$1 other=$2
+cd "$(dirname "$0")/../.."
+KVWB=${KVWB:-.venv/bin/kvwb}
+PY=${PY:-.venv/bin/python}
+
+# the run's n against the n its command asked for, and the families' contrasts moved to b = 0.2
+read -r done asked at02 < <("$PY" - "$run" <<'EOF'
+import json, sys
+from pathlib import Path
+from workbench.experiments.families import read_preregistration
+from workbench.runstore import load_sweep
+
+folder = Path(sys.argv[1])
+asked = json.loads((folder / "manifest.json").read_text())["args"]["n"]
+pre = read_preregistration(folder)
+if pre is None:
+    sys.exit(f"{folder} keeps no preregistration.json: not a pre-registered study")
+contrasts = [c.replace("@auc", "@0.2") for family in pre.families.values() for c in family.values()]
+print(len(load_sweep(folder).examples), asked, ",".join(contrasts))
+EOF
+)
+label=""
+if [ "$done" -lt "$asked" ]; then
+  [ "${PARTIAL:-0}" = 1 ] || { echo "$run holds $done of its $asked examples: the families are read at n = $asked (PARTIAL=1 reads it labelled partial)" >&2; exit 1; }
+  label=" (PARTIAL: $done of $asked examples)"
+fi
+contrasts_only() {  # the contrasts' markdown alone (with --format csv they go to stderr, the table to stdout)
+  $KVWB "$@" --format csv 2>&1 >/dev/null
+}
+em_contrasts=()
+IFS=, read -ra list <<< "$at02"
+for c in "${list[@]}"; do em_contrasts+=(--contrast "$c"); done
+
+echo "# 10.12's pre-registered readings of $run$label"
+echo
+echo "## 1. Primary: the families on retrieved @auc, Holm within each; the summary on retrieved"
+echo "(its gap closed, area and rows to 0.9 x dense with intervals; evidence recall per selector and"
+echo "budget; the gap anatomy of every cell)"
+echo
+$KVWB summary "$run" --measure retrieved --preregistered
+echo
+echo "## 2. Secondary, uncorrected: the families' contrasts on em at b = 0.2 (exact McNemar b / c; read the raw p)"
+echo
+contrasts_only summary "$run" --measure em "${em_contrasts[@]}"
+echo
+echo "## 3. Secondary, uncorrected (amendment 1): B3 on whole-word contains over the budget grid"
+echo
+contrasts_only summary "$run" --measure contains --contrast relaxkv:prophetkv@auc
+echo
+echo "## 4. The one test across settings: A1's per-example area difference here against $other"
+echo
+contrasts_only summary "$run" --measure retrieved --contrast cadence-grad:cacheblend@auc --against "$other"
