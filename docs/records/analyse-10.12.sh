@@ -49,15 +49,15 @@ echo "## 1. Primary: the families on retrieved @auc, Holm within each; the summa
 echo "(its gap closed, area and rows to 0.9 x dense with intervals; evidence recall per selector and"
 echo "budget; the gap anatomy of every cell)"
 echo
-$KVWB summary "$run" --measure retrieved --preregistered
+$KVWB summary "$run" --measure retrieved --preregistered --read 10
 echo
 echo "## 2. Secondary, uncorrected: the families' contrasts on em at b = 0.2 (exact McNemar b / c; read the raw p)"
 echo
-contrasts_only summary "$run" --measure em "${em_contrasts[@]}"
+contrasts_only summary "$run" --measure em "${em_contrasts[@]}" --read 10
 echo
 echo "## 3. Secondary, uncorrected (amendment 1): B3 on whole-word contains over the budget grid"
 echo
-contrasts_only summary "$run" --measure contains --contrast relaxkv:prophetkv@auc
+contrasts_only summary "$run" --measure contains --contrast relaxkv:prophetkv@auc --read 10
 echo
 echo "## 4. The one test across settings: A1's per-example area difference here against $other"
 echo

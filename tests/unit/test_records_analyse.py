@@ -64,6 +64,8 @@ def test_every_reading_in_its_order_with_kvwbs_own_numbers(runs):
     assert "PARTIAL" not in out
     assert "Family A (A1), pre-registered (a test); on retrieved" in out
     assert "Family B (B1, B3), pre-registered (a test); on retrieved" in out
+    assert "Behind cadence-grad vs cacheblend at auc over 0.2-0.5 on retrieved" in out[:heads[1]]  # ten to read
+    assert "Behind relaxkv vs prophetkv at 0.2 on em" in out[heads[1]:heads[2]]
     em_rows = _kvwb_contrasts(str(study), "--measure", "em", "--contrast", "cadence-grad:cacheblend@0.2",
                               "--contrast", "prophetkv:cadence-grad@0.2", "--contrast", "relaxkv:prophetkv@0.2")
     assert len(em_rows) == 3 and all(row in out[heads[1]:heads[2]] for row in em_rows)  # the families at 0.2
@@ -86,4 +88,4 @@ def test_a_run_short_of_its_n_is_refused_unless_partial(runs, tmp_path):
     assert partial.returncode == 0, partial.stderr
     lines = partial.stdout.splitlines()
     assert "(PARTIAL: 3 of 200 examples)" in lines[0]
-    assert f"kvwb summary {short} --measure retrieved --preregistered" in lines
+    assert f"kvwb summary {short} --measure retrieved --preregistered --read 10" in lines

@@ -58,6 +58,10 @@ def add_arguments(p) -> None:
                    help="another run (a setting on distinct examples): each --contrast is also compared between "
                         "the two runs, its per-example A - B here against there, by a two-sided permutation test "
                         "of the difference of means with a bootstrap interval, Holm over the contrasts")
+    p.add_argument("--read", type=int, default=0, metavar="K",
+                   help="after each contrast (--contrast or --preregistered), K of the examples behind it: a seeded "
+                        "sample of those where A and B differ, with the gold, dense's answer and both answers, to "
+                        "read before reporting the difference (default 0: none)")
     p.add_argument("--html", default=None,
                    help="also write the curves as standalone HTML into this folder (new, empty, or one an "
                         "earlier --html wrote)")
@@ -105,6 +109,10 @@ def command(args) -> int:
 
     for text in args.contrast:
         parse_contrast(text)  # a malformed contrast fails before the run is read
+    if args.read < 0:
+        raise WorkbenchError(f"--read takes a number of examples >= 0, got {args.read}")
+    if args.read and not (args.contrast or args.preregistered):
+        raise WorkbenchError("--read shows the examples behind contrasts: give --contrast or --preregistered")
     if args.against and not args.contrast:
         raise WorkbenchError("--against compares contrasts between two runs: give at least one --contrast")
     if args.preregistered and args.contrast:
@@ -127,6 +135,7 @@ def command(args) -> int:
         from workbench.report import contrasts_markdown
 
         tell("\n" + contrasts_markdown(contrasts))
+        _tell_behind(tell, run, args.contrast, args.measure, args.read)
     if pre is not None:
         from workbench.experiments.families import tested_families
         from workbench.report import contrasts_markdown
@@ -135,6 +144,7 @@ def command(args) -> int:
         for family, found in tested_families(run, pre.families, pre.measure).items():
             tell(f"\nFamily {family} ({', '.join(pre.families[family])}), pre-registered ({source}); "
                  f"on {pre.measure}, Holm within the family:\n\n" + contrasts_markdown(found))
+            _tell_behind(tell, run, pre.families[family].values(), pre.measure, args.read)
     if args.against:
         from workbench.experiments.across import across_family
         from workbench.report.markdown import across_markdown
@@ -145,6 +155,17 @@ def command(args) -> int:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def _tell_behind(tell, run, texts, measure: str, k: int) -> None:
+    """K examples behind each contrast (`experiments.behind`), where K > 0."""
+    if k <= 0:
+        return
+    from workbench.experiments.behind import examples_behind
+    from workbench.report.markdown import behind_markdown
+
+    for text in texts:
+        tell("\n" + behind_markdown(examples_behind(run, text, measure, k)))
 
 
 def csv_table(run, table):

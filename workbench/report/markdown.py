@@ -216,3 +216,18 @@ def across_markdown(results) -> str:
                       f"two-sided permutation test of their difference of means (twice the smaller one-sided p), "
                       f"a percentile bootstrap interval resampling each run on its own; Holm over the "
                       f"{len(results)} compared."])
+
+
+def behind_markdown(behind) -> str:
+    """The examples behind one contrast (`experiments.behind.Behind`) as a markdown table to read."""
+    where = "answers at the budget shown" + (", where the two differ most" if behind.at.startswith("auc") else "")
+    if behind.drawn:
+        where += "; the drawn control: its first draw's answer, its mean over draws"
+    differ = behind.a_higher + behind.b_higher
+    head = (f"Behind {behind.a} vs {behind.b} at {behind.at} on {behind.measure}: of {behind.n} examples, "
+            f"{behind.a} is higher in {behind.a_higher} and {behind.b} in {behind.b_higher}; "
+            f"{len(behind.shown)} of those {differ} to read (a sample, seed {behind.seed}; {where}):")
+    if behind.shown.empty:
+        return head + " none."
+    cells = behind.shown.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)
+    return head + "\n\n" + markdown_table(cells)

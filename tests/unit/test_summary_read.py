@@ -1,0 +1,69 @@
+"""`kvwb summary --contrast ... --read K` prints, after each contrast, a seeded sample of the examples
+where A and B differ on the quantity the contrast tests, with their answers (experiments.behind)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.cli.main import main as kvwb
+from workbench.diagnosis import DiagnoseConfig
+from workbench.experiments.behind import examples_behind
+from workbench.experiments.sweep import SweepConfig, run_sweep
+from workbench.runstore import load_sweep
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny_llama):
+    out = tmp_path_factory.mktemp("read") / "tiny"
+    config = SweepConfig(dataset=f"jsonl:{FIXTURE}", n=3, diagnose=DiagnoseConfig(
+        selectors=("none", "full", "cacheblend", "random"), budgets=(0.2, 0.5), max_new_tokens=4, attribution=False))
+    run_sweep(tiny_llama, config, out, progress=False)
+    return load_sweep(out)
+
+
+def _at(run, label, budget):
+    o = run.outcomes
+    return o[(o["selector"] == label) & ((o["budget"] - budget).abs() < 1e-9)].set_index("example_id")
+
+
+def test_the_counts_and_the_sample_are_the_differing_examples_with_their_answers(run):
+    a, b = _at(run, "none", 0.5), _at(run, "full", 0.5)
+    flips = (a["flip"].astype(float) - b["flip"].astype(float))
+    differing = set(flips[flips != 0].index)
+    assert differing, "the fixture must give a splice that flips somewhere (none vs full)"
+    behind = examples_behind(run, "none:full@0.5", "flip", k=2)
+    assert (behind.a_higher, behind.b_higher) == (int((flips > 0).sum()), int((flips < 0).sum()))
+    shown = behind.shown
+    assert len(shown) == min(2, len(differing)) and set(shown["example_id"]) <= differing
+    for row in shown.itertuples(index=False):
+        assert row.budget == 0.5
+        assert row[shown.columns.get_loc("none")] == a.loc[row.example_id, "answer"].replace("\n", " ⏎ ")[:120]
+        assert row[shown.columns.get_loc("full")] == b.loc[row.example_id, "answer"].replace("\n", " ⏎ ")[:120]
+    assert examples_behind(run, "none:full@0.5", "flip", k=2).shown.equals(shown)  # seeded: the same sample
+
+
+def test_at_auc_each_example_is_shown_where_the_two_differ_most(run):
+    behind = examples_behind(run, "none:full@auc", "f1_to_dense", k=4)
+    assert behind.at == "auc over 0.2-0.5" and not behind.shown.empty
+    for row in behind.shown.itertuples(index=False):
+        gaps = [abs(_at(run, "none", bud).loc[row.example_id, "f1_to_dense"]
+                    - _at(run, "full", bud).loc[row.example_id, "f1_to_dense"]) for bud in (0.2, 0.5)]
+        assert row.budget == (0.2, 0.5)[int(np.argmax(gaps))]
+
+
+def test_the_cli_prints_them_after_each_contrast_and_refuses_read_without_one(run, capsys):
+    folder = str(run.folder)
+    assert kvwb(["summary", folder, "--measure", "flip", "--contrast", "none:full@0.5",
+                 "--contrast", "cacheblend:random@0.2", "--read", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "Behind none vs full at 0.5 on flip: of 3 examples" in out
+    assert "Behind cacheblend vs random at 0.2 on flip" in out
+    assert kvwb(["summary", folder, "--read", "3"]) != 0
+    assert "give --contrast or --preregistered" in capsys.readouterr().err
+    assert kvwb(["summary", folder, "--contrast", "none:full@0.5", "--read", "-1"]) != 0
+    assert ">= 0" in capsys.readouterr().err
