@@ -146,6 +146,11 @@ class FamilyAdapter:
         """Whether attention norms its queries and keys before RoPE (Qwen3, Gemma 3)."""
         return hasattr(self.layers[0].self_attn, "q_norm")
 
+    @property
+    def has_post_norms(self) -> bool:
+        """Whether attention's and the MLP's outputs are normed before the residual (Gemma 3)."""
+        return hasattr(self.layers[0], "post_feedforward_layernorm")
+
     def project_qkv(self, layer: int, x: torch.Tensor, hook=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Layer-normed hidden rows -> (q, k, v) before RoPE, q/k norms applied.
 
@@ -204,18 +209,20 @@ class FamilyAdapter:
         attn: [row, head * d_head] (attention output before o_proj) -> [row, hidden].
         `hook(name, x) -> x`, when given, sees what attention and the MLP add to the residual
         stream ("hook_attn_out", "hook_mlp_out", each [row, hidden]), the stream between them
-        ("hook_resid_mid"), the MLP's input norm ("ln2.hook_normalized") and the MLP's points."""
+        ("hook_resid_mid"), the MLP's input norm ("ln2.hook_normalized") and the MLP's points;
+        on Gemma 3 also the norms of attention's and the MLP's outputs ("ln1_post.hook_normalized",
+        "ln2_post.hook_normalized", as TransformerLens's `ln1_post` / `ln2_post`)."""
         block = self.layers[layer]
         out = block.self_attn.o_proj(attn)
         gemma = hasattr(block, "pre_feedforward_layernorm")  # Gemma: norms after attention and around the MLP
         if gemma:
-            out = block.post_attention_layernorm(out)
+            out = self.norm(block.post_attention_layernorm, out, hook, "ln1_post.hook_normalized")
         h = h + (out if hook is None else hook("hook_attn_out", out))
         if hook is not None:
             h = hook("hook_resid_mid", h)
         if gemma:
-            mlp = block.post_feedforward_layernorm(
-                self.mlp(block, self.norm(block.pre_feedforward_layernorm, h, hook, "ln2.hook_normalized"), hook))
+            mlp = self.mlp(block, self.norm(block.pre_feedforward_layernorm, h, hook, "ln2.hook_normalized"), hook)
+            mlp = self.norm(block.post_feedforward_layernorm, mlp, hook, "ln2_post.hook_normalized")
         else:
             mlp = self.mlp(block, self.norm(block.post_attention_layernorm, h, hook, "ln2.hook_normalized"), hook)
         return h + (mlp if hook is None else hook("hook_mlp_out", mlp))

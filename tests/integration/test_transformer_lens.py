@@ -10,7 +10,7 @@ import torch
 
 import workbench as wb
 from tests.conftest import transformer_bridge
-from tests.unit.test_hooks_tl import assert_every_point_is_the_bridges, engine_dense_pass
+from tests.unit.test_hooks_tl import assert_every_point_is_the_bridges, engine_dense_pass, transformer_lens_point
 from workbench import interop
 from workbench.engine.hooks import hook_names
 
@@ -37,8 +37,9 @@ def _prefill(smol, tmp_path_factory):
     ctx = wb.build_context(smol, wb.load_example("synthetic#0"))
     ids = ctx.layout.ids[:ctx.layout.suffix_start]  # [pos]
     wanted = set(interop.transformer_lens_names(ctx.dense)) | set(hook_names(smol.adapter))  # every engine point
-    with torch.no_grad():
-        _, cache = bridge.run_with_cache(ids[None], names_filter=lambda name: name in wanted)
+    with torch.no_grad():  # and every TransformerLens point of the bridge's, so that none is missed
+        _, cache = bridge.run_with_cache(ids[None], names_filter=lambda name: name in wanted
+                                         or transformer_lens_point(name))
     return ctx, cache, interop.attention_pattern(smol, ids, layers=PATTERN_LAYERS)
 
 
@@ -60,7 +61,8 @@ def test_hook_pattern_matches_the_workbench_attention(prefill):
 
 
 def test_every_engine_hook_point_equals_the_bridges(prefill):
-    """Issue 44: each hook name of the engine's full dense pass means and holds what the bridge's does."""
+    """Issue 44: each hook name of the engine's full dense pass means and holds what the bridge's
+    does, and each TransformerLens name of the bridge's pass is the engine's."""
     ctx, tl, _ = prefill
     ids = ctx.layout.ids[:ctx.layout.suffix_start]
     assert_every_point_is_the_bridges(engine_dense_pass(ctx.model, ids), tl, hook_names(ctx.model.adapter))

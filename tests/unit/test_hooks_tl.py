@@ -48,10 +48,33 @@ def same_as_the_bridge(model, ids: torch.Tensor, folder) -> dict[str, torch.Tens
     return ours
 
 
+# What the bridge's cache holds that is not a TransformerLens 3 name of a block, each left out of
+# "every bridge point is the engine's" with its reason (by the name's last part, then by sub-module).
+BRIDGE_ONLY_POINTS = {
+    "hook_in": "a bridge component's input (block, norm, attn, mlp and each linear's): TL3 has none",
+    "hook_out": "a bridge component's output (block, norm, attn, mlp and each linear's): TL3 has none",
+    "hook_cos": "the bridge's RoPE cos table (rotary_emb, attn): a table, not an activation of TL3's",
+    "hook_sin": "the bridge's RoPE sin table (rotary_emb, attn): a table, not an activation of TL3's",
+}
+BRIDGE_ONLY_MODULES = {
+    "q_norm": "the q norm's own scale and pre-weight rows over d_head; its output is hook_q_normed",
+    "k_norm": "the k norm's own scale and pre-weight rows over d_head; its output is hook_k_normed",
+}
+
+
+def transformer_lens_point(name: str) -> bool:
+    """Whether the bridge's point `name` is one the engine must have (not in the lists above)."""
+    parts = name.split(".")
+    return parts[-1] not in BRIDGE_ONLY_POINTS and not set(parts[:-1]) & set(BRIDGE_ONLY_MODULES)
+
+
 def assert_every_point_is_the_bridges(ours: dict, tl, names) -> None:
-    """Each of `names` fired in `ours` and equals the bridge's cache `tl` (relative 1e-4)."""
+    """Each of `names` fired in `ours` and equals the bridge's cache `tl` (relative 1e-4), and each
+    TransformerLens point of the bridge's cache (`transformer_lens_point`) is one of `names`."""
     assert set(ours) == set(names)  # every point fired on the dense pass
     assert set(names) <= set(tl.keys()), sorted(set(names) - set(tl.keys()))  # each name is the bridge's
+    theirs = {name for name in tl.keys() if transformer_lens_point(name)}
+    assert theirs <= set(names), sorted(theirs - set(names))  # and each of the bridge's is ours
     worst = {}
     for name in names:
         want = tl[name]
@@ -81,6 +104,14 @@ def test_every_hook_point_equals_the_transformer_bridges(family, tmp_path):
             normed = attn.q_norm(ours[f"{l}.attn.hook_q"])
         assert torch.equal(normed, ours[f"{l}.attn.hook_q_normed"])
         assert not torch.allclose(ours[f"{l}.attn.hook_q"], ours[f"{l}.attn.hook_q_normed"], atol=1e-3)
+    block = model.adapter.layers[LAYER]
+    assert (f"{l}.ln1_post.hook_scale" in ours) == (family == "gemma3_text")
+    if family == "gemma3_text":  # the post-norms' rows before their weight: what attention and the MLP add
+        for norm, module, out in (("ln1_post", block.post_attention_layernorm, "hook_attn_out"),
+                                  ("ln2_post", block.post_feedforward_layernorm, "hook_mlp_out")):
+            with torch.inference_mode():
+                weighted = ours[f"{l}.{norm}.hook_normalized"] * (1 + module.weight.float())
+            assert torch.equal(weighted, ours[f"{l}.{out}"])
 
 
 
@@ -92,7 +123,7 @@ def ctx():
 def test_a_transformer_lens_style_hook_runs(ctx):
     seen = []
 
-    def f(x, hook):  # TransformerLens's convention: hook= by keyword, layer() a method, ctx a dict
+    def f(x, *, hook):  # TransformerLens's convention: hook= by keyword (only), layer() a method, ctx a dict
         hook.ctx["calls"] = hook.ctx.get("calls", 0) + 1
         seen.append((hook.name, hook.layer(), hook.ctx["calls"]))
         return x

@@ -12,12 +12,14 @@
     blocks.{l}.attn.hook_attn_scores         [cell, head, row, key]  scaled, masked (-inf) scores before the softmax (fp32)
     blocks.{l}.attn.hook_pattern             [cell, head, row, key]  the softmax (fp32)
     blocks.{l}.attn.hook_z                   [cell, row, head, d_head]  attention output before o_proj
+    blocks.{l}.ln1_post.hook_scale / _normalized  Gemma 3 only: the norm of o_proj's output (as ln1)
     blocks.{l}.hook_attn_out                 [cell, row, hidden]     what attention adds (Gemma: after its post-norm)
     blocks.{l}.hook_resid_mid                [cell, row, hidden]     resid_pre + attn_out
     blocks.{l}.ln2.hook_scale / _normalized  the MLP's input norm (as ln1)
     blocks.{l}.mlp.hook_pre                  [cell, row, d_mlp]      gate_proj's output, before the activation
     blocks.{l}.mlp.hook_pre_linear           [cell, row, d_mlp]      up_proj's output
     blocks.{l}.mlp.hook_post                 [cell, row, d_mlp]      act(pre) * pre_linear, down_proj's input
+    blocks.{l}.ln2_post.hook_scale / _normalized  Gemma 3 only: the norm of down_proj's output (as ln1)
     blocks.{l}.hook_mlp_out                  [cell, row, hidden]     what the MLP adds (Gemma: after its post-norm)
     blocks.{l}.hook_resid_post               [cell, row, hidden]     layer l's output
     ln_final.hook_scale / hook_normalized    the final norm (as ln1)
@@ -25,7 +27,8 @@
 
 `ln_final`'s points and `hook_unembed` fire only on the rows whose logits a pass computes (every
 row of `Context.run_with_cache`'s pass, each cell's teacher-forced rows in the batched cells, each
-decode step's); a repair computes none. `hook_q_normed` / `hook_k_normed` exist only on families with q/k norms; the
+decode step's); a repair computes none. `ln1_post` / `ln2_post` exist only on Gemma 3 (its norms after
+attention and the MLP), `hook_q_normed` / `hook_k_normed` only on families with q/k norms; the
 bridge gives them as [batch, head, pos, d_head] on Gemma 3 and Qwen3, the workbench as
 [cell, row, head, d_head] like `hook_q` (the test transposes).
 
@@ -64,22 +67,28 @@ from workbench.errors import WorkbenchError
 
 LAYER_HOOKS = ("hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
                "attn.hook_v", "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
-               "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "hook_attn_out", "hook_resid_mid",
-               "ln2.hook_scale", "ln2.hook_normalized", "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post",
-               "hook_mlp_out", "hook_resid_post")
+               "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "ln1_post.hook_scale",
+               "ln1_post.hook_normalized", "hook_attn_out", "hook_resid_mid", "ln2.hook_scale", "ln2.hook_normalized",
+               "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post", "ln2_post.hook_scale",
+               "ln2_post.hook_normalized", "hook_mlp_out", "hook_resid_post")
 QK_NORM_HOOKS = ("attn.hook_q_normed", "attn.hook_k_normed")
+POST_NORM_HOOKS = ("ln1_post.hook_scale", "ln1_post.hook_normalized", "ln2_post.hook_scale",
+                   "ln2_post.hook_normalized")  # Gemma 3's norms of attention's and the MLP's outputs
 FINAL_HOOKS = ("ln_final.hook_scale", "ln_final.hook_normalized", "hook_unembed")
 EXPLICIT_ATTENTION = ("attn.hook_attn_scores", "attn.hook_pattern")  # points that write the softmax out
 
 
-def hook_names(model_or_layers, qk_norm: bool | None = None) -> tuple[str, ...]:
+def hook_names(model_or_layers, qk_norm: bool | None = None, post_norms: bool | None = None) -> tuple[str, ...]:
     """Every hook point of a model, in the order a pass reaches them. `model_or_layers`: a
-    `FamilyAdapter` (its q/k norms decide `hook_q_normed`) or a number of layers (`qk_norm`
-    then says whether they exist; default not)."""
+    `FamilyAdapter` (its q/k norms decide `hook_q_normed`, its post-norms `ln1_post` / `ln2_post`)
+    or a number of layers (`qk_norm` and `post_norms` then say whether they exist; default not)."""
     n_layers = model_or_layers if isinstance(model_or_layers, int) else model_or_layers.n_layers
     if qk_norm is None:
         qk_norm = bool(getattr(model_or_layers, "has_qk_norm", False))
-    layer = tuple(n for n in LAYER_HOOKS if qk_norm or n not in QK_NORM_HOOKS)
+    if post_norms is None:
+        post_norms = bool(getattr(model_or_layers, "has_post_norms", False))
+    absent = (() if qk_norm else QK_NORM_HOOKS) + (() if post_norms else POST_NORM_HOOKS)
+    layer = tuple(n for n in LAYER_HOOKS if n not in absent)
     return ("hook_embed",) + tuple(f"blocks.{l}.{name}" for l in range(n_layers) for name in layer) + FINAL_HOOKS
 
 
