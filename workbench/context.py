@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
+from einops import rearrange
 
 from workbench import decode
 from workbench.engine.hooks import FINAL_HOOKS, Hooks, caching_hooks, hook_names, with_reads
@@ -75,11 +76,11 @@ class Context:
         key on absolute positions [0, suffix end). `cache.positions` ([row]) holds the rows'
         absolute positions. `fwd_hooks` ([(name or filter, fn)] or {name: fn}) run first.
 
-        The cache's model is a stand-in holding the config (`cache.model.cfg`: n_layers, n_heads,
-        d_model, d_head, d_mlp), so `accumulated_resid` and `decompose_resid` (`apply_ln=True` too:
-        from the cached `hook_scale`), `stack_activation` and indexing by `(name, layer)` work;
-        what needs the weights (`logit_attrs`, `stack_head_results`, `logit_lens`) needs a
-        `TransformerBridge` of the same weights and is not built here."""
+        The cache's model reads as an unprocessed `TransformerBridge` of the same weights does
+        (`_CacheModel`: the config, each block's `W_O`, `W_U`, views of the model's own weights), so
+        `accumulated_resid`, `decompose_resid` (`apply_ln=True` from the cached `hook_scale`),
+        `stack_activation`, `stack_head_results` and `logit_attrs` work and equal the bridge's on the
+        same rows; the final norm's weight is not folded into `W_U`, as in the bridge."""
         known = hook_names(self.model.adapter)
         kept = names_filter_of(names_filter, known)  # checked with the hooks, before any model work
         hooks = Hooks.of(fwd_hooks, self.model.adapter)
@@ -179,8 +180,14 @@ class Context:
 
 
 class _CacheModel:
-    """What TransformerLens's `ActivationCache` reads of its model for the residual-stream
-    helpers that need no weights: the config."""
+    """What TransformerLens's `ActivationCache` reads of its model, as an unprocessed
+    `TransformerBridge` of the same weights gives it: the config (`cfg`), each block's
+    `attn.W_O` ([head, d_head, d_model], a view of o_proj's weight) for `stack_head_results`,
+    `W_U` ([d_model, vocab], a view of the LM head's weight), `tokens_to_residual_directions` and
+    `to_single_token` for `logit_attrs`. As the bridge's (TransformerLens's warning), the final
+    norm's weight is not folded into `W_U`, so `logit_attrs` sums to the logit only where that
+    weight is 1. No `ln_final` module (`apply_ln` reads the cached `hook_scale`) and no
+    `accumulated_bias`."""
 
     def __init__(self, model: LoadedModel):
         ad, config = model.adapter, model.config
@@ -188,10 +195,47 @@ class _CacheModel:
                                    d_model=config.hidden_size, d_head=ad.head_dim, d_mlp=config.intermediate_size,
                                    d_vocab=config.vocab_size, attn_only=False, normalization_type="RMS",
                                    model_name=model.name)
+        self._model = model
+        self.blocks = [SimpleNamespace(attn=_HeadsOut(layer.self_attn.o_proj, ad.n_heads, ad.head_dim))
+                       for layer in ad.layers]
+
+    @property
+    def W_U(self) -> torch.Tensor:
+        return self._model.adapter.lm_head.weight.detach().T  # [d_model, vocab]
+
+    def to_single_token(self, string: str) -> int:
+        ids = self._model.tokenizer(string, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1:
+            raise WorkbenchError(f"{string!r} is {len(ids)} tokens of {self._model.name}, not a single token")
+        return int(ids[0])
+
+    def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
+        """Each token's column of W_U: [d_model] for one token (str, int or a one-element tensor),
+        else the tokens' shape then d_model (TransformerBridge's convention)."""
+        if isinstance(tokens, torch.Tensor) and tokens.numel() > 1:
+            return rearrange(self.W_U[:, tokens], "d ... -> ... d")
+        if isinstance(tokens, str):
+            tokens = self.to_single_token(tokens)
+        elif isinstance(tokens, torch.Tensor):
+            tokens = int(tokens.item())
+        elif not isinstance(tokens, int):
+            raise WorkbenchError(f"tokens: a string, an int or a tensor of ids, got {type(tokens).__name__}")
+        return self.W_U[:, tokens]
+
+
+class _HeadsOut:
+    """One block's attention output weight as TransformerLens's `W_O`: [head, d_head, d_model]."""
+
+    def __init__(self, o_proj, n_heads: int, d_head: int):
+        self._o_proj, self._shape = o_proj, (n_heads, d_head)
+
+    @property
+    def W_O(self) -> torch.Tensor:
+        return rearrange(self._o_proj.weight.detach().T, "(h d) m -> h d m", h=self._shape[0], d=self._shape[1])
 
 
 def activation_cache(store: dict[str, torch.Tensor], model: LoadedModel):
-    """`store` ({name: [1, row, ...]}) as TransformerLens's `ActivationCache` over `model`'s config."""
+    """`store` ({name: [1, row, ...]}) as TransformerLens's `ActivationCache` over `model`'s config and weights."""
     from transformer_lens.ActivationCache import ActivationCache
 
     return ActivationCache(store, _CacheModel(model))
