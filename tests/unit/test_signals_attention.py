@@ -7,7 +7,8 @@ import workbench as wb
 import workbench.decode
 from conftest import FAMILIES, small_example, tiny_model
 from workbench.signals import SignalSet
-from workbench.signals.attention import attention_rows, draft_attention, question_attention, suffix_pass
+from workbench.engine.attention import grouped_scores
+from workbench.signals.attention import attention_rows, draft_attention, question_attention, record_queries, suffix_pass
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -163,6 +164,26 @@ def test_attention_rows_sum_to_one_over_visible_keys():
     # query head h reads kv head h // 2
     alone = attention_rows(q[:, 3:4], keys[1:2], pos, 8 ** -0.5)
     torch.testing.assert_close(probs[3:4], alone)
+
+
+def test_the_signals_and_the_hooked_attention_score_through_one_grouped_product_bit_for_bit(tiny):
+    """q·kᵀ is written once (`engine.attention.grouped_scores`, kv heads never copied per group):
+    it equals the per-head product over kv heads copied per group bit for bit on the signals'
+    recorded rows, and the question's `hook_attn_scores` are it, scaled and masked, bit for bit."""
+    ctx = wb.build_context(tiny, small_example())
+    ad, n = tiny.adapter, ctx.layout.suffix_start
+    rec = record_queries(tiny, ctx.spliced, ctx.suffix_ids, 2)
+    _, cache = ctx.run_with_cache(names_filter=lambda name: name.endswith(("rot_q", "rot_k", "attn_scores")))
+    for l in range(ad.n_layers):
+        q, keys = rec.queries[l].float(), rec.keys.keys[l].float()  # [row, head, d_head], [kv_head, key, d_head]
+        copied = torch.einsum("rhd,hkd->hrk", q, keys.repeat_interleave(q.shape[1] // keys.shape[0], dim=0))
+        assert torch.equal(grouped_scores(q.transpose(0, 1), keys), copied)
+        q = cache[f"blocks.{l}.attn.hook_rot_q"][0].transpose(0, 1).float()  # [head, row, d_head]
+        keys = torch.cat([ctx.spliced.keys[l], cache[f"blocks.{l}.attn.hook_rot_k"][0].transpose(0, 1)], 1).float()
+        positions = torch.arange(n, n + q.shape[1])
+        want = grouped_scores(q[None], keys[None]) * ad.scaling  # [1, head, row, key]
+        want = want.masked_fill(~ad.visible(positions, torch.arange(keys.shape[1]), l), float("-inf"))
+        assert torch.equal(cache[f"blocks.{l}.attn.hook_attn_scores"], want), l
 
 
 @pytest.mark.parametrize("k", [0, -1, 1.5, True])

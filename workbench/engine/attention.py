@@ -5,8 +5,10 @@ the base's, its known rows' and its new rows', under one softmax).
 `over_keys` is the one dense attention (torch's fused kernel, or written out in fp32 for
 `hook_attn_scores` / `hook_pattern`: `explicit_attention`); `attend` lays a cell's keys end to end
 for it, or, for a decode step's few rows, scores the shared base with one product for every cell
-(`_attend_split`, the base's keys never copied per cell). Where the softmax is written out (the
-hooked attention, the decode step, the signals' attention rows) it is `attention_probs`, once.
+(`_attend_split`, the base's keys never copied per cell). Where the scores are written out (the
+hooked attention, the decode step's known and new keys, the signals' attention rows) q·kᵀ is
+`grouped_scores` (query heads grouped over their kv head, no key copied per group) and the
+softmax `attention_probs`, once each.
 `_attend_split` does not call the fused kernel: that would need each cell's keys laid end to end
 (the copy it exists to avoid), and its rounding differs from the written-out softmax's.
 
@@ -76,6 +78,14 @@ def _laid_end_to_end(base_k, base_v, new_k, new_v, known_k, known_v, n_cells: in
     return torch.cat(parts_k, dim=2), torch.cat(parts_v, dim=2)
 
 
+def grouped_scores(q: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Raw scores q·kᵀ, unscaled, in the inputs' dtype: query head h reads kv head h // (head / kv_head),
+    the kv heads never copied per group. q: [..., head, row, d_head]; keys: [..., kv_head, key, d_head]
+    (the same leading axes) -> [..., head, row, key]."""
+    qg = rearrange(q, "... (k g) r d -> ... k g r d", k=keys.shape[-3])
+    return rearrange(torch.einsum("...kgrd,...kjd->...kgrj", qg, keys), "... k g r j -> ... (k g) r j")
+
+
 def attention_probs(scores: torch.Tensor, visible: torch.Tensor, scaling: float, edit=None) -> torch.Tensor:
     """The written-out softmax: raw scores q·k ([..., key]) scaled in fp32, -inf where `visible`
     (broadcast to them) is False, softmax over the keys. `edit(kind, x) -> x`, when given, sees
@@ -96,9 +106,8 @@ def _attend_split(ad, q, base_k, base_v, new_k, new_v, known_k, known_v, mask) -
     flat = rearrange(qg, "c k g r d -> k (c g r) d")
     base_scores = torch.bmm(flat, base_k.transpose(1, 2).to(q.dtype))  # one product for every cell
     parts = [rearrange(base_scores, "k (c g r) n -> c k g r n", c=n_cells, g=group)]
-    if known_k is not None:
-        parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, known_k.to(q.dtype)))
-    parts.append(torch.einsum("ckgrd,ckjd->ckgrj", qg, new_k.to(q.dtype)))
+    for keys in ([known_k] if known_k is not None else []) + [new_k]:  # [cell, kv_head, key, d_head]
+        parts.append(rearrange(grouped_scores(q, keys.to(q.dtype)), "c (k g) r j -> c k g r j", k=kv))
     probs = attention_probs(torch.cat(parts, dim=-1), mask[:, None, None], ad.scaling).to(q.dtype)
     # probs: [cell, kv_head, g, row, key]
     p_base = rearrange(probs[..., :n_base], "c k g r n -> k (c g r) n")
@@ -119,8 +128,7 @@ def explicit_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
     q: [cell, head, row, d_head]; keys, values: [cell, kv_head, key, d_head] (query head h reads kv
     head h // (head / kv_head)); mask: [cell, row, key] (True: visible); key_positions: [cell, key].
     Returns [cell, row, head * d_head]: the fused kernel's result up to rounding."""
-    qg = rearrange(q.float(), "c (k g) r d -> c k g r d", k=keys.shape[1])  # kv heads never copied per group
-    scores = rearrange(torch.einsum("ckgrd,ckjd->ckgrj", qg, keys.float()), "c k g r j -> c (k g) r j")
+    scores = grouped_scores(q.float(), keys.float())  # [cell, head, row, key]
     probs = attention_probs(scores, mask[:, None], scaling,
                             lambda kind, x: explicit(kind, x, key_positions))  # [cell, head, row, key]
     pg = rearrange(probs.to(q.dtype), "c (k g) r j -> c k g r j", k=keys.shape[1])

@@ -36,7 +36,7 @@ import torch
 
 from workbench.context import Context
 from workbench.decode import Answer, continue_greedy, question_logits, question_pass
-from workbench.engine.attention import attention_probs
+from workbench.engine.attention import attention_probs, grouped_scores
 from workbench.engine.decode import StopRule, Walk, decode_greedy
 from workbench.engine.hooks import Hooks, with_reads
 from workbench.errors import WorkbenchError
@@ -97,18 +97,17 @@ def question_attention(ctx: Context, cache: KVCache | None = None, hooks=None) -
 
 def attention_rows(q: torch.Tensor, keys: torch.Tensor, query_positions: torch.Tensor,
                    scaling: float, window: int | None = None) -> torch.Tensor:
-    """Causal softmax attention of one layer, fp32, keys expanded to query heads.
+    """Causal softmax attention of one layer, fp32 (`engine.attention.grouped_scores`, then `attention_probs`).
 
     q: [row, head, d_head] (post-RoPE); keys: [kv_head, key, d_head] (post-RoPE, key i at
     position i); query_positions: [row]. Query head h reads kv head h // (head / kv_head).
     Returns [head, row, key]; each row sums to 1 over keys at positions <= its own (and, for a
     sliding-window layer, > its own minus `window`).
     """
-    group = q.shape[1] // keys.shape[0]
-    k = keys.float().repeat_interleave(group, dim=0)  # [head, key, d_head]
     key_pos = torch.arange(keys.shape[1], device=keys.device)
     visible = visible_keys(query_positions.to(keys.device), key_pos, window)  # [row, key]
-    return attention_probs(torch.einsum("rhd,hkd->hrk", q.float(), k), visible, scaling)  # [head, row, key]
+    scores = grouped_scores(q.float().transpose(0, 1), keys.float())  # [head, row, key]
+    return attention_probs(scores, visible, scaling)
 
 
 def suffix_pass(ctx: Context, cache: KVCache | None = None, k: int | None = 2, hooks=None) -> SuffixPass:
