@@ -17,15 +17,18 @@ import torch
 import workbench as wb
 from conftest import shifted_splice, small_example
 from workbench.bench import gpu_env as env
+from workbench.bench import gpu
 from workbench.bench.gpu import SHAPES, random_model, shape_config
+from workbench.context import context_of_length
+from workbench.splice import empty_cache
 from workbench.errors import WorkbenchError
 from workbench.exactness import SYNC_WARNING, check_exactness, sync_sites
 
 ROOT = Path(__file__).resolve().parents[2]
 # torch's once-per-process notice when the CUDA sync debug mode is first set: not a sync.
 SYNC_NOTICE = "Synchronization debug mode is a prototype feature and does not yet detect all synchronizing operations"
-COLUMNS = ("dense_ttft_ms", "assembly_ms", "cadence_grad_ms", "draft_ms", "repair_0.2_ms", "repair_1_ms",
-           "cadence_ttft_ms", "bcr_ttft_ms", "diagnosis_s")
+COLUMNS = ("dense_ttft_ms", "hf_sdpa_dense_ttft_ms", "assembly_ms", "cadence_grad_ms", "draft_ms", "repair_0.2_ms",
+           "repair_1_ms", "cadence_ttft_ms", "bcr_ttft_ms", "diagnosis_s")
 
 
 @pytest.mark.parametrize("shape, billions", [("llama-3.2-1b", 1.24), ("llama-3.1-8b", 8.03), ("gemma-3-1b", 1.00)])
@@ -45,6 +48,55 @@ def test_a_random_model_is_built_on_the_device_in_the_dtype_asked():
     assert gemma.adapter.has_windows and set(SHAPES) >= {"gemma-3-1b", "tiny-gemma3"}
     with pytest.raises(WorkbenchError, match="unknown shape 'llama-70b'"):
         random_model("llama-70b", "cpu", torch.float32)
+
+
+def hf_calls(model):
+    """A forward pre-hook on `model.hf` and its base model: each call appends `inside[0]` (set while
+    the labelled reference runs). Returns (the calls, `inside`, the hooks' remover)."""
+    calls = []
+    inside = [False]
+
+    def record(module, args, kwargs):
+        calls.append(inside[0])
+
+    handles = [m.register_forward_pre_hook(record, with_kwargs=True) for m in (model.hf, model.hf.model)]
+    return calls, inside, lambda: [h.remove() for h in handles]
+
+
+def test_the_ttfts_time_the_engine_and_only_the_labelled_reference_calls_hf(monkeypatch):
+    """Issue 44: the selectors' TTFTs and the dense TTFT run the library's answering path (the
+    engine's question pass), whose first token is HF's; HF's forward is called only by the
+    reference column `hf_sdpa_dense_ttft_ms`."""
+    model = random_model("tiny", "cpu", torch.float32)
+    ctx = context_of_length(model, 300)
+    calls, inside, remove = hf_calls(model)
+    try:
+        rows = ctx.reused_positions[::4]
+        repaired = ctx.repair(rows)
+        assert gpu.first_token(model, repaired, ctx.suffix_ids) == ctx.generate(repaired, 1).token_ids[0]
+        assert calls == []  # the repaired TTFT's pass: the engine's
+        dense = gpu.first_token(model, empty_cache(model), ctx.layout.ids)
+        assert calls == []
+        inside[0] = True
+        assert gpu.hf_sdpa_first_token(model, ctx.layout.ids) == dense and calls == [True, True]
+        inside[0] = False
+        calls.clear()
+        reference = gpu.hf_sdpa_first_token
+
+        def labelled(*args):
+            inside[0] = True
+            try:
+                return reference(*args)
+            finally:
+                inside[0] = False
+
+        monkeypatch.setattr(gpu, "hf_sdpa_first_token", labelled)
+        row = gpu.time_context(model, ctx, repeats=1, diagnosis=False)
+    finally:
+        remove()
+    assert row["cadence_ttft_ms"] > 0 and row["bcr_ttft_ms"] > 0 and row["hf_sdpa_dense_ttft_ms"] > 0
+    assert calls and all(calls), calls  # HF ran (the reference: warm-up and one repeat), and only there
+    assert len(calls) == 2 * 2  # model.hf and its base model, twice
 
 
 def test_the_exactness_check_passes_on_a_sound_context_and_fails_a_wrong_splice(tiny_llama):
@@ -131,6 +183,7 @@ def test_gpu_sh_rehearsal_writes_each_part_as_it_ends_and_survives_a_failing_par
     ratio = float(rows[0]["bcr_ttft_ms"]) / float(rows[0]["dense_ttft_ms"])
     assert float(rows[0]["bcr_ttft_vs_dense"]) == pytest.approx(ratio, rel=0.05)
     assert "Beside BCR's Table 10" in timing and "542.700" in timing
+    assert "dense prefill (ours: HF SDPA forward, reference)" in timing and "a reference only" in timing
     assert "failed on purpose" in (tmp_path / "timing.error.txt").read_text()
 
     gemma = (tmp_path / "gemma.md").read_text()

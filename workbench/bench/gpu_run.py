@@ -41,12 +41,16 @@ def _maybe_fail(part: str) -> None:
         raise RuntimeError(f"part {part!r} failed on purpose (GPU_BENCH_FAIL)")
 
 
+REFERENCE_NOTE = ("Every time is the library's own path (the engine) but `hf_sdpa_dense_ttft_ms`: HF's SDPA forward "
+                  "of the same tokens, a reference only (`bench.gpu.hf_sdpa_first_token`).")
+
+
 def _header(args) -> str:
     import transformers
 
     return (f"`{args.command_text}`\n\n"
             f"random weights ({args.dtype}, {args.device}); machine: {machine()}; "
-            f"transformers {transformers.__version__}\n")
+            f"transformers {transformers.__version__}\n\n{REFERENCE_NOTE}\n")
 
 
 def versions(args) -> dict:
