@@ -156,7 +156,8 @@ class FamilyAdapter:
 
         x: [row, hidden] -> q [row, head, d_head], k and v [row, kv_head, d_head]. `hook(name, x)
         -> x`, when given, sees the projections ("attn.hook_q", "attn.hook_k", "attn.hook_v") and,
-        where the family has them, the normed ones ("attn.hook_q_normed", "attn.hook_k_normed").
+        where the family has them, the q/k norms' points ("attn.q_norm.hook_normalized", as `norm`)
+        and the normed ones ("attn.hook_q_normed", "attn.hook_k_normed").
         """
         attn = self.layers[layer].self_attn
         rows = x.shape[0]
@@ -166,7 +167,8 @@ class FamilyAdapter:
         if hook is not None:
             q, k, v = hook("attn.hook_q", q), hook("attn.hook_k", k), hook("attn.hook_v", v)
         if hasattr(attn, "q_norm"):  # Qwen3, Gemma 3: RMSNorm over d_head, before RoPE
-            q, k = attn.q_norm(q), attn.k_norm(k)
+            q = self.norm(attn.q_norm, q, hook, "attn.q_norm.hook_normalized")
+            k = self.norm(attn.k_norm, k, hook, "attn.k_norm.hook_normalized")
             if hook is not None:
                 q, k = hook("attn.hook_q_normed", q), hook("attn.hook_k_normed", k)
         return q, k, v

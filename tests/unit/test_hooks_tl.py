@@ -48,24 +48,19 @@ def same_as_the_bridge(model, ids: torch.Tensor, folder) -> dict[str, torch.Tens
     return ours
 
 
-# What the bridge's cache holds that is not a TransformerLens 3 name of a block, each left out of
-# "every bridge point is the engine's" with its reason (by the name's last part, then by sub-module).
+# What the bridge's cache holds that is not a TransformerLens 3 name, each left out of "every
+# bridge point is the engine's" with its reason (by the name's last part).
 BRIDGE_ONLY_POINTS = {
     "hook_in": "a bridge component's input (block, norm, attn, mlp and each linear's): TL3 has none",
     "hook_out": "a bridge component's output (block, norm, attn, mlp and each linear's): TL3 has none",
     "hook_cos": "the bridge's RoPE cos table (rotary_emb, attn): a table, not an activation of TL3's",
     "hook_sin": "the bridge's RoPE sin table (rotary_emb, attn): a table, not an activation of TL3's",
 }
-BRIDGE_ONLY_MODULES = {
-    "q_norm": "the q norm's own scale and pre-weight rows over d_head; its output is hook_q_normed",
-    "k_norm": "the k norm's own scale and pre-weight rows over d_head; its output is hook_k_normed",
-}
 
 
 def transformer_lens_point(name: str) -> bool:
-    """Whether the bridge's point `name` is one the engine must have (not in the lists above)."""
-    parts = name.split(".")
-    return parts[-1] not in BRIDGE_ONLY_POINTS and not set(parts[:-1]) & set(BRIDGE_ONLY_MODULES)
+    """Whether the bridge's point `name` is one the engine must have (not in the list above)."""
+    return name.rsplit(".", 1)[-1] not in BRIDGE_ONLY_POINTS
 
 
 def assert_every_point_is_the_bridges(ours: dict, tl, names) -> None:
@@ -78,7 +73,7 @@ def assert_every_point_is_the_bridges(ours: dict, tl, names) -> None:
     worst = {}
     for name in names:
         want = tl[name]
-        if name.endswith(QK_NORM_HOOKS):  # the bridge gives [batch, head, pos, d_head]; ours is hook_q's layout
+        if name.endswith(QK_NORM_HOOKS):  # the bridge gives [batch, head, pos, ...]; ours is hook_q's layout
             want = want.transpose(1, 2)
         got = ours[name]
         assert got.shape == want.shape, (name, got.shape, want.shape)
@@ -100,9 +95,13 @@ def test_every_hook_point_equals_the_transformer_bridges(family, tmp_path):
     assert torch.equal(ours[f"{l}.hook_resid_mid"], ours[f"{l}.hook_resid_pre"] + ours[f"{l}.hook_attn_out"])
     attn = model.adapter.layers[LAYER].self_attn
     if family != "llama":
+        gain = attn.q_norm.weight.float() + (1 if family == "gemma3_text" else 0)  # Gemma: 1 + weight
         with torch.inference_mode():
             normed = attn.q_norm(ours[f"{l}.attn.hook_q"])
-        assert torch.equal(normed, ours[f"{l}.attn.hook_q_normed"])
+            weighted = ours[f"{l}.attn.q_norm.hook_normalized"] * gain  # the q norm's rows before its weight
+        assert torch.equal(weighted, ours[f"{l}.attn.hook_q_normed"])
+        # the module's rsqrt, where the hooked hook_scale divides: equal up to rounding
+        assert torch.allclose(normed, ours[f"{l}.attn.hook_q_normed"], rtol=1e-6, atol=1e-6)
         assert not torch.allclose(ours[f"{l}.attn.hook_q"], ours[f"{l}.attn.hook_q_normed"], atol=1e-3)
     block = model.adapter.layers[LAYER]
     assert (f"{l}.ln1_post.hook_scale" in ours) == (family == "gemma3_text")

@@ -7,6 +7,8 @@
     blocks.{l}.ln1.hook_normalized           [cell, row, hidden]     x / rms(x) before the norm's weight (fp32)
     blocks.{l}.attn.hook_q / hook_k          [cell, row, head | kv_head, d_head]  the projections (before any q/k norm)
     blocks.{l}.attn.hook_v                   [cell, row, kv_head, d_head]
+    blocks.{l}.attn.q_norm.hook_scale / _normalized  Qwen3, Gemma 3 only: the q norm over d_head (as ln1),
+                                             [cell, row, head, 1 | d_head]; k_norm the same over kv_head
     blocks.{l}.attn.hook_q_normed / _k_normed  after the q/k RMSNorm (Qwen3, Gemma 3 only), before RoPE
     blocks.{l}.attn.hook_rot_q / hook_rot_k  [cell, row, head | kv_head, d_head]  after RoPE (what the cache stores)
     blocks.{l}.attn.hook_attn_scores         [cell, head, row, key]  scaled, masked (-inf) scores before the softmax (fp32)
@@ -28,9 +30,10 @@
 `ln_final`'s points and `hook_unembed` fire only on the rows whose logits a pass computes (every
 row of `Context.run_with_cache`'s pass, each cell's teacher-forced rows in the batched cells, each
 decode step's); a repair computes none. `ln1_post` / `ln2_post` exist only on Gemma 3 (its norms after
-attention and the MLP), `hook_q_normed` / `hook_k_normed` only on families with q/k norms; the
-bridge gives them as [batch, head, pos, d_head] on Gemma 3 and Qwen3, the workbench as
-[cell, row, head, d_head] like `hook_q` (the test transposes).
+attention and the MLP), `q_norm` / `k_norm` and `hook_q_normed` / `hook_k_normed` only on families
+with q/k norms; the bridge gives those as [batch, head, pos, ...] on Gemma 3 and Qwen3 (TransformerLens's
+HookedTransformer its `q_norm` rows flattened, [batch * pos * head, d_head]), the workbench as
+[cell, row, head, ...] like `hook_q` (the test transposes).
 
 A hook is called `fn(tensor, hook=point)`, as TransformerLens calls it: it may edit the tensor
 in place, return a replacement of the same shape, dtype and device, or return None to keep it.
@@ -66,12 +69,14 @@ import torch
 from workbench.errors import WorkbenchError
 
 LAYER_HOOKS = ("hook_resid_pre", "ln1.hook_scale", "ln1.hook_normalized", "attn.hook_q", "attn.hook_k",
-               "attn.hook_v", "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
+               "attn.hook_v", "attn.q_norm.hook_scale", "attn.q_norm.hook_normalized", "attn.k_norm.hook_scale",
+               "attn.k_norm.hook_normalized", "attn.hook_q_normed", "attn.hook_k_normed", "attn.hook_rot_q", "attn.hook_rot_k",
                "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z", "ln1_post.hook_scale",
                "ln1_post.hook_normalized", "hook_attn_out", "hook_resid_mid", "ln2.hook_scale", "ln2.hook_normalized",
                "mlp.hook_pre", "mlp.hook_pre_linear", "mlp.hook_post", "ln2_post.hook_scale",
                "ln2_post.hook_normalized", "hook_mlp_out", "hook_resid_post")
-QK_NORM_HOOKS = ("attn.hook_q_normed", "attn.hook_k_normed")
+QK_NORM_HOOKS = ("attn.q_norm.hook_scale", "attn.q_norm.hook_normalized", "attn.k_norm.hook_scale",
+                 "attn.k_norm.hook_normalized", "attn.hook_q_normed", "attn.hook_k_normed")  # Qwen3, Gemma 3
 POST_NORM_HOOKS = ("ln1_post.hook_scale", "ln1_post.hook_normalized", "ln2_post.hook_scale",
                    "ln2_post.hook_normalized")  # Gemma 3's norms of attention's and the MLP's outputs
 FINAL_HOOKS = ("ln_final.hook_scale", "ln_final.hook_normalized", "hook_unembed")
@@ -80,7 +85,7 @@ EXPLICIT_ATTENTION = ("attn.hook_attn_scores", "attn.hook_pattern")  # points th
 
 def hook_names(model_or_layers, qk_norm: bool | None = None, post_norms: bool | None = None) -> tuple[str, ...]:
     """Every hook point of a model, in the order a pass reaches them. `model_or_layers`: a
-    `FamilyAdapter` (its q/k norms decide `hook_q_normed`, its post-norms `ln1_post` / `ln2_post`)
+    `FamilyAdapter` (its q/k norms decide their points, its post-norms `ln1_post` / `ln2_post`)
     or a number of layers (`qk_norm` and `post_norms` then say whether they exist; default not)."""
     n_layers = model_or_layers if isinstance(model_or_layers, int) else model_or_layers.n_layers
     if qk_norm is None:
