@@ -12,8 +12,9 @@ from readable import compact, count, p_value, rate, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
-    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, cell_anatomy, read_preregistration,
-    reference_selectors, resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
+    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, cell_anatomy,
+    examples_behind, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
+    tokens_to_target,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.forest import forest_figure
@@ -156,6 +157,27 @@ if contrasts is not None and len(contrasts):
     csv_button(contrasts, f"contrasts-{run.name}", "curves_contrasts_csv", "Contrasts as CSV")
     show_figure(forest_figure(contrasts, f"Paired differences A − B on {contrast_measure} (filled: Holm p < 0.05)"),
                 f"forest-{run.name}", "curves_forest")
+    tested = {f"{family} {name}: {text}": text for family, group in families.items() for name, text in group.items()}
+    b1, b2 = st.columns([4, 1])
+    ensure_choice("curves_behind", list(tested), next(iter(tested)))
+    chosen = b1.selectbox("Read the examples behind a contrast", list(tested), key="curves_behind",
+                          help="Before a difference is reported, read some of the examples it rests on: an answer "
+                               "that runs on, or a value inside a longer number, can make a difference that is not "
+                               "one of evidence.")
+    k = int(b2.number_input("Examples", 1, 50, 10, key="curves_behind_k"))
+    try:
+        behind = examples_behind(sweep, tested[chosen], contrast_measure, k)
+    except WorkbenchError as err:
+        warn(err)
+    else:
+        st.caption(behind_sentence(behind) + ("." if len(behind.shown) else ": none."))
+        if len(behind.shown):
+            answers = {**{c: "small" for c in behind.shown.columns},
+                       **{c: "medium" for c in ("dense", behind.a, behind.b)}}  # the answers to read get the room
+            headers = {c: c.replace("_", " ") for c in behind.shown.columns}
+            headers.update({f"{side} {behind.measure}": behind.measure for side in (behind.a, behind.b)})  # beside its answer
+            show_table(behind.shown, headers, {"budget": compact},
+                       key="curves_behind_table", pinned=("example_id",), widths=answers, wrap=True)
 
 st.subheader("Curves")
 show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),

@@ -192,3 +192,28 @@ def test_fidelity_tells_coinciding_series_apart_and_leaves_missing_values_blank(
     same = any(array(a["y"]) == array(b["y"]) and array(a["x"]) == array(b["x"])
                for i, a in enumerate(series) for b in series[i + 1:])
     assert same == ("drawn on each other" in str(alpha["layout"]["title"]["text"]))
+
+
+def test_the_examples_behind_a_contrast_are_the_librarys(runs):
+    """Under the family, a contrast's differing examples to read: the library's seeded sample, its
+    counts in the caption; another contrast or measure reads its own."""
+    from workbench.experiments.behind import behind_sentence, examples_behind
+
+    at = curves("wide")
+    at.text_area(key="curves_family_text").set_value("cadence-grad:cacheblend@0.2\nnone:full@0.5").run()
+    ok(at)
+    choices = at.selectbox(key="curves_behind").options
+    assert choices == ["chosen C1: cadence-grad:cacheblend@0.2", "chosen C2: none:full@0.5"]
+    at.selectbox(key="curves_behind").set_value(choices[1]).run()
+    ok(at)
+    at.selectbox(key="curves_contrast_measure").set_value("flip").run()
+    ok(at)
+    behind = examples_behind(load_sweep(runs / "wide"), "none:full@0.5", "flip", 10)
+    assert len(behind.shown) > 0, "the small sweep's splice must flip somewhere"
+    shown = frame_with(at, "example_id", "dense", "none", "full")
+    assert list(shown["example_id"]) == list(behind.shown["example_id"])
+    assert list(shown["none"]) == list(behind.shown["none"])
+    assert any(behind_sentence(behind) in c.value for c in at.caption)
+    at.number_input(key="curves_behind_k").set_value(1).run()
+    ok(at)
+    assert len(frame_with(at, "example_id", "dense", "none", "full")) == 1

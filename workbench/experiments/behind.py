@@ -104,3 +104,15 @@ def _short(text) -> str:
     text = "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
     flat = text.replace("\r\n", "\n").replace("\n", " ⏎ ")
     return flat if len(flat) <= ANSWER_CHARS else f"{flat[:ANSWER_CHARS]}… ({len(text)} chars)"
+
+
+def behind_sentence(behind: Behind) -> str:
+    """What a `Behind` counts and shows, in one sentence (its table follows it)."""
+    where = "answers at the budget shown" + (", where the two differ most" if behind.at.startswith("auc") else "")
+    if behind.drawn:
+        where += "; the drawn control: its first draw's answer, its mean over draws"
+    differ = behind.a_higher + behind.b_higher
+    return (f"Behind {behind.a} vs {behind.b} at {behind.at} on {behind.measure}: of {behind.n} examples, "
+            f"{behind.a} is higher in {behind.a_higher} and {behind.b} in {behind.b_higher}; "
+            f"{len(behind.shown)} of those {differ} to read (a sample, seed {behind.seed}; {where})")
+

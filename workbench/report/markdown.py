@@ -7,6 +7,7 @@ import math
 
 import pandas as pd
 
+from workbench.experiments.behind import behind_sentence
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.summary import attribution_table, run_caveats
 from workbench.runstore import SweepRun
@@ -220,14 +221,8 @@ def across_markdown(results) -> str:
 
 def behind_markdown(behind) -> str:
     """The examples behind one contrast (`experiments.behind.Behind`) as a markdown table to read."""
-    where = "answers at the budget shown" + (", where the two differ most" if behind.at.startswith("auc") else "")
-    if behind.drawn:
-        where += "; the drawn control: its first draw's answer, its mean over draws"
-    differ = behind.a_higher + behind.b_higher
-    head = (f"Behind {behind.a} vs {behind.b} at {behind.at} on {behind.measure}: of {behind.n} examples, "
-            f"{behind.a} is higher in {behind.a_higher} and {behind.b} in {behind.b_higher}; "
-            f"{len(behind.shown)} of those {differ} to read (a sample, seed {behind.seed}; {where}):")
+    head = behind_sentence(behind)
     if behind.shown.empty:
-        return head + " none."
+        return head + ": none."
     cells = behind.shown.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)
-    return head + "\n\n" + markdown_table(cells)
+    return head + ":\n\n" + markdown_table(cells)
