@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 from workbench import exactness
-from workbench.bench.gpu import _median_ms, random_model, time_context
+from workbench.bench.gpu import _median_ms, first_token, random_model, time_context
 from workbench.bench.ratios import _time
 from workbench.context import context_of_length
 from workbench.decode import continue_greedy
@@ -51,6 +51,7 @@ from workbench.engine.decode import GRAPHS_ENV
 from workbench.kv import KVCache
 from workbench.selectors import default_selectors
 from workbench.signals.attention import draft_attention
+from workbench.splice import empty_cache
 from workbench.signals.saliency import cache_gradients, decision_saliency
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # HF's steps: the tests' oracle
@@ -83,9 +84,8 @@ def parts(ctx, y: list[int]) -> dict:
     (all of it, and its first 6 tokens); decision_saliency with ŷ given; BCR's draft."""
     model = ctx.model
     row = {"n_tokens": ctx.layout.n_tokens, "answer_tokens": len(y)}
-    with torch.inference_mode():
-        row["dense_ttft_ms"] = _median_ms(lambda: model.hf(input_ids=ctx.layout.ids.to(model.device)[None],
-                                                     logits_to_keep=1))
+    with torch.inference_mode():  # the engine's dense prefill and first token, as bench/gpu.py's dense_ttft_ms
+        row["dense_ttft_ms"] = _median_ms(lambda: first_token(model, empty_cache(model), ctx.layout.ids))
     row["greedy_ms"] = _median_ms(lambda: ctx.generate(ctx.spliced, 24))
     row["greedy_step_ms"] = row["greedy_ms"] / max(1, len(y))
     row["fwd_bwd_ms"] = _median_ms(lambda: cache_gradients(model, ctx.spliced, ctx.suffix_ids, y))
