@@ -217,3 +217,13 @@ def _contrasts(path: str, stamp: tuple, families: str, measure: str) -> pd.DataF
 def run_contrasts(folder: Path, families: dict, measure: str) -> pd.DataFrame:
     """`family_table` of a sweep: each family's contrasts on `measure`, Holm within each family."""
     return _contrasts(str(folder), _sweep_stamp(folder), json.dumps(families), measure)
+
+
+@st.cache_data(show_spinner="Finding the examples behind it...", max_entries=32)
+def _behind(path: str, stamp: tuple, text: str, measure: str, k: int):
+    return wb.examples_behind(_sweep(path, stamp), text, measure, k)
+
+
+def run_behind(folder: Path, text: str, measure: str, k: int):
+    """`examples_behind` of a sweep: contrast `text`'s differing examples on `measure`, a sample of k."""
+    return _behind(str(folder), _sweep_stamp(folder), text, measure, k)

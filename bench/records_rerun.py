@@ -24,8 +24,21 @@ RECORDS = ROOT / "docs" / "records"
 
 def first_examples(record: Path, n: int) -> list[Path]:
     """The record's first n examples, by id in their natural order ("2" before "10")."""
+    from workbench.experiments.behind import natural_order
+
     folders = [p for p in (record / "diagnoses").iterdir() if p.is_dir()]
-    return sorted(folders, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))[:n]
+    return sorted(folders, key=lambda p: natural_order(p.name))[:n]
+
+
+def read_done(out: Path) -> list[dict]:
+    """The lines already written to `out` (a torn last line, from a stop mid-write, is dropped)."""
+    lines = []
+    for text in out.read_text().splitlines() if out.exists() else []:
+        try:
+            lines.append(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+    return lines
 
 
 def main(argv=None) -> int:
@@ -41,16 +54,15 @@ def main(argv=None) -> int:
     from workbench.threads import apply_thread_count
 
     apply_thread_count()
-    done = set()
-    if args.out.exists():
-        done = {(r["record"], r["example"]) for r in map(json.loads, args.out.read_text().splitlines())}
-    for name in args.records:
+    done = {(r["record"], r["example"]) for r in read_done(args.out)}
+    records = list(dict.fromkeys(args.records))  # a record named twice is checked once
+    for name in records:
         record_dir = RECORDS / name
-        manifest = json.loads((record_dir / "manifest.json").read_text())
-        model = load_model(manifest["model"]["name"])
-        for folder in first_examples(record_dir, args.first):
-            if (name, folder.name) in done:
-                continue
+        todo = [f for f in first_examples(record_dir, args.first) if (name, f.name) not in done]
+        if not todo:
+            continue
+        model = load_model(json.loads((record_dir / "manifest.json").read_text())["model"]["name"])
+        for folder in todo:
             record = Diagnosis.load(folder)
             start = time.perf_counter()
             agreement = compare_outcomes(record, rebuild(model, record))
@@ -62,8 +74,8 @@ def main(argv=None) -> int:
             with args.out.open("a") as f:
                 f.write(json.dumps(line) + "\n")
             print(f"{name} #{folder.name}: {agreement}", flush=True)
-    lines = [json.loads(x) for x in args.out.read_text().splitlines()]
-    for name in args.records:
+    lines = read_done(args.out)
+    for name in records:
         mine = [r for r in lines if r["record"] == name]
         print(f"{name}: {sum(r['same'] for r in mine)} of {len(mine)} examples with every decision equal "
               f"({sum(r['rows'] for r in mine)} outcome rows); largest log-probability gap "

@@ -186,8 +186,9 @@ class _CacheModel:
     `W_U` ([d_model, vocab], a view of the LM head's weight), `tokens_to_residual_directions` and
     `to_single_token` for `logit_attrs`. As the bridge's (TransformerLens's warning), the final
     norm's weight is not folded into `W_U`, so `logit_attrs` sums to the logit only where that
-    weight is 1. No `ln_final` module (`apply_ln` reads the cached `hook_scale`) and no
-    `accumulated_bias`."""
+    weight is 1, and on Gemma 3 a head's result is z·W_O before the block's `ln1_post`. No
+    `ln_final` module (`apply_ln` reads the cached `hook_scale`), no `accumulated_bias` and no MLP
+    weights (`stack_neuron_results`, `get_full_resid_decomposition`): asking for one says so."""
 
     def __init__(self, model: LoadedModel):
         ad, config = model.adapter, model.config
@@ -196,8 +197,7 @@ class _CacheModel:
                                    d_vocab=config.vocab_size, attn_only=False, normalization_type="RMS",
                                    model_name=model.name)
         self._model = model
-        self.blocks = [SimpleNamespace(attn=_HeadsOut(layer.self_attn.o_proj, ad.n_heads, ad.head_dim))
-                       for layer in ad.layers]
+        self.blocks = [_Block(_HeadsOut(layer.self_attn.o_proj, ad.n_heads, ad.head_dim)) for layer in ad.layers]
 
     @property
     def W_U(self) -> torch.Tensor:
@@ -212,6 +212,8 @@ class _CacheModel:
     def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
         """Each token's column of W_U: [d_model] for one token (str, int or a one-element tensor),
         else the tokens' shape then d_model (TransformerBridge's convention)."""
+        if isinstance(tokens, torch.Tensor) and tokens.numel() == 0:
+            raise WorkbenchError("tokens: an empty tensor; give one token id or more")
         if isinstance(tokens, torch.Tensor) and tokens.numel() > 1:
             return rearrange(self.W_U[:, tokens], "d ... -> ... d")
         if isinstance(tokens, str):
@@ -221,6 +223,18 @@ class _CacheModel:
         elif not isinstance(tokens, int):
             raise WorkbenchError(f"tokens: a string, an int or a tensor of ids, got {type(tokens).__name__}")
         return self.W_U[:, tokens]
+
+
+class _Block:
+    """One block as the cache's model has it: `attn.W_O` only; anything else is refused by name
+    (an AttributeError, so TransformerLens's own `hasattr` checks still read it as absent)."""
+
+    def __init__(self, attn: _HeadsOut):
+        self.attn = attn
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"the workbench's ActivationCache model has no blocks[l].{name} (only attn.W_O and "
+                             f"W_U); for what needs it, run the same pass through a TransformerBridge")
 
 
 class _HeadsOut:

@@ -33,7 +33,7 @@ from workbench.models import LoadedModel
 from workbench.repair import recompute_rows
 
 __all__ = ["Answer", "TeacherForced", "continue_greedy", "draft_confidence", "forced_score", "greedy_answer",
-           "greedy_answers", "question_logits", "question_pass", "stop_token_ids", "teacher_forced"]
+           "greedy_answers", "last_logits", "question_logits", "question_pass", "stop_token_ids", "teacher_forced"]
 
 
 def question_pass(model: LoadedModel, cache: KVCache, inputs: torch.Tensor, hooks=None) -> tuple[KVCache, torch.Tensor]:
@@ -54,8 +54,8 @@ def question_logits(model: LoadedModel, hidden: torch.Tensor, positions: torch.T
         return final_logits(model.adapter, hidden, rows, hooks)  # [row, vocab]
 
 
-def _last_logits(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
-                 hooks: Hooks | None) -> tuple[KVCache, torch.Tensor]:
+def last_logits(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
+                hooks: Hooks | None) -> tuple[KVCache, torch.Tensor]:
     """`question_pass` of `suffix_ids` over `cache`: (the cache it extends, its last row's logits
     [vocab], through the final points when hooked; only that row's, as HF's logits_to_keep=1)."""
     prefilled, h = question_pass(model, cache, suffix_ids, hooks)
@@ -69,7 +69,7 @@ def greedy_answer(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tensor,
     `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`): run on the suffix (the final
     points on its last row, whose logits are read) and on every decode step."""
     hooks = Hooks.of(hooks, model.adapter)
-    prefilled, logits = _last_logits(model, cache, suffix_ids, hooks)
+    prefilled, logits = last_logits(model, cache, suffix_ids, hooks)
     return continue_greedy(model, logits, prefilled, max_new_tokens, stop_at_newline, hooks=hooks)
 
 
@@ -133,7 +133,7 @@ def draft_confidence(model: LoadedModel, cache: KVCache, suffix_ids: torch.Tenso
     `suffix_ids` over `cache` (fewer when an end-of-turn token comes first), through the engine
     (`question_pass`, then its decode steps) under `hooks` (`engine.hooks`)."""
     hooks = Hooks.of(hooks, model.adapter)
-    prefilled, logits = _last_logits(model, cache, suffix_ids, hooks)
+    prefilled, logits = last_logits(model, cache, suffix_ids, hooks)
     top = []
     continue_answer(model, prefilled, logits, StopRule.of(model, k, stop_at_newline=False), hooks,
                     observe=lambda logits, alive: top.append(float(logits[0].float().softmax(-1).max())))

@@ -216,7 +216,7 @@ class FamilyAdapter:
         "ln2_post.hook_normalized", as TransformerLens's `ln1_post` / `ln2_post`)."""
         block = self.layers[layer]
         out = block.self_attn.o_proj(attn)
-        gemma = hasattr(block, "pre_feedforward_layernorm")  # Gemma: norms after attention and around the MLP
+        gemma = self.has_post_norms  # Gemma: norms after attention and around the MLP
         if gemma:
             out = self.norm(block.post_attention_layernorm, out, hook, "ln1_post.hook_normalized")
         h = h + (out if hook is None else hook("hook_attn_out", out))

@@ -13,8 +13,7 @@ from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, w
 from workbench import plots
 from workbench.app_api import (
     CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, cell_anatomy,
-    examples_behind, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
-    tokens_to_target,
+    read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.forest import forest_figure
@@ -166,7 +165,7 @@ if contrasts is not None and len(contrasts):
                                "one of evidence.")
     k = int(b2.number_input("Examples", 1, 50, 10, key="curves_behind_k"))
     try:
-        behind = examples_behind(sweep, tested[chosen], contrast_measure, k)
+        behind = state.run_behind(run.path, tested[chosen], contrast_measure, k)
     except WorkbenchError as err:
         warn(err)
     else:

@@ -10,13 +10,14 @@
 # KVWB names the command, as in study-10.12.sh.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: analyse-10.12.sh RUN OTHER" >&2; exit 2; }
-run=$1 other=$2
+run=$(realpath "$1") other=$(realpath "$2")   # before the cd below
 cd "$(dirname "$0")/../.."
 KVWB=${KVWB:-.venv/bin/kvwb}
 PY=${PY:-.venv/bin/python}
 
-# the run's n against the n its command asked for, and the families' contrasts moved to b = 0.2
-read -r done asked at02 < <("$PY" - "$run" <<'EOF'
+# the run's n against the n its command asked for; the families' contrasts moved to b = 0.2; A1 and
+# B3 as the run's pre-registration names them (the test across settings, amendment 1's reading)
+read -r done asked at02 a1 b3 < <("$PY" - "$run" <<'EOF'
 import json, sys
 from pathlib import Path
 from workbench.experiments.families import read_preregistration
@@ -27,8 +28,12 @@ asked = json.loads((folder / "manifest.json").read_text())["args"]["n"]
 pre = read_preregistration(folder)
 if pre is None:
     sys.exit(f"{folder} keeps no preregistration.json: not a pre-registered study")
-contrasts = [c.replace("@auc", "@0.2") for family in pre.families.values() for c in family.values()]
-print(len(load_sweep(folder).examples), asked, ",".join(contrasts))
+named = {name: c for family in pre.families.values() for name, c in family.items()}
+missing = [name for name in ("A1", "B3") if name not in named]
+if missing:
+    sys.exit(f"{folder}'s pre-registration names no {' or '.join(missing)}: 10.12's readings need A1 and B3")
+at02 = [c.replace("@auc", "@0.2") for c in named.values()]
+print(len(load_sweep(folder).examples), asked, ",".join(at02), named["A1"], named["B3"])
 EOF
 )
 label=""
@@ -43,6 +48,9 @@ em_contrasts=()
 IFS=, read -ra list <<< "$at02"
 for c in "${list[@]}"; do em_contrasts+=(--contrast "$c"); done
 
+out=$(mktemp)   # the readings are printed whole at the end, or not at all
+trap 'rm -f "$out"' EXIT
+{
 echo "# 10.12's pre-registered readings of $run$label"
 echo
 echo "## 1. Primary: the families on retrieved @auc, Holm within each; the summary on retrieved"
@@ -55,10 +63,12 @@ echo "## 2. Secondary, uncorrected: the families' contrasts on em at b = 0.2 (ex
 echo
 contrasts_only summary "$run" --measure em "${em_contrasts[@]}" --read 10
 echo
-echo "## 3. Secondary, uncorrected (amendment 1): B3 on whole-word contains over the budget grid"
+echo "## 3. Secondary, uncorrected (amendment 1): B3 ($b3) on whole-word contains over the budget grid"
 echo
-contrasts_only summary "$run" --measure contains --contrast relaxkv:prophetkv@auc --read 10
+contrasts_only summary "$run" --measure contains --contrast "$b3" --read 10
 echo
-echo "## 4. The one test across settings: A1's per-example area difference here against $other"
+echo "## 4. The one test across settings: A1's ($a1) per-example area difference here against $other"
 echo
-contrasts_only summary "$run" --measure retrieved --contrast cadence-grad:cacheblend@auc --against "$other"
+contrasts_only summary "$run" --measure retrieved --contrast "$a1" --against "$other"
+} > "$out"
+cat "$out"

@@ -195,8 +195,8 @@ def test_fidelity_tells_coinciding_series_apart_and_leaves_missing_values_blank(
 
 
 def test_the_examples_behind_a_contrast_are_the_librarys(runs):
-    """Under the family, a contrast's differing examples to read: the library's seeded sample, its
-    counts in the caption; another contrast or measure reads its own."""
+    """Under the family, the chosen contrast's differing examples on the chosen measure: the library's
+    seeded sample, its counts in the caption; K sets how many."""
     from workbench.experiments.behind import behind_sentence, examples_behind
 
     at = curves("wide")

@@ -1,7 +1,8 @@
 """`Context.run_with_cache`'s ActivationCache reads the weights as TransformerLens 4's
 `TransformerBridge` does: `stack_head_results` and `logit_attrs` on the question's rows equal the
-bridge's own cache of a full dense pass of the same tokens (tiny Llama and Gemma 3, their norm
-weights drawn away from 1 so that a folded or a missing weight would show)."""
+bridge's own cache of a full dense pass of the same tokens (tiny Llama and Gemma 3 with a head
+width other than d_model / heads, their norm weights drawn away from 1 so that a folded or a
+missing weight would show); what it lacks is refused by name."""
 
 import pytest
 import torch
@@ -11,9 +12,10 @@ from tests.conftest import small_example, tiny_model, transformer_bridge
 from workbench.errors import WorkbenchError
 
 
-@pytest.fixture(scope="module", params=["llama", "gemma3_text"])
+@pytest.fixture(scope="module", params=[("llama", {}), ("gemma3_text", {"head_dim": 32})])  # Gemma: d_head != d_model / heads
 def pair(request, tmp_path_factory):
-    model = tiny_model(request.param)
+    family, overrides = request.param
+    model = tiny_model(family, **overrides)
     with torch.no_grad():
         for module in model.hf.modules():
             if "Norm" in type(module).__name__ and getattr(module, "weight", None) is not None:
@@ -52,3 +54,11 @@ def test_logit_attrs_are_the_bridges_for_a_token_id_and_a_string(pair):
     assert ours.model.to_single_token(word) == bridge.to_single_token(word)
     with pytest.raises(WorkbenchError, match="not a single token"):
         ours.model.to_single_token("Tressamor Tressamor")
+
+
+def test_what_the_cache_model_lacks_is_refused_by_name(pair):
+    _, _, _, ours, _, _ = pair
+    with pytest.raises(AttributeError, match="no blocks\\[l\\].mlp"):
+        ours.stack_neuron_results(layer=1)
+    with pytest.raises(WorkbenchError, match="empty tensor"):
+        ours.model.tokens_to_residual_directions(torch.tensor([], dtype=torch.long))

@@ -47,11 +47,12 @@ def _analyse(study: Path, other: Path, **env) -> subprocess.CompletedProcess:
                           env={**os.environ, "KVWB": kvwb, "PY": sys.executable, **env}, timeout=600)
 
 
-def _kvwb_contrasts(*args: str) -> list[str]:
-    """The contrast rows `kvwb summary` itself prints for these arguments."""
+def _kvwb_contrasts(*args: str, headers: bool = False) -> list[str]:
+    """The contrast rows `kvwb summary` itself prints for these arguments (with `headers`, also the
+    across table's header, which names the two runs)."""
     done = subprocess.run([sys.executable, "-m", "workbench.cli", "summary", *args], capture_output=True,
                           text=True, check=True, timeout=600)
-    return [line for line in done.stdout.splitlines() if line.startswith("| ") and " vs " in line]
+    return [line for line in done.stdout.splitlines() if line.startswith("| ") and (" vs " in line or (headers and "A - B in" in line))]
 
 
 def test_every_reading_in_its_order_with_kvwbs_own_numbers(runs):
@@ -63,6 +64,8 @@ def test_every_reading_in_its_order_with_kvwbs_own_numbers(runs):
     assert heads == sorted(heads)
     assert "PARTIAL" not in out
     assert "Family A (A1), pre-registered (a test); on retrieved" in out
+    primary = _kvwb_contrasts(str(study), "--measure", "retrieved", "--preregistered")
+    assert len(primary) == 3 and all(row in out[:heads[1]] for row in primary)  # the families, kvwb's own rows
     assert "Family B (B1, B3), pre-registered (a test); on retrieved" in out
     assert "Behind cadence-grad vs cacheblend at auc over 0.2-0.5 on retrieved" in out[:heads[1]]  # ten to read
     assert "Behind relaxkv vs prophetkv at 0.2 on em" in out[heads[1]:heads[2]]
@@ -71,8 +74,10 @@ def test_every_reading_in_its_order_with_kvwbs_own_numbers(runs):
     assert len(em_rows) == 3 and all(row in out[heads[1]:heads[2]] for row in em_rows)  # the families at 0.2
     contains_rows = _kvwb_contrasts(str(study), "--measure", "contains", "--contrast", "relaxkv:prophetkv@auc")
     assert contains_rows and all(row in out[heads[2]:heads[3]] for row in contains_rows)
-    across = out[heads[3]:]
-    assert str(other) in across and "permutation" in across.lower()
+    across = _kvwb_contrasts(str(study), "--measure", "retrieved", "--contrast", "cadence-grad:cacheblend@auc",
+                             "--against", str(other), headers=True)
+    assert any(f"A - B in {other.name}" in row for row in across)
+    assert all(row in out[heads[3]:] for row in across)  # A1 here, then A1 here against there
 
 
 def test_a_run_short_of_its_n_is_refused_unless_partial(runs, tmp_path):

@@ -3,9 +3,9 @@ where A and B differ on the quantity the contrast tests, with their answers (exp
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from workbench.cli.main import main as kvwb
@@ -48,12 +48,18 @@ def test_the_counts_and_the_sample_are_the_differing_examples_with_their_answers
 
 
 def test_at_auc_each_example_is_shown_where_the_two_differ_most(run):
-    behind = examples_behind(run, "none:full@auc", "f1_to_dense", k=4)
-    assert behind.at == "auc over 0.2-0.5" and not behind.shown.empty
-    for row in behind.shown.itertuples(index=False):
-        gaps = [abs(_at(run, "none", bud).loc[row.example_id, "f1_to_dense"]
-                    - _at(run, "full", bud).loc[row.example_id, "f1_to_dense"]) for bud in (0.2, 0.5)]
-        assert row.budget == (0.2, 0.5)[int(np.argmax(gaps))]
+    """Values set by hand so the widest gap is at the second budget for q1 and at the first for q2."""
+    o = run.outcomes.copy()
+    none, full = o["selector"] == "none", o["selector"] == "full"
+    o.loc[full, "f1_to_dense"] = 1.0
+    for example, at_02, at_05 in (("q1", 0.5, 0.0), ("q2", 0.0, 0.5), ("q3", 1.0, 1.0)):
+        for budget, value in ((0.2, at_02), (0.5, at_05)):
+            o.loc[none & (o["example_id"] == example) & ((o["budget"] - budget).abs() < 1e-9), "f1_to_dense"] = value
+    behind = examples_behind(replace(run, outcomes=o), "none:full@auc", "f1_to_dense", k=4)
+    assert behind.at == "auc over 0.2-0.5" and (behind.a_higher, behind.b_higher) == (0, 2)  # q3: no difference
+    assert dict(zip(behind.shown["example_id"], behind.shown["budget"])) == {"q1": 0.5, "q2": 0.2}
+    shown = behind.shown.set_index("example_id")
+    assert shown.loc["q1", "none f1_to_dense"] == 0.0 and shown.loc["q2", "none f1_to_dense"] == 0.0
 
 
 def test_the_cli_prints_them_after_each_contrast_and_refuses_read_without_one(run, capsys):

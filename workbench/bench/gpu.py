@@ -39,7 +39,7 @@ import torch
 from workbench.bench.ratios import _time
 from workbench.byte_tokenizer import byte_tokenizer
 from workbench.context import Context, context_of_length
-from workbench.decode import question_logits, question_pass
+from workbench.decode import last_logits
 from workbench.diagnosis import DiagnoseConfig, diagnose
 from workbench.errors import WorkbenchError
 from workbench.kv import KVCache, assemble
@@ -116,9 +116,8 @@ def _median_ms(fn, repeats: int = 3) -> float:
 @torch.inference_mode()
 def first_token(model: LoadedModel, cache: KVCache, suffix: torch.Tensor) -> int:
     """The first answer token after `suffix` ([pos]) over `cache`, as the library answers: the
-    engine's question pass (`decode.question_pass`) and its last row's logits (`question_logits`)."""
-    prefilled, h = question_pass(model, cache, suffix)  # h: [pos, hidden]
-    return int(question_logits(model, h[-1:], torch.tensor([prefilled.n_positions - 1]), None)[0].argmax())
+    engine's question pass and its last row's logits (`decode.last_logits`, as `ctx.answer` starts)."""
+    return int(last_logits(model, cache, suffix, None)[1].argmax())
 
 
 @torch.inference_mode()

@@ -11,6 +11,7 @@ control (the coin) is read by its mean over draws, and its answer shown is its f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,16 +33,16 @@ class Behind:
     at: str  # "0.2", or "auc over 0.05-0.5"
     measure: str
     n: int  # examples both selectors answered
-    a_higher: int  # examples where A's value (the contrast's per-example quantity) exceeds B's
+    a_higher: int  # examples where A's value (the contrast's per-example quantity; for flip, a rate) exceeds B's
     b_higher: int
     seed: int
     drawn: bool  # a side is a drawn control: its mean over draws, its first draw's answer shown
-    shown: pd.DataFrame  # one row per example read: example_id, budget, gold, dense, A, a_value, B, b_value
+    shown: pd.DataFrame  # per example read: example_id, budget, gold, dense, A, "A measure", B, "B measure"
 
 
 def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: int = 0) -> Behind:
     """The examples behind contrast `text` ("A:B@budget" or "A:B@auc") on `measure`: how many differ
-    each way, and a seeded sample of k of them (sorted by example id) with their answers."""
+    each way, and a seeded sample of k of them (in the examples' natural order) with their answers."""
     a, b, budget = parse_contrast(text)
     m = get_measure(measure)
     b = resolve_coin(a, b, set(run.outcomes["selector"]))
@@ -50,42 +51,35 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
     differ = diff[diff.abs() > 1e-12]
     rng = np.random.default_rng(seed)
     picked = sorted(rng.choice(differ.index.to_numpy(), size=min(k, len(differ)), replace=False).tolist(),
-                    key=_id_order)
+                    key=natural_order)
     over = isinstance(budget, str)
-    grid = budget_grid(run.outcomes)
-    rows = [_row(run, a, b, example, budget if not over else _widest(run, a, b, example, m, grid), m)
-            for example in picked]
-    at = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
+    grid = budget_grid(run.outcomes) if over else (float(budget),)
+    values = {(label, bud): _cells(run.outcomes, label, bud, m).mean(axis=1)  # [example]: a coin's mean over draws
+              for label in (a, b) for bud in grid}
+    examples = run.examples.set_index("example_id")
+    rows = []
+    for example in picked:
+        gaps = [abs(values[a, bud].get(example, np.nan) - values[b, bud].get(example, np.nan)) for bud in grid]
+        at = grid[int(np.nanargmax(gaps))] if over else grid[0]  # at @auc: where the two differ most
+        rows.append({"example_id": example, "budget": at, "gold": _field(examples, example, "gold"),
+                     "dense": _field(examples, example, "dense_answer"),
+                     a: _answer(run, a, example, at), f"{a} {m.name}": values[a, at].get(example, np.nan),
+                     b: _answer(run, b, example, at), f"{b} {m.name}": values[b, at].get(example, np.nan)})
+    at_text = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
     drawn = va.shape[1] > 1 or vb.shape[1] > 1
-    return Behind(a, b, at, m.name, len(ids), int((differ > 0).sum()), int((differ < 0).sum()), seed, drawn,
+    return Behind(a, b, at_text, m.name, len(ids), int((differ > 0).sum()), int((differ < 0).sum()), seed, drawn,
                   pd.DataFrame(rows, columns=["example_id", "budget", "gold", "dense", a, f"{a} {m.name}", b,
                                               f"{b} {m.name}"]))
 
 
-def _id_order(example) -> tuple:
-    """Example ids in their natural order ("2" before "10")."""
-    text = str(example)
-    return (0, int(text), "") if text.isdigit() else (1, 0, text)
+def natural_order(example) -> tuple:
+    """A sort key that orders example ids as people count: "2" before "10", "ex#2" before "ex#10"."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(example)))
 
 
-def _widest(run: SweepRun, a: str, b: str, example, m, grid) -> float:
-    """The budget of the grid where A's and B's values (a coin's mean over draws) differ most for one example."""
-    gaps = [abs(_value(run, a, example, budget, m) - _value(run, b, example, budget, m)) for budget in grid]
-    return float(grid[int(np.argmax(gaps))])
-
-
-def _value(run: SweepRun, label: str, example, budget: float, m) -> float:
-    """One selector's measure for one example at one budget (a drawn control's mean over draws)."""
-    cells = _cells(run.outcomes, label, float(budget), m)
-    return float(cells.loc[example].mean()) if example in cells.index else float("nan")
-
-
-def _row(run: SweepRun, a: str, b: str, example, budget: float, m) -> dict:
-    ex = run.examples.set_index("example_id").loc[example]
-    return {"example_id": example, "budget": float(budget), "gold": _short(ex.get("gold", "")),
-            "dense": _short(ex.get("dense_answer", "")),
-            a: _answer(run, a, example, budget), f"{a} {m.name}": _value(run, a, example, budget, m),
-            b: _answer(run, b, example, budget), f"{b} {m.name}": _value(run, b, example, budget, m)}
+def _field(examples: pd.DataFrame, example, column: str) -> str:
+    """One example's text field, shortened (blank where the run's table has no such column)."""
+    return _short(examples.at[example, column]) if column in examples else ""
 
 
 def _answer(run: SweepRun, label: str, example, budget: float) -> str:
