@@ -189,7 +189,8 @@ if not runs:
     st.stop()
 
 table = runs_table(runs)
-show_table(table, {c: c for c in table.columns}, key="runs_table", pinned=("run",))  # a curve's "examples done": blank
+show_table(table, {c: c for c in table.columns}, key="runs_table", pinned=("run",),  # a curve's "examples done": blank
+           widths={"kind": "small", "of": "small", "failures": "small", "status": "medium", "dataset": "medium"})
 csv_button(table, "runs", "runs_csv")
 run = pick_run(runs, key="runs_pick", label="Run to open (the other pages start from it)")
 show_problems(run)
