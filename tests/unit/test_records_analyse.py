@@ -5,6 +5,8 @@ the same arguments. Two tiny runs stand in for the study and the second setting.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.cli.main import main as kvwb
 from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.sweep import SweepConfig, run_sweep
 
@@ -50,9 +53,10 @@ def _analyse(study: Path, other: Path, **env) -> subprocess.CompletedProcess:
 def _kvwb_contrasts(*args: str, headers: bool = False) -> list[str]:
     """The contrast rows `kvwb summary` itself prints for these arguments (with `headers`, also the
     across table's header, which names the two runs)."""
-    done = subprocess.run([sys.executable, "-m", "workbench.cli", "summary", *args], capture_output=True,
-                          text=True, check=True, timeout=600)
-    return [line for line in done.stdout.splitlines() if line.startswith("| ") and (" vs " in line or (headers and "A - B in" in line))]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert kvwb(["summary", *args]) == 0
+    return [line for line in out.getvalue().splitlines() if line.startswith("| ") and (" vs " in line or (headers and "A - B in" in line))]
 
 
 def test_every_reading_in_its_order_with_kvwbs_own_numbers(runs):
