@@ -23,11 +23,6 @@ def plain(value) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
 
 
-def natural_key(text) -> list:
-    """Sort key that puts example "2" before "10"."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
-
-
 def ensure_choice(key: str, options: list, default) -> None:
     """Keep a keyed widget's state valid when its options change (another run or example)."""
     value = st.session_state.get(key)

@@ -24,10 +24,10 @@ RECORDS = ROOT / "docs" / "records"
 
 def first_examples(record: Path, n: int) -> list[Path]:
     """The record's first n examples, by id in their natural order ("2" before "10")."""
-    from workbench.experiments.behind import natural_order
+    from workbench.runstore import natural_key
 
     folders = [p for p in (record / "diagnoses").iterdir() if p.is_dir()]
-    return sorted(folders, key=lambda p: natural_order(p.name))[:n]
+    return sorted(folders, key=lambda p: natural_key(p.name))[:n]
 
 
 def read_done(out: Path) -> list[dict]:

@@ -39,7 +39,8 @@ from workbench.registry import load_plugins
 from workbench.report import render_report
 from workbench.runstore import (
     KINDS, MANIFEST, CurveRun, FidelityRun, Manifest, PipelineRun, RunFolder, SweepRun, check_out, folder_name,
-    inspect_folder, load_curve, load_fidelity, load_pipeline, load_sweep, scan_runs, write_diagnosis_run,
+    inspect_folder, load_curve, load_fidelity, load_pipeline, load_sweep, natural_key, scan_runs,
+    write_diagnosis_run,
 )
 from workbench.selectors import (
     SelectorInfo, get_selector, parse_selector, parse_selectors, reference_selectors, selector_names,
@@ -53,7 +54,7 @@ __all__ = [
     "WorkbenchError",
     # runs
     "CurveRun", "FidelityRun", "MANIFEST", "PipelineRun", "RunFolder", "SweepRun", "check_out", "folder_name",
-    "inspect_run", "list_runs", "make_command", "open_run", "run_sweep", "save_diagnosis",
+    "inspect_run", "list_runs", "make_command", "natural_key", "open_run", "run_sweep", "save_diagnosis",
     # choices
     "dataset_choices", "load_plugins", "model_choices", "parse_dataset_spec", "parse_selector", "parse_selectors",
     "reference_selectors", "selector_choices", "selector_info", "signal_is_log", "signal_label",

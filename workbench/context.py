@@ -197,11 +197,9 @@ class _CacheModel:
                                    d_vocab=config.vocab_size, attn_only=False, normalization_type="RMS",
                                    model_name=model.name)
         self._model = model
-        self.blocks = [_Block(_HeadsOut(layer.self_attn.o_proj, ad.n_heads, ad.head_dim)) for layer in ad.layers]
-
-    @property
-    def W_U(self) -> torch.Tensor:
-        return self._model.adapter.lm_head.weight.detach().T  # [d_model, vocab]
+        self.W_U = ad.lm_head.weight.detach().T  # [d_model, vocab], a view
+        self.blocks = [_Block(rearrange(layer.self_attn.o_proj.weight.detach().T, "(h d) m -> h d m", h=ad.n_heads))
+                       for layer in ad.layers]  # W_O [head, d_head, d_model], a view of o_proj's weight
 
     def to_single_token(self, string: str) -> int:
         ids = self._model.tokenizer(string, add_special_tokens=False)["input_ids"]
@@ -229,23 +227,12 @@ class _Block:
     """One block as the cache's model has it: `attn.W_O` only; anything else is refused by name
     (an AttributeError, so TransformerLens's own `hasattr` checks still read it as absent)."""
 
-    def __init__(self, attn: _HeadsOut):
-        self.attn = attn
+    def __init__(self, w_o: torch.Tensor):
+        self.attn = SimpleNamespace(W_O=w_o)
 
     def __getattr__(self, name: str):
         raise AttributeError(f"the workbench's ActivationCache model has no blocks[l].{name} (only attn.W_O and "
                              f"W_U); for what needs it, run the same pass through a TransformerBridge")
-
-
-class _HeadsOut:
-    """One block's attention output weight as TransformerLens's `W_O`: [head, d_head, d_model]."""
-
-    def __init__(self, o_proj, n_heads: int, d_head: int):
-        self._o_proj, self._shape = o_proj, (n_heads, d_head)
-
-    @property
-    def W_O(self) -> torch.Tensor:
-        return rearrange(self._o_proj.weight.detach().T, "(h d) m -> h d m", h=self._shape[0], d=self._shape[1])
 
 
 def activation_cache(store: dict[str, torch.Tensor], model: LoadedModel):

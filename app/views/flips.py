@@ -10,9 +10,11 @@ import streamlit as st
 import state
 from navigation import PAGES
 from readable import compact, count, general, show_table
-from widgets import choose_run, csv_button, ensure_choice, natural_key, plain, show_figure, warn
+from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
-from workbench.app_api import WorkbenchError, flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
+from workbench.app_api import (
+    WorkbenchError, flip_matrix, flip_rates, graded_rates, natural_key, rescue_overlap, rescues,
+)
 
 
 RATE_HEADERS = {"selector": "selector", "budget": "budget b", "flips": "flips", "n": "n", "flip_rate": "flip rate",

@@ -11,7 +11,6 @@ control (the coin) is read by its mean over draws, and its answer shown is its f
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ import pandas as pd
 
 from workbench.experiments.areas import budget_grid
 from workbench.experiments.contrasts import _cells, _sides, get_measure, parse_contrast, resolve_coin
-from workbench.runstore import SweepRun
+from workbench.runstore import SweepRun, natural_key
 
 ANSWER_CHARS = 120  # an answer is cut after this many characters (its length is shown)
 
@@ -51,7 +50,7 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
     differ = diff[diff.abs() > 1e-12]
     rng = np.random.default_rng(seed)
     picked = sorted(rng.choice(differ.index.to_numpy(), size=min(k, len(differ)), replace=False).tolist(),
-                    key=natural_order)
+                    key=natural_key)
     over = isinstance(budget, str)
     grid = budget_grid(run.outcomes) if over else (float(budget),)
     values = {(label, bud): _cells(run.outcomes, label, bud, m).mean(axis=1)  # [example]: a coin's mean over draws
@@ -70,11 +69,6 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
     return Behind(a, b, at_text, m.name, len(ids), int((differ > 0).sum()), int((differ < 0).sum()), seed, drawn,
                   pd.DataFrame(rows, columns=["example_id", "budget", "gold", "dense", a, f"{a} {m.name}", b,
                                               f"{b} {m.name}"]))
-
-
-def natural_order(example) -> tuple:
-    """A sort key that orders example ids as people count: "2" before "10", "ex#2" before "ex#10"."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(example)))
 
 
 def _field(examples: pd.DataFrame, example, column: str) -> str:

@@ -13,7 +13,7 @@ from workbench.runstore.kinds import (
 )
 from workbench.runstore.loaders import (
     CurveRun, FidelityRun, PipelineRun, SweepRun, load_curve, load_fidelity, load_pipeline, load_sweep,
-    upgrade_table,
+    natural_key, upgrade_table,
 )
 from workbench.runstore.lock import lock_holder, run_lock, writer_state
 from workbench.runstore.manifest import (
@@ -29,7 +29,7 @@ __all__ = [
     "RunKind", "SweepRun", "SweepStore",
     "check_out", "enclosing_run", "example_row", "finished", "folder_name", "get_kind", "git_revision",
     "identity_differences", "inspect_folder", "interruption", "is_workbench_manifest", "lock_holder", "load_curve", "load_fidelity",
-    "load_manifest", "load_pipeline", "load_sweep", "move_aside", "new_manifest", "now", "owned", "package_versions",
+    "load_manifest", "load_pipeline", "load_sweep", "move_aside", "natural_key", "new_manifest", "now", "owned", "package_versions",
     "read_manifest", "resume_manifest", "run_kind", "run_lock", "scan_runs", "subfolders", "upgrade_table",
     "write_diagnosis_run", "write_manifest", "write_run", "writer_state",
 ]

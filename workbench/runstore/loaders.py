@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -26,6 +27,11 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 def upgrade_table(table: pd.DataFrame) -> pd.DataFrame:
     """A table of the first version under today's column names (`layout` is now `unit`)."""
     return table.rename(columns={"layout": "unit"}) if "layout" in table.columns else table
+
+
+def natural_key(example_id) -> list:
+    """A sort key that orders example ids as people count them: "2" before "10", "ex#2" before "ex#10"."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(example_id))]
 
 
 @dataclass(frozen=True)
