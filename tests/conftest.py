@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 # Under pytest-xdist (`make test`: `-n 2`) each worker takes its share of the cores, its
@@ -131,6 +132,21 @@ def same_layer_effects(batched, serial) -> None:
     shared = batched["cache"] != "repaired"
     distinct = batched[~shared | ~batched.duplicated(["cache", "layer"])]
     assert off.max() <= 1 and (off[distinct.index] > 0).sum() <= len(distinct) // 100, batched[off > 0]
+
+
+@contextmanager
+def hf_forward_calls(model: wb.LoadedModel):
+    """The class names of HF's modules whose forward runs inside the block (the HF model, its base
+    model, its decoder layers and their attention): HF's modules load the model and are the tests'
+    oracle, so a workbench pass should leave this list empty."""
+    hf, calls = model.hf, []
+    modules = [hf, hf.model, *model.adapter.layers, *(layer.self_attn for layer in model.adapter.layers)]
+    handles = [m.register_forward_pre_hook(lambda module, args: calls.append(type(module).__name__)) for m in modules]
+    try:
+        yield calls
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def shifted_splice(ctx: wb.Context) -> wb.Context:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import workbench as wb
-from conftest import small_example, tiny_model
+from conftest import hf_forward_calls, small_example, tiny_model
 from tests.hf_oracle import hf_continue_greedy
 from workbench.decode import (
     Answer, TeacherForced, continue_greedy, draft_confidence, forced_score, greedy_answer, greedy_answers,
@@ -123,19 +123,13 @@ def _caches(ctx) -> list:
 
 def test_no_answering_pass_calls_hf_s_forward(ctx):
     """HF's modules load the model and are the tests' oracle; every answer steps the engine."""
-    model, calls = ctx.model, []
-    modules = [model.hf, *model.adapter.layers, *(layer.self_attn for layer in model.adapter.layers)]
-    handles = [m.register_forward_pre_hook(lambda module, args: calls.append(type(module).__name__))
-               for m in modules]
-    try:
+    model = ctx.model
+    with hf_forward_calls(model) as calls:
         record = suffix_pass(ctx, ctx.spliced, k=2)
         answers = [ctx.generate(ctx.spliced, 6), record.answer(model, 6),
                    continue_greedy(model, record.last_logits, record.prefilled, 6),
                    *greedy_answers(model, _caches(ctx), ctx.suffix_ids, 6)]
         confidence = draft_confidence(model, ctx.spliced, ctx.suffix_ids, 2)
-    finally:
-        for handle in handles:
-            handle.remove()
     assert calls == []
     assert all(a.token_ids for a in answers) and 0 < confidence <= 1
 

@@ -6,7 +6,7 @@ import torch
 
 import workbench as wb
 from workbench.engine.layers import rotated_qkv
-from conftest import small_example
+from conftest import hf_forward_calls, small_example
 from hf_oracle import record_attention_inputs
 from workbench.kv import KVCache, hf_cache
 from workbench.layout import build_layout
@@ -48,20 +48,12 @@ def test_exact_rerotation_equals_hf_recorded_inputs(tiny):
     assert torch.equal(got.cache.keys[0], dense_cache(tiny, layout).keys[0])  # layer 0: dense's own RoPE
 
 
-def test_splice_and_dense_never_call_hf_forward(tiny_llama, monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("HF's forward was called")
-
-    hf = tiny_llama.hf
-    modules = [hf, hf.model, *hf.model.layers, *(layer.self_attn for layer in hf.model.layers)]
-    handles = [m.register_forward_pre_hook(boom) for m in modules]
-    try:
+def test_splice_and_dense_never_call_hf_forward(tiny_llama):
+    with hf_forward_calls(tiny_llama) as calls:
         ctx = wb.build_context(tiny_llama, small_example())
         splice(tiny_llama, ctx.layout, "exact")
         prefill_many(tiny_llama, [ctx.layout.ids[s.start:s.end] for s in ctx.layout.passages])
-    finally:
-        for handle in handles:
-            handle.remove()
+    assert calls == [], sorted(set(calls))
     assert ctx.dense.n_positions == ctx.spliced.n_positions == ctx.layout.suffix_start
 
 
