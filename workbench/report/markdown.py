@@ -14,11 +14,11 @@ from workbench.runstore import SweepRun
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A DataFrame as a markdown table (floats with three decimals)."""
+    """A DataFrame as a markdown table (floats with three decimals; a "|" inside a cell escaped)."""
     def cell(v):
         if v is pd.NA:
             return "–"
-        return f"{v:.3f}" if isinstance(v, float) else str(v)
+        return f"{v:.3f}" if isinstance(v, float) else str(v).replace("|", "\\|")
     head = "| " + " | ".join(map(str, frame.columns)) + " |"
     rule = "|" + "---|" * len(frame.columns)
     return "\n".join([head, rule] + ["| " + " | ".join(cell(v) for v in row) + " |"
@@ -224,5 +224,4 @@ def behind_markdown(behind) -> str:
     head = behind_sentence(behind)
     if behind.shown.empty:
         return head + ": none."
-    cells = behind.shown.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)
-    return head + ":\n\n" + markdown_table(cells)
+    return head + ":\n\n" + markdown_table(behind.shown)
