@@ -73,3 +73,12 @@ def test_the_cli_prints_them_after_each_contrast_and_refuses_read_without_one(ru
     assert "give --contrast or --preregistered" in capsys.readouterr().err
     assert kvwb(["summary", folder, "--contrast", "none:full@0.5", "--read", "-1"]) != 0
     assert ">= 0" in capsys.readouterr().err
+
+
+def test_a_bar_inside_a_cell_keeps_the_markdown_table_whole():
+    import pandas as pd
+
+    from workbench.report.markdown import markdown_table
+
+    row = markdown_table(pd.DataFrame({"gold": ["Heskara Mills | Heskara"], "n": [1]})).splitlines()[2]
+    assert row == "| Heskara Mills \\| Heskara | 1 |"  # three cells' bars, the gold's escaped
