@@ -50,7 +50,7 @@ def cacheblend(signals: SignalSet) -> torch.Tensor:
     return signals.token("cacheblend")
 
 
-@register_selector("relay", uses=("check_layer",), source="RelayCaching's idea; definition in docs/ARCHITECTURE.md",
+@register_selector("relay", uses=("check_layer",), source="RelayCaching's idea; definition in docs/PROTOCOLS.md",
                    description="check-layer value deviation x attention received from later tokens")
 def relay(signals: SignalSet) -> torch.Tensor:
     return signals.token("relay")
