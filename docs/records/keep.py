@@ -125,6 +125,7 @@ def save(run: Path, records: Path = HERE) -> Path:
 def restore(name: str, records: Path = HERE, runs: Path = Path("runs")) -> Path:
     """Copy `records/NAME` into `runs/NAME` and rebuild its tables (refused if it exists); exits
     non-zero, naming them, when examples of the record were unreadable (moved aside)."""
+    from workbench.runstore import natural_key
     from workbench.runstore.writers import SweepStore
 
     src, run = Path(records) / _plain_name(name), Path(runs) / name
@@ -136,7 +137,7 @@ def restore(name: str, records: Path = HERE, runs: Path = Path("runs")) -> Path:
     try:
         shutil.copytree(src, building, dirs_exist_ok=True)
         store = SweepStore(building, manifest)
-        ids = sorted(store.done_ids, key=lambda i: (len(i), i))  # the generators' ids are 0, 1, 2, ...
+        ids = sorted(store.done_ids, key=natural_key)  # reading orders them so too (runstore.load_sweep)
         store.write_tables(ids)
         os.rename(building, run)
     except BaseException:

@@ -222,6 +222,22 @@ def test_json_names_the_unit_not_the_layout(diagnosis):
     assert "layout" not in json.dumps(doc)
 
 
+def test_json_residual_keeps_a_coin_s_draws_apart(diagnosis):
+    """One residual entry per cell: each draw of a drawn control its own, each layer once."""
+    doc = report.diagnosis_to_json(diagnosis)
+    n_layers = diagnosis.model["n_layers"]
+    for entry in doc["residual"]:
+        assert entry["layers"] == list(range(n_layers))
+    res = diagnosis.tables["residual"]
+    coin = res[(res["selector"] == "random") & (res["kind"] == "v") & ((res["budget"] - 0.3).abs() < 1e-9)]
+    entries = {e["draw"]: e for e in doc["residual"]
+               if e["selector"] == "random" and e["kind"] == "v" and abs(e["budget"] - 0.3) < 1e-9}
+    assert set(entries) == set(coin["draw"].astype(int)) and len(entries) > 1
+    for draw, entry in entries.items():
+        assert entry["values"] == coin[coin["draw"] == draw].sort_values("layer")["value"].tolist()
+    assert all(e["draw"] is None for e in doc["residual"] if e["selector"] == "cacheblend")
+
+
 def test_json_writes_nan_as_null(diagnosis):
     tables = {**diagnosis.tables, "outcomes": diagnosis.outcomes.assign(dense_logprob=float("nan"))}
     doc = report.diagnosis_to_json(dataclasses.replace(diagnosis, tables=tables))

@@ -64,6 +64,21 @@ def test_dot_ids_do_not_delete_earlier_diagnoses(model, tmp_path):
         assert run.diagnosis(example_id).example_id == example_id
 
 
+def test_readings_do_not_depend_on_the_order_the_outcomes_were_written_in(model, tmp_path):
+    """A run writes its tables in the data set's order, a restored record in its ids' order; the
+    outcomes read back are the same either way (natural order of ids), the examples keep the data's."""
+    ids = ["q10", "q2", "q1"]
+    run_sweep(model, SweepConfig(dataset=jsonl(tmp_path / "d.jsonl", ids), n=3, diagnose=DIAGNOSE), tmp_path / "run",
+              progress=False)
+    first = load_sweep(tmp_path / "run")
+    assert first.example_ids == ids
+    assert list(dict.fromkeys(first.outcomes["example_id"])) == ["q1", "q2", "q10"]
+    written = pd.read_parquet(tmp_path / "run" / "outcomes.parquet")
+    blocks = [written[written["example_id"] == i] for i in ["q2", "q1", "q10"]]  # each example's rows as saved
+    pd.concat(blocks).to_parquet(tmp_path / "run" / "outcomes.parquet")
+    pd.testing.assert_frame_equal(load_sweep(tmp_path / "run").outcomes, first.outcomes)
+
+
 def test_temporary_and_hidden_folders_are_not_examples(model, tmp_path):
     data = jsonl(tmp_path / "d.jsonl", ["a", "b"])
     config = SweepConfig(dataset=data, n=2, diagnose=DIAGNOSE)

@@ -107,11 +107,16 @@ def _layer_signals(diagnosis: Diagnosis) -> dict:
 def _residual(diagnosis: Diagnosis) -> list[dict]:
     res = table(diagnosis, "residual")
     out = []
-    for (selector, unit, budget, kind), rows in (res.groupby(["selector", "unit", "budget", "kind"], sort=False)
-                                                 if not res.empty else ()):
+    if res.empty:
+        return out
+    if "draw" not in res:  # a diagnosis recorded before draws were kept per residual row
+        res = res.assign(draw=pd.NA)
+    # one entry per cell: a drawn control's draws apart (draw null for a deterministic selector)
+    for (selector, unit, budget, draw, kind), rows in res.groupby(["selector", "unit", "budget", "draw", "kind"],
+                                                                  sort=False, dropna=False):
         rows = rows.sort_values("layer")
-        out.append(json_safe({"selector": selector, "unit": unit, "budget": budget, "kind": kind,
-                          "layers": rows["layer"].tolist(), "values": rows["value"].tolist()}))
+        out.append(json_safe({"selector": selector, "unit": unit, "budget": budget, "draw": draw, "kind": kind,
+                              "layers": rows["layer"].tolist(), "values": rows["value"].tolist()}))
     return out
 
 

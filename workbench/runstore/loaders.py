@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from workbench.diagnosis import Diagnosis
@@ -81,7 +82,17 @@ def load_sweep(folder: str | Path) -> SweepRun:
     outcomes = upgrade_table(_read_parquet(folder / "outcomes.parquet"))
     if "retrieved" not in outcomes.columns or "spliced_ran_on" not in examples.columns:
         examples, outcomes = _retrieval_from_answers(folder, examples, outcomes)
-    return SweepRun(folder, manifest, examples, outcomes)
+    return SweepRun(folder, manifest, examples, _in_natural_order(outcomes))
+
+
+def _in_natural_order(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The outcome rows ordered by example id as `natural_key` counts them (stable within an
+    example), so that no reading depends on the order the table was written in (a run writes the
+    data set's, a restored record its ids'): a bootstrap and a sampled sign-flip test draw examples
+    by their place."""
+    ids = outcomes["example_id"].astype(str)
+    rank = {i: r for r, i in enumerate(sorted(set(ids), key=natural_key))}
+    return outcomes.iloc[np.argsort(ids.map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
 
 
 def _retrieval_from_answers(folder: Path, examples: pd.DataFrame, outcomes: pd.DataFrame):
