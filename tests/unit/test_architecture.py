@@ -35,6 +35,17 @@ def test_the_app_contract_forbids_every_other_module_of_the_workbench():
     assert set(app["forbidden_modules"]) == modules - {f"workbench.{m}" for m in APP_READS}
 
 
+def test_every_module_of_the_workbench_has_a_layer():
+    """A module in no layer escapes "nothing imports upward"; one added later must join a layer."""
+    import pkgutil
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    [layers] = [c for c in contracts if c["name"] == "Layers: nothing imports upward"]
+    placed = {m.strip() for line in layers["layers"] for m in line.split("|")}
+    modules = {f"workbench.{m.name}" for m in pkgutil.iter_modules(workbench.__path__)}
+    assert modules - placed == set()
+
+
 def test_the_app_imports_no_other_part_of_the_workbench():
     """What the contract cannot say: no `import workbench` (the whole package) in app/ either."""
     import ast
