@@ -194,6 +194,35 @@ def gemma3() -> wb.LoadedModel:
     return wb.load_model("gemma3-270m", device="cpu")
 
 
+EVIDENCE_PASSAGES = ["Varek Olundi is coached by Selma Tarrow.", "Selma Tarrow was born in the city of Tressamor.",
+                     "Hollen Brave plays for the Quill Hawks."]
+
+
+@pytest.fixture(scope="session")
+def evidence_run(tmp_path_factory) -> Path:
+    """A tiny sweep (the llama) of three examples: evidence in passages 1 and 2 (in the pool), in
+    passage 0 only (outside the `changed` pool: no recall), and none defined; its folder."""
+    import json
+
+    from workbench.diagnosis import DiagnoseConfig
+    from workbench.experiments.sweep import SweepConfig, run_sweep
+
+    folder = tmp_path_factory.mktemp("ev")
+    p = EVIDENCE_PASSAGES
+    lines = [{"id": "in_pool", "passages": p, "question": "Where was Varek's coach born?",
+              "answers": ["Tressamor"], "evidence": [[1, 0, len(p[1])], [2, 0, 10]]},
+             {"id": "first_only", "passages": p, "question": "Who coaches Varek?", "answers": ["Selma"],
+              "evidence": [[0, 0, len(p[0])]]},
+             {"id": "none", "passages": p, "question": "Who plays for the Quill Hawks?", "answers": ["Hollen"]}]
+    data = folder / "d.jsonl"
+    data.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    config = SweepConfig(dataset=f"jsonl:{data}", n=3, diagnose=DiagnoseConfig(
+        selectors=("none", "full", "cacheblend", "random"), budgets=(0.2, 0.5), coin_draws=2, max_new_tokens=3,
+        attribution=False))
+    run_sweep(tiny_model("llama"), config, folder / "run", progress=False)
+    return folder / "run"
+
+
 @pytest.fixture(scope="session")
 def app_world(tmp_path_factory):
     """The app tests' run folders, once per session (tests/app/app_world.py; tests/app is on the path

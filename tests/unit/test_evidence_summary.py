@@ -2,40 +2,20 @@
 with evidence in the pool, `evidence_tables` gathers each example's ranking and attention, `kvwb
 summary` prints them, and the attention figure shows its data. Tiny model, a few seconds."""
 
-import json
-
 import pandas as pd
 import pytest
 
-from conftest import tiny_model
 from workbench import cli, plots
-from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.evidence import evidence_recall_table, evidence_tables
 from workbench.experiments.summary import summarize
-from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.runstore import load_sweep
-
-PASSAGES = ["Varek Olundi is coached by Selma Tarrow.", "Selma Tarrow was born in the city of Tressamor.",
-            "Hollen Brave plays for the Quill Hawks."]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(evidence_run):
     """Three examples: evidence in passages 1 and 2 (in the pool), in passage 0 only (outside the
-    `changed` pool: no recall), and none defined."""
-    folder = tmp_path_factory.mktemp("ev")
-    lines = [{"id": "in_pool", "passages": PASSAGES, "question": "Where was Varek's coach born?",
-              "answers": ["Tressamor"], "evidence": [[1, 0, len(PASSAGES[1])], [2, 0, 10]]},
-             {"id": "first_only", "passages": PASSAGES, "question": "Who coaches Varek?", "answers": ["Selma"],
-              "evidence": [[0, 0, len(PASSAGES[0])]]},
-             {"id": "none", "passages": PASSAGES, "question": "Who plays for the Quill Hawks?", "answers": ["Hollen"]}]
-    data = folder / "d.jsonl"
-    data.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
-    config = SweepConfig(dataset=f"jsonl:{data}", n=3, diagnose=DiagnoseConfig(
-        selectors=("none", "full", "cacheblend", "random"), budgets=(0.2, 0.5), coin_draws=2, max_new_tokens=3,
-        attribution=False))
-    run_sweep(tiny_model("llama"), config, folder / "run", progress=False)
-    return load_sweep(folder / "run")
+    `changed` pool: no recall), and none defined (conftest's `evidence_run`)."""
+    return load_sweep(evidence_run)
 
 
 def test_recall_is_averaged_over_the_examples_with_evidence_in_the_pool(run):
@@ -77,4 +57,5 @@ def test_the_attention_figure_shows_its_data(run):
 def test_kvwb_summary_prints_the_evidence(run, capsys):
     assert cli.main(["summary", str(run.folder)]) == 0
     out = capsys.readouterr().out
-    assert "Evidence recall" in out and "Average precision" in out and "attention mass on the evidence" in out
+    assert "Evidence recall" in out and "Evidence precision" in out and "Average precision" in out
+    assert "attention mass on the evidence" in out

@@ -204,6 +204,11 @@ def evidence_text(run, table) -> str:
     n = int(table["n_with_evidence"].max())
     parts = [f"Evidence recall (the share of the gold evidence rows in the pool that a repair recomputes; mean over "
              f"the {n} examples with evidence in the pool):", "", markdown_table(recall.round(3))]
+    if "evidence_precision" in table and table["evidence_precision"].notna().any():
+        precision = evidence_recall_table(table, "evidence_precision").reset_index()
+        precision.columns = recall.columns
+        parts += ["", "Evidence precision (the share of a repair's recomputed rows that are evidence; same examples):",
+                  "", markdown_table(precision.round(3))]
     ranking, attention = evidence_tables(run)
     if not ranking.empty:
         parts += ["", "Average precision of each scorer's ranking of the pool against the evidence rows (chance: "

@@ -2,6 +2,7 @@
 
     recall = evidence_recall_table(summary)       # selector x budget: mean evidence recall
     ranking, attention = evidence_tables(run)      # per scorer: mean AP; per cache and layer: mass
+    by_layer = attention_by_layer(attention, 0.2)  # layer x cache (dense, splice, each selector at b)
 
 The per-cell recall and precision are in every sweep's outcomes (`summarize` averages them over the
 examples with evidence in the pool); the ranking and attention tables live in each example's
@@ -18,6 +19,7 @@ from workbench.runstore import SweepRun
 
 RANKING_SUMMARY = ("scorer", "kind", "n", "average_precision", "chance", "lift")
 ATTENTION_SUMMARY = ("cell", "budget", "layer", "n", "mass_last", "mass_mean")
+SPLICE_AND_DENSE = ("dense", "spliced", "none", "full")
 
 
 def evidence_recall_table(summary: pd.DataFrame, column: str = "evidence_recall") -> pd.DataFrame:
@@ -56,3 +58,21 @@ def evidence_tables(run: SweepRun) -> tuple[pd.DataFrame, pd.DataFrame]:
             n=("mass_mean", "count"), mass_last=("mass_last", "mean"), mass_mean=("mass_mean", "mean")).reset_index()
     return (ranking.reindex(columns=RANKING_SUMMARY) if not ranking.empty else pd.DataFrame(columns=RANKING_SUMMARY),
             attention if not attention.empty else pd.DataFrame(columns=ATTENTION_SUMMARY))
+
+
+def attention_by_layer(attention: pd.DataFrame, budget: float, mass: str = "mass_mean") -> pd.DataFrame:
+    """Layer x cache of `evidence_tables`' attention: `mass` under dense, the splice and each selector
+    at `budget` (columns in that order; `none` and `full`, the splice and dense again, left out as the
+    figure leaves them), one row per layer; the examples each mean is over are the table's `n`."""
+    if mass not in ("mass_mean", "mass_last"):
+        raise WorkbenchError(f"mass is mass_mean or mass_last, not {mass!r}")
+    budgets = attention["budget"].astype(float)
+    at = attention[budgets.isna() | ((budgets - budget).abs() < 1e-9)]
+    if at["budget"].notna().sum() == 0:
+        held = sorted(float(b) for b in attention["budget"].dropna().unique())
+        raise WorkbenchError(f"no repaired cell's attention at b = {budget:g}; the run's budgets: "
+                             f"{', '.join(f'{b:g}' for b in held) or 'none'}")
+    cells = list(dict.fromkeys(at["cell"]))  # `none` and `full` are the splice and dense again: left out
+    cells = [c for c in ("dense", "spliced") if c in cells] + [c for c in cells if c not in SPLICE_AND_DENSE]
+    table = at.pivot(index="layer", columns="cell", values=mass)
+    return table.reindex(columns=cells).rename_axis(columns=None).reset_index()
