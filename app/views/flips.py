@@ -131,6 +131,9 @@ with st.expander("Flip matrix as a table (1 = flip; a coin: the share of its dra
 csv_button(shown, f"flip-matrix-{run.name}-b{budget:g}", "flips_matrix_csv", "Flip matrix as CSV")
 
 st.subheader(f"Rescues at b = {budget:g} (relative to {plain(baseline)})")
+st.caption("Rescued: the baseline flips, the repair keeps dense's answer; broken: the reverse. A coin, as the "
+           "repair or the baseline, counts by the share of its draws that flip (the expected count for one draw "
+           "of each, never a vote); its examples are those any draw rescues or breaks.")
 resc = rescues(outcomes, budget, baseline)
 shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(ids_text),
                          broken_examples=resc["broken_examples"].map(ids_text))

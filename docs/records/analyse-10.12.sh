@@ -3,7 +3,7 @@
 # that the write-up chooses nothing after the data are seen
 # (docs/results-log/2026-12-06-10.12-smollm2-study-preregistration.md and amendment 1):
 #   bash docs/records/analyse-10.12.sh RUN OTHER > /tmp/readings.md
-# RUN: the study's run folder (`python docs/records/keep.py restore NAME` brings a kept one back);
+# RUN: the study's run folder (`.venv/bin/python docs/records/keep.py restore NAME` brings a kept one back);
 # OTHER: the second setting of the one test across settings (SmolLM2: study-ruler-mk512-smollm2,
 # since Gemma's grid picked none). Refuses a run short of the n its command asked for (the entry:
 # no family is tested on fewer than 200); PARTIAL=1 reads one anyway, labelled partial.

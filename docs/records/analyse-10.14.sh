@@ -34,12 +34,15 @@ trap 'rm -f "$out"' EXIT
 echo "# 10.14's pre-registered readings of $run$label"
 echo
 echo "## 1. Per selector and budget: evidence recall and precision over the examples with evidence in the pool"
-echo "(their count in the summary's n_with_evidence); each scorer's average precision against the evidence"
-echo "rows beside chance; EM, retrieved and flips beside them, as in every sweep"
+echo "(their count in the recall table's heading; precision's where fewer); each scorer's average precision"
+echo "against the evidence rows beside chance; EM, retrieved and flips beside them: the summary as in every"
+echo "sweep. 10.14 is descriptive: the summary's tests, intervals and gap readings are printed as in every"
+echo "sweep and are not 10.14 readings"
 echo
-$KVWB summary "$run" --measure retrieved
+$KVWB summary "$run"
 echo
 echo "## 2. Per layer: the question's attention mass on the evidence rows under dense, the splice and each selector at b = 0.2 (means over examples)"
+echo "(none and full are the splice and dense again, left out)"
 echo
 "$PY" - "$run" <<'PYEOF'
 import sys
@@ -56,7 +59,9 @@ for mass, what in (("mass_mean", "mean over the question's rows and heads"),
     print(f"### {mass}: {what}; n = {n} examples with evidence in the context\n")
     table = attention_by_layer(attention, 0.2, mass)
     cells = table.columns[1:]
-    table[cells] = table[cells].map(lambda v: "–" if v != v else f"{v:.4f}")  # masses near 0.03: four decimals
+    # a mass is a share of attention spread over a long context (RESULTS section 9, read at n = 12: about
+    # 0.03): four decimals, where the summary's tables print three
+    table[cells] = table[cells].map(lambda v: "–" if v != v else f"{v:.4f}")
     print(markdown_table(table))
     print()
 PYEOF

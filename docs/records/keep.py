@@ -1,8 +1,8 @@
 """Keep a sweep's record in git between sessions (the machine and its `runs/` can be lost).
 
-    python docs/records/keep.py save runs/NAME      -> docs/records/NAME
-    python docs/records/keep.py restore NAME        -> runs/NAME, tables rebuilt; the run's own
-                                                       command then resumes it where it stopped
+    .venv/bin/python docs/records/keep.py save runs/NAME    -> docs/records/NAME
+    .venv/bin/python docs/records/keep.py restore NAME      -> runs/NAME, tables rebuilt; the run's own
+                                                               command then resumes it where it stopped
 
 What is kept is what a resume reads back and a summary needs: the manifest, the run's
 `preregistration.json` where it has one (its families, written once; a save refuses one that differs

@@ -5,7 +5,7 @@
 # (kvwb run --preregistration). One thread, niced, resumable (the same command goes on).
 #   nohup nice -n 5 bash docs/records/study-10.12.sh NAME --model M --dataset D [--target-tokens L] \
 #       [--passages P] [--max-new-tokens 48] >> runs/NAME.log 2>&1 &
-# then `python docs/records/keep.py save runs/NAME` after each session, and at the end
+# then `.venv/bin/python docs/records/keep.py save runs/NAME` after each session, and at the end
 #   kvwb summary runs/NAME --preregistered          # the families, Holm within each
 #   kvwb summary runs/NAME --measure em --contrast ...@0.2      # secondary, as 10.12 says
 # KVWB names the command, as in grid-retrieved.sh (a frozen checkout: PYTHONSAFEPATH=1).

@@ -57,5 +57,11 @@ def test_the_attention_figure_shows_its_data(run):
 def test_kvwb_summary_prints_the_evidence(run, capsys):
     assert cli.main(["summary", str(run.folder)]) == 0
     out = capsys.readouterr().out
-    assert "Evidence recall" in out and "Evidence precision" in out and "Average precision" in out
-    assert "attention mass on the evidence" in out
+    assert "Evidence recall" in out and "Average precision" in out and "attention mass on the evidence" in out
+    precision = evidence_recall_table(summarize(run), "evidence_precision")
+    assert precision.loc["none"].isna().all() and (precision.loc["full"] > 0).all()  # none recomputes no row
+    lines = out[out.index("Evidence precision"):out.index("Average precision")].splitlines()
+    printed = {line.split(" | ")[0].strip("| "): line for line in lines if line.startswith("| ")}
+    for selector in ("cacheblend", "full", "none"):  # the precision, not the recall, under its heading
+        assert printed[selector] == "| " + " | ".join([selector, *(f"{round(v, 3):.3f}" for v in precision.loc[selector])]) + " |"
+    assert "Precision over fewer than the 1 examples: none at b = 0.2: 0; none at b = 0.5: 0" in out

@@ -36,6 +36,19 @@ def test_search_filters_and_sort():
     assert set(FILTERS) == {"all", "splice_flips", "em_lost", "a_not_b"}
 
 
+def test_a_coin_passes_the_rescue_filter_where_any_draw_does_never_by_a_vote():
+    examples, outcomes = tables()
+    coin = pd.DataFrame([{"example_id": e, "selector": "random", "unit": "single", "budget": 0.2, "draw": d,
+                          "flip": f, "flip_strict": f, "em": 0.0, "n_reused": 10}
+                         for e, draws in {"e1": (1, 1, 0), "e2": (0, 0, 0), "e3": (1, 1, 1), "e4": (0, 0, 1)}.items()
+                         for d, f in enumerate(draws)])
+    outcomes = pd.concat([outcomes, coin], ignore_index=True)
+    # the coin keeps dense's answer on e1 in one of three draws (a vote would say it flips)
+    assert find_examples(examples, outcomes, keep="a_not_b", a="random", b="b", budget=0.2) == ["e1"]
+    # the coin flips e4 in one of three draws where A keeps dense's answer (a vote would say it does not)
+    assert find_examples(examples, outcomes, keep="a_not_b", a="a", b="random", budget=0.2) == ["e1", "e4"]
+
+
 def test_bad_requests_say_what_is_wrong():
     examples, outcomes = tables()
     with pytest.raises(WorkbenchError, match="unknown example filter 'odd'"):

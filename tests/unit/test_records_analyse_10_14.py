@@ -49,9 +49,10 @@ def test_every_reading_in_its_order_with_the_workbenchs_own_numbers(run):
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert out.index("## 1.") < out.index("## 2.") and "PARTIAL" not in out
+    assert "are not 10.14 readings" in out and "none and full are the splice and dense again" in out
     own = io.StringIO()
     with contextlib.redirect_stdout(own):
-        assert kvwb(["summary", str(run), "--measure", "retrieved"]) == 0
+        assert kvwb(["summary", str(run)]) == 0
     for heading in ("Evidence recall", "Evidence precision", "Average precision"):
         rows = _table_rows(own.getvalue(), heading)
         assert rows and _table_rows(out, heading) == rows  # kvwb summary's own table
@@ -61,7 +62,9 @@ def test_every_reading_in_its_order_with_the_workbenchs_own_numbers(run):
         rows = _table_rows(out, f"### {mass}")
         assert rows[0].split("|")[1:-1] == [" layer ", " dense ", " spliced ", " cacheblend ", " random "]
         assert len(rows) == 2 + len(table)  # header, rule, one row a layer
-        assert rows[2] == "| 0 | " + " | ".join(f"{v:.4f}" for v in table.iloc[0, 1:]) + " |"
+        assert rows[2:] == ["| " + " | ".join([str(row.layer), *(f"{v:.4f}" for v in row[1:])]) + " |"
+                            for row in table.itertuples(index=False)]  # every layer, every cache in its column
+        assert table.iloc[-1, 1] != table.iloc[-1, 2]  # dense and the splice differ above layer 0
     assert "n = 2 examples with evidence in the context" in out
 
 

@@ -4,6 +4,8 @@ resume identity, corrupt examples, manifests of the first version (tiny model, s
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.runstore import (
     finished, lock_holder, writer_state,
-    check_out, folder_name, load_sweep, new_manifest, read_manifest, run_kind, run_lock, scan_runs, subfolders,
+    check_out, folder_name, load_sweep, natural_key, new_manifest, read_manifest, run_kind, run_lock, scan_runs,
+    subfolders,
     write_manifest,
 )
 
@@ -62,6 +65,17 @@ def test_dot_ids_do_not_delete_earlier_diagnoses(model, tmp_path):
     assert len(subfolders(tmp_path / "run" / "diagnoses")) == len(ids)
     for example_id in ids:
         assert run.diagnosis(example_id).example_id == example_id
+
+
+def test_the_natural_order_is_total_and_the_same_in_every_process():
+    ids = ["ex1", "ex01", "ex001", "ex2", "ex10", "b", "a1b2", "a1"]
+    want = ["a1", "a1b2", "b", "ex001", "ex01", "ex1", "ex2", "ex10"]
+    assert sorted(ids, key=natural_key) == sorted(reversed(ids), key=natural_key) == want
+    code = ("import pandas as pd; from workbench.runstore.loaders import _in_natural_order as o; "
+            f"print(list(o(pd.DataFrame({{'example_id': {ids!r}}}))['example_id']))")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert seen == {f"{want!r}\n"}
 
 
 def test_readings_do_not_depend_on_the_order_the_outcomes_were_written_in(model, tmp_path):

@@ -193,6 +193,26 @@ def test_tokens_to_target_and_flip_tables():
     assert rates.loc["none", "flips"] == 3
 
 
+def test_rescues_against_a_coin_count_its_draws_never_a_vote():
+    """Against a drawn baseline an example counts by the share of the baseline's draws that flip:
+    a coin flipping on 1 of 3 draws is not read as "not flipped" (the majority), nor as flipped."""
+    run = hand_run()
+    coin = [{"example_id": ex, "selector": "random", "unit": "single", "budget": 0.2, "draw": d, "n_reused": 50,
+             "n_recomputed": 10, "answer": "", "dense_answer": "", "flip": f, "flip_strict": f, "em": float(not f),
+             "f1": float(not f), "dense_logprob": -1.0, "seconds": 0.1}
+            for ex, flips_by_draw in zip("abcd", ([True, False, False], [True, True, True], [False] * 3, [True] * 3))
+            for d, f in enumerate(flips_by_draw)]
+    outcomes = pd.concat([run.outcomes.assign(draw=pd.NA), pd.DataFrame(coin)], ignore_index=True)
+    res = flips.rescues(outcomes, 0.2, baseline="random").set_index("selector")
+    # cadence flips only on d: it rescues a (1/3 of the coin's draws flip there), b (all) and nothing on c
+    assert res.loc["cadence", "rescued"] == pytest.approx(1 / 3 + 1)
+    assert res.loc["cadence", "rescued_examples"] == ["a", "b"]
+    # cacheblend flips on c and d: it breaks c, where no draw of the coin flips
+    assert res.loc["cacheblend", "broken"] == pytest.approx(1.0) and res.loc["cacheblend", "broken_examples"] == ["c"]
+    # a deterministic baseline reads as before: the splice flipped b, c, d
+    assert flips.rescues(outcomes, 0.2).set_index("selector").loc["cadence", "rescued_examples"] == ["b", "c"]
+
+
 def test_without_a_reference_selector_the_comparison_is_left_out():
     run = hand_run()
     only = SweepRun(run.folder, run.manifest, run.examples, run.outcomes[run.outcomes["selector"] == "cadence"])

@@ -207,8 +207,13 @@ def evidence_text(run, table) -> str:
     if "evidence_precision" in table and table["evidence_precision"].notna().any():
         precision = evidence_recall_table(table, "evidence_precision").reset_index()
         precision.columns = recall.columns
-        parts += ["", "Evidence precision (the share of a repair's recomputed rows that are evidence; same examples):",
-                  "", markdown_table(precision.round(3))]
+        parts += ["", "Evidence precision (the share of a repair's recomputed rows that are evidence; mean over the "
+                  "same examples, less those where the repair recomputed no row, which have none):", "",
+                  markdown_table(precision.round(3))]
+        fewer = table[table["n_with_precision"] < n]
+        if not fewer.empty:
+            parts += ["", "Precision over fewer than the " + str(n) + " examples: " + "; ".join(
+                f"{r.selector} at b = {r.budget:g}: {r.n_with_precision}" for r in fewer.itertuples())]
     ranking, attention = evidence_tables(run)
     if not ranking.empty:
         parts += ["", "Average precision of each scorer's ranking of the pool against the evidence rows (chance: "

@@ -26,9 +26,9 @@ def find_examples(examples: pd.DataFrame, outcomes: pd.DataFrame | None = None, 
                   sort: str | None = None, descending: bool = False) -> list[str]:
     """Ids of the examples whose question holds `text` (case-insensitive) and that pass the
     filter `keep` (a key of FILTERS; "a_not_b" needs `a`, `b`, `budget` and the outcomes: the
-    splice flips the example, A's repair at that budget does not, B's does; a coin by the
-    majority of its draws), sorted by the
-    column `sort` (default: the run's order)."""
+    splice flips the example, A's repair at that budget does not, B's does; a coin where any of
+    its draws does so, as `flips.rescues` lists them, never by a vote), sorted by the column `sort`
+    (default: the run's order)."""
     if keep not in FILTERS:
         raise WorkbenchError(f"unknown example filter {keep!r}; known: {', '.join(FILTERS)}")
     rows = examples
@@ -46,7 +46,7 @@ def find_examples(examples: pd.DataFrame, outcomes: pd.DataFrame | None = None, 
         if missing:
             raise WorkbenchError(f"no outcomes of {', '.join(missing)} at budget {budget:g} in this run")
         flipped = set(rows.loc[rows["splice_flip"].astype(bool), "example_id"].astype(str))
-        wanted = {str(i) for i in matrix.index[(matrix[a] < 0.5) & (matrix[b] >= 0.5)]} & flipped
+        wanted = {str(i) for i in matrix.index[(matrix[a] < 1) & (matrix[b] > 0)]} & flipped  # some draw each
         rows = rows[rows["example_id"].astype(str).isin(wanted)]
     if sort:
         if sort not in rows:

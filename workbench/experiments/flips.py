@@ -40,14 +40,15 @@ def flip_rates(outcomes: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
 
 def rescues(outcomes: pd.DataFrame, budget: float, baseline: str = "none") -> pd.DataFrame:
     """Per selector at a budget: the examples it rescues (baseline flipped, repair does not) and
-    breaks (the reverse). A drawn control counts the expected number of one draw (the mean over
-    draws) and lists the examples any draw rescues or breaks."""
+    breaks (the reverse). A drawn control, as the repair or the baseline, counts by the share of its
+    draws that flip: the expected number for one draw of each (a draw of the baseline against one of
+    the repair), never a vote over draws; the examples listed are those any draw rescues or breaks."""
     matrix = flip_matrix(outcomes, budget)
-    flipped = matrix[baseline] > 0.5 if baseline in matrix else (matrix > 0).any(axis=1)
+    flipped = matrix[baseline] if baseline in matrix else (matrix > 0).any(axis=1).astype(float)  # [example] share
     rows = []
     for label in matrix.columns:
         share = matrix[label]
-        rescued, broken = (1 - share)[flipped], share[~flipped]
+        rescued, broken = flipped * (1 - share), (1 - flipped) * share
         rows.append({"selector": label, "rescued": float(rescued.sum()), "broken": float(broken.sum()),
                      "rescued_examples": rescued.index[rescued > 0].tolist(),
                      "broken_examples": broken.index[broken > 0].tolist()})

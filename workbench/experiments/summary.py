@@ -142,6 +142,7 @@ def summarize(run: SweepRun, reference: str | None = None, measure: str = "em") 
                 "evidence_recall": cell["evidence_recall"].mean(),
                 "evidence_precision": cell["evidence_precision"].mean(),
                 "n_with_evidence": int(cell["evidence_recall"].notna().sum()),
+                "n_with_precision": int(cell["evidence_precision"].notna().sum()),  # those that recomputed a row
                 "flip_rate": flip_rate, **_interval("flip", cell["flip"]),
                 "flip_draw_sd": _draw_spread(run.outcomes, label, budget, "flip"),
                 "flip_strict_rate": cell["flip_strict"].mean(),

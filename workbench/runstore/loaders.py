@@ -30,9 +30,12 @@ def upgrade_table(table: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"layout": "unit"}) if "layout" in table.columns else table
 
 
-def natural_key(example_id) -> list:
-    """A sort key that orders example ids as people count them: "2" before "10", "ex#2" before "ex#10"."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(example_id))]
+def natural_key(example_id) -> tuple[list, str]:
+    """A sort key that orders example ids as people count them: "2" before "10", "ex#2" before "ex#10";
+    a total order (ids that count alike, "ex1" and "ex01", fall back to their text), so a sort by it
+    is the same in every process."""
+    text = str(example_id)
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)], text
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,7 @@ def _in_natural_order(outcomes: pd.DataFrame) -> pd.DataFrame:
     data set's, a restored record its ids'): a bootstrap and a sampled sign-flip test draw examples
     by their place."""
     ids = outcomes["example_id"].astype(str)
-    rank = {i: r for r, i in enumerate(sorted(set(ids), key=natural_key))}
+    rank = {i: r for r, i in enumerate(sorted(set(ids), key=natural_key))}  # a total order: no tie
     return outcomes.iloc[np.argsort(ids.map(rank).to_numpy(), kind="stable")].reset_index(drop=True)
 
 
