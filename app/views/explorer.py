@@ -24,12 +24,13 @@ from diagnosis_panel import DEVIATION, diagnosis_panel, example_text, show_answe
 from example_finder import find, previous_next
 from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
+from model_work import model_spec_for
 from permalink import Permalink
 from readable import show_table
 from rebuild_panel import rebuild_offer, rebuilt_diagnosis, rebuilt_folder
 from status import report_error
 from widgets import choose_run, csv_button, ensure_choice, plain
-from workbench.app_api import Diagnosis, RunFolder, WorkbenchError, make_command, reference_selectors
+from workbench.app_api import DiagnoseConfig, Diagnosis, RunFolder, WorkbenchError, make_command, reference_selectors
 from workbench.plots import diagnosis as figures
 
 LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget": "explorer_budget",
@@ -39,30 +40,39 @@ LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget"
 
 # the diagnosis settings `kvwb diagnose` takes as options, with their defaults (named only when they differ)
 DIAGNOSE_DEFAULTS = {"pool": "changed", "coin_draws": 5, "chunk_scope": "span", "grow_max_span": 64,
-                     "rerotation": "delta", "epic_k": None, "relaxkv_context": None}
+                     "rerotation": "delta", "epic_k": None, "relaxkv_context": None, "densedev_norm": "none"}
+COMMAND_KEYS = ("selectors", "budgets", "seed", "max_new_tokens", "attribution", *DIAGNOSE_DEFAULTS)
 
 
-def regenerate_command(run: RunFolder, d: Diagnosis) -> str:
-    """`kvwb diagnose` of this example with the run's model, data set options and diagnosis settings."""
+def regenerate_command(run: RunFolder, d: Diagnosis) -> str | None:
+    """`kvwb diagnose` of this example with the run's model, data set options and diagnosis settings;
+    None where the record's config holds a setting the command has no option for (the rebuild
+    button still takes it whole)."""
     m = run.manifest
     if m is None or not m.dataset:
         return make_command("diagnosis")
     c = d.config.to_dict()
+    if DiagnoseConfig.of(**{k: c[k] for k in COMMAND_KEYS if k in c}).to_dict() != c:
+        return None
     options = {f"--{k.replace('_', '-')}": v for k, v in (m.args.get("dataset_options") or {}).items()}
-    settings = {f"--{k.replace('_', '-')}": c.get(k) for k, v in DIAGNOSE_DEFAULTS.items() if c.get(k, v) != v}
-    asked = {"--model": m.model_name or d.model.get("name", "?"), "--example": f"{m.dataset}#{d.example_id}",
+    settings = {f"--{k.replace('_', '-')}": 0 if k == "grow_max_span" and c.get(k) is None else c.get(k)
+                for k, v in DIAGNOSE_DEFAULTS.items() if c.get(k, v) != v}  # --grow-max-span 0: no cap
+    asked = {"--model": model_spec_for(d, m), "--example": f"{m.dataset}#{d.example_id}",  # the button's model
              **options, "--selectors": ",".join(c["selectors"]), "--budgets": ",".join(f"{b:g}" for b in c["budgets"]),
              "--seed": c.get("seed"), "--max-new-tokens": c.get("max_new_tokens"), **settings,
              "--out": str(rebuilt_folder(run, d))}
-    return shlex.join(["kvwb", "diagnose", *(str(x) for k, v in asked.items() if v is not None for x in (k, v))])
+    words = [str(x) for k, v in asked.items() if v is not None for x in (k, v)]
+    return shlex.join(["kvwb", "diagnose", *words, *([] if c.get("attribution", True) else ["--no-attribution"])])
 
 
 def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:
     """A kept record's example: its answers and outcomes, and one line on what it lacks."""
     example_text(d)
+    command = regenerate_command(run, d)
+    how = (f"with `{command}` or the button below" if command else
+           "with the button below (`kvwb diagnose` has no option for every setting of this record's config)")
     st.info(f"A kept record keeps only this example's outcomes: no {', '.join(missing_tables(d))} tables, so the "
-            f"token strip, picks, heatmaps and deviation are not drawn. Regenerate them with "
-            f"`{regenerate_command(run, d)}` or the button below")
+            f"token strip, picks, heatmaps and deviation are not drawn. Regenerate them {how}")
     rebuild_offer(run, d)
     budgets = outcome_budgets(d)
     if not budgets:

@@ -120,6 +120,47 @@ def test_the_explorer_rebuilds_a_records_example_and_draws_it(world):
     assert f"Token at position {position}" in unescape(texts(at))  # its card, from the rebuild's signals
 
 
+def test_the_regenerate_command_writes_the_folder_the_explorer_draws_from(world):
+    """The command the page shows, run as given, rebuilds under the record's own config (the record was
+    made without the attribution check; `kvwb diagnose` ran it by default and the explorer refused the
+    folder as "diagnosed under another config")."""
+    import re
+    import shlex
+    import shutil
+
+    from workbench.cli.main import main as kvwb
+
+    at = _explorer("q1")
+    [shown] = [i.value for i in at.info if "A kept record keeps only" in i.value]
+    argv = shlex.split(re.search(r"`(kvwb diagnose [^`]*)`", shown).group(1))
+    assert "--no-attribution" in argv
+    folder = world["runs"] / f"{NAME}-q1"
+    try:
+        assert kvwb(argv[1:]) == 0
+        assert Diagnosis.load(folder).config.to_dict() == _record(world, "q1").config.to_dict()
+        at = _explorer("q1")
+        said = unescape(texts(at))
+        assert f"Drawn from a rebuild of this example ({folder}" in said and "another config" not in said
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_record_config_the_command_cannot_say_is_left_to_the_button(world):
+    """draft_k has no `kvwb diagnose` option: a command without it would rebuild under another config."""
+    import json
+
+    kept = world["runs"] / NAME / "diagnoses" / "q2" / "diagnosis.json"
+    text = kept.read_text()
+    try:
+        doc = json.loads(text)
+        doc["config"]["draft_k"] = doc["config"]["draft_k"] + 1
+        kept.write_text(json.dumps(doc))
+        [shown] = [i.value for i in _explorer("q2").info if "A kept record keeps only" in i.value]
+        assert "kvwb diagnose` has no option for every setting" in shown and "`kvwb diagnose --" not in shown
+    finally:
+        kept.write_text(text)
+
+
 def test_a_rebuild_that_disagrees_with_the_record_says_so(world, tmp_path):
     record_outcomes = world["runs"] / NAME / "diagnoses" / "q1" / "outcomes.parquet"
     kept = record_outcomes.read_bytes()

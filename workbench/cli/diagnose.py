@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from workbench.cli.common import (
     add_dataset_options, add_diagnose_options, answer_limit, add_model_options, diagnose_settings, floats, load_example_for, names,
     printable, printable_frame, show,
@@ -17,11 +19,16 @@ def add_arguments(p) -> None:
                    help="DATASET#ID, e.g. synthetic#3, ruler:niah_single#3 or jsonl:data.jsonl#q7")
     p.add_argument("--selectors", type=names, default=None,
                    help="comma-separated selector specs NAME[:UNIT] (units: single, chunk, grow); "
-                        "default: every registered selector, the expensive references included")
+                        "default: selectors.DEFAULT_SPECS and the expensive oracle-patch (epic, prophetkv and "
+                        "relaxkv only when named)")
     p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
-                   help=f"comma-separated fractions of the reused rows to recompute (default {show(DEFAULT_BUDGETS)})")
+                   help=f"comma-separated fractions of the candidate pool (--pool) to recompute "
+                        f"(default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0, help="seed of the random selector and the patching sample")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
+    p.add_argument("--attribution", action=argparse.BooleanOptionalAction, default=True,
+                   help="run the attribution-patching check (first-order vs actual patching; default on: "
+                        "--no-attribution leaves it out, as `kvwb run` does by default)")
     add_dataset_options(p)
     add_diagnose_options(p)
     p.add_argument("--layer-effects", action="store_true",
@@ -38,7 +45,8 @@ def diagnose_config(args):
     from workbench.selectors import default_selectors
 
     return DiagnoseConfig.of(selectors=args.selectors or default_selectors(expensive=True), budgets=args.budgets,
-                             seed=args.seed, max_new_tokens=args.max_new_tokens, **diagnose_settings(args)).checked()
+                             seed=args.seed, max_new_tokens=args.max_new_tokens, attribution=args.attribution,
+                             **diagnose_settings(args)).checked()
 
 
 def command(args) -> int:
