@@ -72,8 +72,9 @@ def demo_panel() -> None:
     selectors, budgets = ",".join(config.diagnose.selectors), ",".join(f"{b:g}" for b in config.diagnose.budgets)
     st.markdown(f"**Demo run**: {config.n} synthetic examples, selectors {plain(', '.join(config.diagnose.selectors))}, "
                 f"budgets {plain(budgets)} on {plain(state.model_spec())}, into {plain(root / NAME)} (several "
-                f"minutes on a CPU; the same as `kvwb run --n {config.n} --selectors {selectors} --budgets "
-                f"{budgets} --max-new-tokens {config.diagnose.max_new_tokens} --out runs/{NAME}`).")
+                f"minutes on a CPU; the same as `kvwb run --model {state.model_spec()} --n {config.n} --selectors "
+                f"{selectors} --budgets {budgets} --max-new-tokens {config.diagnose.max_new_tokens} "
+                f"--out {root / NAME}`).")
     if st.button("Compute demo run", key="demo_start", disabled=job.running, type="primary"):
         try:
             start_demo(root, config)

@@ -17,6 +17,9 @@ from workbench.app_api import (
 from workbench.plots import diagnosis as figures
 from workbench.plots.answer import answer_tokens_figure
 
+BUDGET_HELP = ("The candidate pool: the rows computed under another prefix (every passage after the first), "
+               "or every passage row where the run chose --pool all.")
+
 KINDS = {"k": "keys (post-RoPE)", "v": "values"}
 DEVIATION = "deviation"  # the strip's colouring by the splice's own deviation (not a registered signal)
 DEVIATION_LABEL = "KV deviation (splice vs dense) at a layer"
@@ -105,8 +108,8 @@ def _choices(d: Diagnosis, key: str) -> tuple[float, list[str]]:
     c1, c2 = st.columns([1, 2])
     ensure_choice(f"{key}_budget", budgets, budgets[0])
     if len(budgets) > 1:
-        budget = c1.select_slider("Budget (share of reused rows recomputed)", budgets, key=f"{key}_budget",
-                                  format_func=lambda b: f"{b:g}")
+        budget = c1.select_slider("Budget (share of the candidate rows recomputed)", budgets, key=f"{key}_budget",
+                                  format_func=lambda b: f"{b:g}", help=BUDGET_HELP)
     else:
         budget = budgets[0]
         c1.markdown(f"Budget: **{budget:g}** (the only one in this diagnosis)")

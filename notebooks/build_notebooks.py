@@ -32,7 +32,7 @@ NOTEBOOKS = {
         ("code", SETUP),
         ("code", 'example = wb.load_example("synthetic#2")\n'
                  'ctx = wb.build_context(model, example)\n'
-                 'print(ctx.check_splice())            # layer-0 K/V of the splice equal dense\n'
+                 'print(ctx.check_splice())            # layer-0 K/V of the splice equal dense up to RoPE rounding\n'
                  'for p in example.passages: print("-", p)\n'
                  'print("Q:", example.question, "| gold:", example.gold)'),
         ("code", 'print("dense  :", ctx.answer(ctx.dense))\n'
@@ -62,8 +62,9 @@ NOTEBOOKS = {
     "02_selectors_and_budgets": [
         ("md", "# Selectors and budgets over a small data set\n\n"
                "A sweep diagnoses every example into a run folder (resumable); the summary gives "
-               "accuracy with Wilson intervals, flips against dense, the share of the reuse gap "
-               "recovered and exact McNemar tests (b/c before p, Holm within each budget)."),
+               "accuracy with Wilson intervals (a coin: bootstrap over examples), flips against dense, "
+               "the share of the reuse gap recovered and exact McNemar tests (b/c before p, Holm within "
+               "each budget; a coin: the sign-flip test on its mean over draws, no b/c)."),
         ("code", SETUP),
         ("code", 'import tempfile\nfrom pathlib import Path\n'
                  'from workbench.diagnosis import DiagnoseConfig\n'

@@ -65,8 +65,9 @@ ensure_choice("curves_reference", options, resolve_reference(sweep, None) or "")
 reference = st.selectbox("Reference selector for the paired tests", options, key="curves_reference",
                          format_func=lambda s: s or "(no reference: leave that comparison out)") or None
 if reference is None:
-    st.info("No reference selector is chosen (this run has neither cacheblend nor random, the default ones): "
-            "the `ref_*` columns are left out. Choose a selector above to compare against it.")
+    why = "" if resolve_reference(sweep, None) else " (this run has neither cacheblend nor random, the default ones)"
+    st.info(f"No reference selector is chosen{why}: the `ref_*` columns are left out. Choose a selector above to "
+            "compare against it.")
 pre, pre_error = None, None  # the run's pre-registered families, read once (said under Contrasts when malformed)
 try:
     pre = read_preregistration(run.path)
@@ -77,9 +78,11 @@ if st.session_state.get("curves_measure_of") != run.name:  # each run opens on i
     st.session_state["curves_measure_of"] = run.name
 measure = st.radio("Gap and tests on", ["em", "retrieved"], key="curves_measure", horizontal=True,
                    format_func={"em": "exact match", "retrieved": "retrieved (the task's string match)"}.get,
-                   help="Exact match counts an answer that names the gold and runs on as wrong; retrieved asks "
-                        "only whether the answer names it (RULER's string match, or whole-word contains). A run "
-                        "opens on the measure its pre-registration names, else exact match.")
+                   help="Exact match counts an answer that names the gold and runs on as wrong (where every value "
+                        "must be named, RULER's multi-value and variable tracking, it is 1 when all are named); "
+                        "retrieved reads the task's retrieval rule: RULER's string match, the share of the values "
+                        "named, or whole-word contains for QA. A run opens on the measure its pre-registration "
+                        "names, else exact match.")
 try:
     summary = state.run_summary(run.path, reference, measure)
 except WorkbenchError as err:
@@ -148,8 +151,9 @@ else:
     except WorkbenchError as err:
         warn(err)
 if contrasts is not None and len(contrasts):
-    st.caption("b = examples where A is right and B wrong, c the reverse (exact McNemar); against a drawn control "
-               "(a coin) the exact sign-flip test on its mean over draws, with each draw's b / c beside it. "
+    st.caption("b = examples where A is right and B wrong, c the reverse (exact McNemar, on a binary measure); "
+               "on a graded measure, or against a drawn control (a coin, on its mean over draws, each draw's b / c "
+               "beside it), the sign-flip test on the paired differences: exact on a lattice, else sampled. "
                "p raw and Holm-adjusted within each family; A − B is the paired difference with its bootstrap 95% "
                "interval. The whole family is tested whichever selectors are shown above.")
     show_table(contrasts, CONTRAST_HEADERS, CONTRAST_FORMATS, key="curves_contrasts_table", pinned=("name",))
@@ -179,19 +183,22 @@ if contrasts is not None and len(contrasts):
                        key="curves_behind_table", pinned=("example_id",), widths=answers, wrap=True)
 
 st.subheader("Curves")
-show_figure(plots.budget_curve(summary, "em", "Exact match against budget (Wilson 95%)", selectors=shown),
-            f"accuracy-{run.name}", "curves_em")
-show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (Wilson 95%)", selectors=shown),
+show_figure(plots.budget_curve(summary, "em", "Exact match against budget (95%: Wilson; a coin: bootstrap)",
+                               selectors=shown), f"accuracy-{run.name}", "curves_em")
+show_figure(plots.budget_curve(summary, "flip_rate", "Flip rate against dense (95%: Wilson; a coin: bootstrap)",
+                               selectors=shown),
             f"flips-{run.name}", "curves_flips")
 graded = [c for c in plots.METRIC_TITLES
           if c not in ("em", "flip_rate") and c in summary and summary[c].notna().any()]
 if graded:
     ensure_choice("curves_graded", graded, graded[0])
-    metric = st.selectbox("Graded outcome against the dense answer", graded, key="curves_graded",
+    metric = st.selectbox("Another outcome against budget", graded, key="curves_graded",
                           format_func=lambda c: plots.METRIC_TITLES[c],
                           help="How far the output moved, beside the binary flip: F1 to the dense answer, whether "
                                "the first token is dense's, the dense answer's mean log-probability per token, how "
-                               "many leading tokens agree, the KL of the first token's distribution from dense's.")
+                               "many leading tokens agree, the KL of the first token's distribution from dense's; "
+                               "and, where the run records them, retrieved, ran on, answer length and evidence "
+                               "recall and precision.")
     show_figure(plots.budget_curve(summary, metric, f"{plots.METRIC_TITLES[metric]} against budget", selectors=shown),
                 f"{metric}-{run.name}", "curves_graded_fig")
 else:
@@ -239,7 +246,7 @@ csv_button(in_view, f"summary-{run.name}", "curves_summary_csv", "Summary as CSV
 
 st.subheader("Rows needed to reach a target")
 t1, t2 = st.columns(2)
-share = t1.slider("Share of dense EM", 0.5, 1.0, 0.9, 0.05, key="curves_share")
+share = t1.slider(f"Share of dense {'EM' if measure == 'em' else measure}", 0.5, 1.0, 0.9, 0.05, key="curves_share")
 max_flip = t2.slider("Largest flip rate", 0.0, 0.5, 0.2, 0.05, key="curves_max_flip")
 targets = tokens_to_target(in_view, ex, share_of_dense=share, max_flip_rate=max_flip)
 reach, flip_cap = targets.columns[1:3]

@@ -20,7 +20,7 @@ import streamlit as st
 import state
 from answer_tables import answers_table
 from compare_panel import missing_tables, outcome_budgets, runs_against, with_no_picks
-from diagnosis_panel import DEVIATION, diagnosis_panel, example_text, show_answers
+from diagnosis_panel import BUDGET_HELP, DEVIATION, diagnosis_panel, example_text, show_answers
 from example_finder import find, previous_next
 from heads_lens_panel import heads_lens_panel
 from live_fields import open_in_live
@@ -80,8 +80,8 @@ def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:
     selectors = list(dict.fromkeys(d.outcomes["selector"]))
     c1, c2 = st.columns([1, 2])
     ensure_choice("explorer_budget", budgets, budgets[0])
-    budget = c1.select_slider("Budget (share of reused rows recomputed)", budgets, key="explorer_budget",
-                              format_func=lambda b: f"{b:g}") if len(budgets) > 1 else budgets[0]
+    budget = c1.select_slider("Budget (share of the candidate rows recomputed)", budgets, key="explorer_budget",
+                              format_func=lambda b: f"{b:g}", help=BUDGET_HELP) if len(budgets) > 1 else budgets[0]
     shown = figures.default_shown([s for s in selectors if s not in reference_selectors()]) or selectors[:4]
     ensure_choice("explorer_selectors", selectors, shown)
     chosen = c2.multiselect("Selectors", selectors, key="explorer_selectors")

@@ -134,7 +134,7 @@ st.subheader(f"Rescues at b = {budget:g} (relative to {plain(baseline)})")
 st.caption("Rescued: the baseline flips, the repair keeps dense's answer; broken: the reverse. A coin, as the "
            "repair or the baseline, counts by the share of its draws that flip (the expected count for one draw "
            "of each, never a vote); its examples are those any draw rescues or breaks.")
-resc = rescues(outcomes, budget, baseline)
+resc = rescues(outcomes, budget, baseline, strict=strict)
 shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(ids_text),
                          broken_examples=resc["broken_examples"].map(ids_text))
 longest = max((len(t) for c in ("rescued_examples", "broken_examples") for t in shown_resc[c]), default=0)
@@ -142,8 +142,9 @@ show_table(shown_resc, RESCUE_HEADERS, {"rescued": count, "broken": count}, key=
            pinned=("selector",), wrap=longest > RESCUE_LINE,
            widths=dict.fromkeys(("rescued_examples", "broken_examples"), "large" if longest > RESCUE_LINE else "medium"))
 csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
-st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal is each one's total)")
-overlap = rescue_overlap(outcomes, budget, baseline)
+st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal: the examples each one rescues, "
+            "a coin's those any draw rescues, not its expected count above)")
+overlap = rescue_overlap(outcomes, budget, baseline, strict=strict)
 show_table(overlap.reset_index(names="selector"), {"selector": "selector", **{c: c for c in overlap.columns}},
            dict.fromkeys(overlap.columns, count), key="flips_overlap_table", pinned=("selector",))
 csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{budget:g}", "flips_overlap_csv",
@@ -159,6 +160,6 @@ st.caption("A flip says only that the output changed against dense. Beside it, p
            "F1 of the output to the dense answer, whether the first answer token is dense's and the KL of its "
            "distribution from dense's, how many leading tokens agree, and the dense answer's mean log-probability "
            "per token under the repair (runs made before these were recorded show them empty).")
-graded = graded_rates(outcomes)
+graded = graded_rates(outcomes, strict=strict)
 show_table(graded, GRADED_HEADERS, FORMATS, key="flips_graded_table", pinned=("selector", "budget"))
 csv_button(graded, f"graded-{run.name}", "flips_graded_csv", "Graded outcomes as CSV")

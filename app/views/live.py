@@ -290,7 +290,7 @@ with st.container(border=True):
     st.multiselect("Selectors (type NAME:UNIT for another unit of choice)", options, key="live_selectors",
                    accept_new_options=True)  # a row of its own: every chip in view
     s2, s3 = st.columns([3, 1])
-    s2.text_input("Budgets (fractions of the reused rows, comma-separated)", value="0.1, 0.3", key="live_budgets")
+    s2.text_input("Budgets (fractions of the candidate rows, passages after the first, comma-separated)", value="0.1, 0.3", key="live_budgets")
     s3.number_input("Answer tokens", min_value=1, max_value=128, value=16, key="live_max_new")
     st.checkbox("Also run the attribution check (3 x 64 patched forwards: slower)", key="live_attribution")
     b1, b2 = st.columns([1, 4])

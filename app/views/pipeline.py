@@ -94,7 +94,8 @@ st.subheader("Repair on top of the predicted final calls")
 repair = repair_summary(data.repair)
 if repair.empty:
     st.info("No repair in this run: `kvwb pipeline --repair-on kvcomm` repairs the final call of KVComm wherever "
-            "it was served from a predicted cache, with every selector against the five-draw coin.")
+            "it was served from a predicted cache, with BCR's selectors, cacheblend, densedev and cadence-grad "
+            "against the five-draw coin.")
 else:
     st.caption(f"{data.repair['index'].nunique()} final calls of {plain(data.repair['method'].iloc[0])} served "
                f"from a predicted cache; flips against each call's token-matched Dense.")

@@ -213,6 +213,18 @@ def test_rescues_against_a_coin_count_its_draws_never_a_vote():
     assert flips.rescues(outcomes, 0.2).set_index("selector").loc["cadence", "rescued_examples"] == ["b", "c"]
 
 
+def test_the_token_exact_toggle_reaches_the_rescues_and_the_graded_table():
+    outcomes = hand_run().outcomes.copy()
+    at = (outcomes["selector"] == "cadence") & (outcomes["example_id"] == "b")
+    outcomes.loc[at, "flip_strict"] = True  # b: same answer after normalization, not token for token
+    normal, strict = (flips.rescues(outcomes, 0.2, strict=s).set_index("selector") for s in (False, True))
+    assert normal.loc["cadence", "rescued_examples"] == ["b", "c"] and strict.loc["cadence", "rescued_examples"] == ["c"]
+    assert flips.rescue_overlap(outcomes, 0.2, strict=True).loc["cadence", "cadence"] == 1
+    rates = {s: flips.graded_rates(outcomes, strict=s).set_index("selector").loc["cadence", "flip_rate"]
+             for s in (False, True)}
+    assert rates == {False: 0.25, True: 0.5}
+
+
 def test_without_a_reference_selector_the_comparison_is_left_out():
     run = hand_run()
     only = SweepRun(run.folder, run.manifest, run.examples, run.outcomes[run.outcomes["selector"] == "cadence"])

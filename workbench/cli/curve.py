@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
     p.add_argument("--prompts", type=count, default=6, help="prompts (synthetic seeds seed..seed+N-1; >= 2)")
     p.add_argument("--units", type=ints, default=DEFAULT_UNITS,
                    help=f"comma-separated units of choice in rows (default {show(DEFAULT_UNITS)})")
-    p.add_argument("--budget", type=number, default=0.2, help="nominal fraction of reused rows restored")
+    p.add_argument("--budget", type=number, default=0.2, help="nominal fraction of the segment (--pool) restored (default 0.2)")
     p.add_argument("--seeds", type=count, default=5, help="random draws per prompt and unit (default 5)")
     p.add_argument("--seed", type=int, default=0, help="first prompt seed and random-seed base (default 0)")
     p.add_argument("--pool", choices=["changed", "all"], default="changed",

@@ -28,8 +28,9 @@ def add_arguments(p) -> None:
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="each agent's answer limit (default 24)")
     p.add_argument("--repair-on", default=None, metavar="METHOD",
                    help="repair the final call of METHOD (e.g. kvcomm) wherever it was served from a predicted "
-                        "cache, with every selector at rho in 0.05..0.4 against the five-draw coin (BCR's repair "
-                        "on top; slow)")
+                        "cache, with BCR's selectors, cacheblend, densedev and cadence-grad "
+                        "(pipeline.repair.REPAIR_SELECTORS) at rho in 0.05..0.4 against the five-draw coin (BCR's "
+                        "repair on top; slow)")
     p.add_argument("--kvcomm", choices=KVCOMM_VARIANTS, default="code",
                    help="code: KVComm as its code runs (the gate once per message, the prompt's tail served from "
                         "the pool; default); legacy: the gate on every call, the suffix prefilled exactly (runs "

@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
                         "the seeds' selectors (selectors.DEFAULT_SPECS; epic, prophetkv, relaxkv and the expensive "
                         "oracle-patch only when named)")
     p.add_argument("--budgets", type=floats, default=DEFAULT_BUDGETS,
-                   help=f"fractions of reused rows (default {show(DEFAULT_BUDGETS)})")
+                   help=f"fractions of the candidate pool (--pool) to recompute (default {show(DEFAULT_BUDGETS)})")
     p.add_argument("--seed", type=int, default=0,
                    help="run seed: each example's coin draws derive from it and the example id")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")

@@ -34,15 +34,17 @@ def add_arguments(p) -> None:
     p.add_argument("--format", choices=["markdown", "csv"], default="markdown",
                    help="output format (csv: stdout holds the one table; the contrasts go to stderr)")
     p.add_argument("--target-share", type=_fraction, default=0.9,
-                   help="tokens-to-target: share of dense EM to reach (default 0.9)")
+                   help="tokens-to-target: share of dense's value to reach, on the summary's measure (EM unless "
+                        "--measure is em, contains or retrieved; default 0.9)")
     p.add_argument("--max-flip-rate", type=_fraction, default=0.2,
                    help="tokens-to-target: flip rate to get under (default 0.2)")
     p.add_argument("--contrast", action="append", default=[], metavar="A:B@BUDGET",
                    help="a pre-registered contrast, e.g. cadence-grad:cacheblend@0.2, or bcr:coin@0.2 for the coin "
-                        "matched to bcr (coin:bcr): exact McNemar b/c and p for two selectors, the exact sign-flip "
-                        "test against a coin's mean over draws with each draw's b/c, and the difference with a "
-                        "95%% paired interval; A:B@auc reads per example the area of the measure over the run's "
-                        "budget grid (trapezoid / span) by the exact sign-flip test. Repeat for several: together "
+                        "matched to bcr (coin:bcr): exact McNemar b/c and p for two selectors on a binary measure, "
+                        "the sign-flip test on a graded one and against a coin's mean over draws (with each draw's "
+                        "b/c; exact on a lattice, else sampled), and the difference with a 95%% paired interval; "
+                        "A:B@auc reads per example the area of the measure over the run's budget grid (trapezoid / "
+                        "span) by the sign-flip test. Repeat for several: together "
                         "they are the family, and each p is printed raw and Holm-adjusted over it")
     p.add_argument("--measure", default="flip", choices=list(MEASURES),
                    help="the outcome the contrasts test, at a budget or @auc (default flip: the output changed "

@@ -38,12 +38,13 @@ def flip_rates(outcomes: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rescues(outcomes: pd.DataFrame, budget: float, baseline: str = "none") -> pd.DataFrame:
+def rescues(outcomes: pd.DataFrame, budget: float, baseline: str = "none", strict: bool = False) -> pd.DataFrame:
     """Per selector at a budget: the examples it rescues (baseline flipped, repair does not) and
     breaks (the reverse). A drawn control, as the repair or the baseline, counts by the share of its
     draws that flip: the expected number for one draw of each (a draw of the baseline against one of
-    the repair), never a vote over draws; the examples listed are those any draw rescues or breaks."""
-    matrix = flip_matrix(outcomes, budget)
+    the repair), never a vote over draws; the examples listed are those any draw rescues or breaks.
+    `strict`: token-exact flips (`flip_strict`) in place of normalized ones."""
+    matrix = flip_matrix(outcomes, budget, strict=strict)
     flipped = matrix[baseline] if baseline in matrix else (matrix > 0).any(axis=1).astype(float)  # [example] share
     rows = []
     for label in matrix.columns:
@@ -55,17 +56,19 @@ def rescues(outcomes: pd.DataFrame, budget: float, baseline: str = "none") -> pd
     return pd.DataFrame(rows)
 
 
-def rescue_overlap(outcomes: pd.DataFrame, budget: float, baseline: str = "none") -> pd.DataFrame:
-    """Selectors x selectors: how many examples both rescue (the diagonal: each one's total)."""
-    table = rescues(outcomes, budget, baseline).set_index("selector")["rescued_examples"]
+def rescue_overlap(outcomes: pd.DataFrame, budget: float, baseline: str = "none", strict: bool = False) -> pd.DataFrame:
+    """Selectors x selectors: how many examples both rescue (the diagonal: the examples each rescues; a
+    coin, those any draw rescues)."""
+    table = rescues(outcomes, budget, baseline, strict).set_index("selector")["rescued_examples"]
     sets = {label: set(ids) for label, ids in table.items()}
     return pd.DataFrame({a: {b: len(sets[a] & sets[b]) for b in sets} for a in sets})
 
 
-def graded_rates(outcomes: pd.DataFrame) -> pd.DataFrame:
-    """Per selector and budget, the flip rate beside the graded outcomes against dense (means over
-    examples of each example's mean over draws): how far the output moved, not only whether."""
-    columns = ["flip", *GRADED_COLUMNS]
+def graded_rates(outcomes: pd.DataFrame, strict: bool = False) -> pd.DataFrame:
+    """Per selector and budget, the flip rate (`strict`: token-exact) beside the graded outcomes
+    against dense (means over examples of each example's mean over draws): how far the output moved,
+    not only whether."""
+    flip = "flip_strict" if strict else "flip"
     cells = per_example(outcomes)
-    table = cells.groupby(["selector", "budget"], sort=False)[columns].mean().reset_index()
-    return table.rename(columns={"flip": "flip_rate"})
+    table = cells.groupby(["selector", "budget"], sort=False)[[flip, *GRADED_COLUMNS]].mean().reset_index()
+    return table.rename(columns={flip: "flip_rate"})
