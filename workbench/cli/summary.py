@@ -125,6 +125,7 @@ def command(args) -> int:
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     with warnings_as_lines():  # an em contrast on a run without gold answers: one warning line
         contrasts = contrast_family(run, args.contrast, args.measure)
+    _warn_unfinished(run, bool(args.contrast or pre is not None))
     if args.format == "csv":
         print(printable(csv_table(run, table).to_csv(index=False), keep_newlines=True), end="")
     else:
@@ -157,6 +158,15 @@ def command(args) -> int:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def _warn_unfinished(run, testing: bool) -> None:
+    """One stderr line where contrasts are tested on a run that is not finished (its tables are partial)."""
+    from workbench.report.markdown import unfinished_note
+
+    note = unfinished_note(run) if testing else None
+    if note:
+        _say_on_stderr(f"warning: the contrasts test {len(run.examples)} of {run.manifest.n or '?'} examples; {note}")
 
 
 def _tell_behind(tell, run, texts, measure: str, k: int) -> None:

@@ -29,8 +29,10 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     """A sweep's summary (`experiments.summary.summarize`) as a markdown report: header facts,
     the main table, the rows-to-target table, and the attribution check when the run has it."""
     ex = run.examples
+    unfinished = unfinished_note(run)
     lines = [
-        (f"run {run.folder}: {len(ex)} examples ({run.n_failed} failed), model {run.manifest.model_name}, "
+        (f"run {run.folder}: {len(ex)}{f' of {run.manifest.n}' if unfinished and run.manifest.n else ''} examples ({run.n_failed} "
+         f"failed){f'; {unfinished}' if unfinished else ''}, model {run.manifest.model_name}, "
          f"data set {run.manifest.dataset}"),
         (f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
          f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"
@@ -93,6 +95,18 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
                        f"V only {atp['rho_v'].median():.2f}; keys tracked worse than values in {worse} of "
                        f"{len(atp)}.")]
     return "\n".join(lines)
+
+
+def unfinished_note(run: SweepRun) -> str | None:
+    """Why a sweep's tables are partial, in words, or None for a finished run: its manifest is not
+    complete, or it holds fewer examples (done and failed) than its args' n."""
+    status, n = run.manifest.status, run.manifest.n
+    if status == "complete" and (n is None or len(run.examples) + run.n_failed >= n):
+        return None
+    if status == "complete":
+        return "the run completed short of its n: its command resumes it"
+    state = "still running (or ended without closing its manifest)" if status == "running" else status
+    return f"the run is {state}: its command resumes it"
 
 
 def _caveats(ex: pd.DataFrame) -> list[str]:

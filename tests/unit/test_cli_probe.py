@@ -1,0 +1,50 @@
+"""What `kvwb` says to bad input a probe found (issue cli-fix): an unfinished run named in the
+summary's header, the same run refused as --against, checks made before the model loads, and
+one-line refusals in place of silence."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from workbench.diagnosis import DiagnoseConfig
+from workbench.experiments.sweep import SweepConfig, run_sweep
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, tiny_llama):
+    """A finished sweep of three examples, two selectors at two budgets."""
+    out = tmp_path_factory.mktemp("probe") / "tiny"
+    config = SweepConfig(dataset=f"jsonl:{FIXTURE}", n=3, diagnose=DiagnoseConfig(
+        selectors=("cacheblend", "random"), budgets=(0.2, 0.5), max_new_tokens=2, attribution=False))
+    run_sweep(tiny_llama, config, out, progress=False)
+    return out
+
+
+def _edited(sweep: Path, to: Path, **changes) -> Path:
+    """A copy of the sweep with its manifest's top-level keys (or args, under `args`) changed."""
+    shutil.copytree(sweep, to)
+    manifest = json.loads((to / "manifest.json").read_text())
+    manifest["args"].update(changes.pop("args", {}))
+    manifest.update(changes)
+    (to / "manifest.json").write_text(json.dumps(manifest))
+    return to
+
+
+def test_the_summary_of_an_unfinished_run_says_so(sweep, tmp_path, capsys):
+    assert run_cli(["summary", sweep, "--contrast", "cacheblend:random@0.2"]) == 0
+    captured = capsys.readouterr()
+    assert "interrupted" not in captured.out and "warning" not in captured.err
+    stopped = _edited(sweep, tmp_path / "stopped", status="interrupted", args={"n": 40})
+    assert run_cli(["summary", stopped, "--contrast", "cacheblend:random@0.2"]) == 0
+    captured = capsys.readouterr()
+    header = captured.out.splitlines()[0]
+    assert "3 of 40 examples" in header and "the run is interrupted: its command resumes it" in header
+    assert "warning: the contrasts test 3 of 40 examples" in captured.err
+    running = _edited(sweep, tmp_path / "running", status="running")
+    assert run_cli(["summary", running]) == 0
+    assert "3 of 3 examples" in capsys.readouterr().out.splitlines()[0]
