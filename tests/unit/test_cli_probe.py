@@ -48,3 +48,21 @@ def test_the_summary_of_an_unfinished_run_says_so(sweep, tmp_path, capsys):
     running = _edited(sweep, tmp_path / "running", status="running")
     assert run_cli(["summary", running]) == 0
     assert "3 of 3 examples" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_against_refuses_the_same_run_before_printing_anything(sweep, tmp_path, capsys):
+    contrast = ["--contrast", "cacheblend:random@0.2"]
+    assert run_cli(["summary", sweep, *contrast, "--against", sweep]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "is the run itself" in captured.err
+    copy = _edited(sweep, tmp_path / "copy")
+    assert run_cli(["summary", sweep, *contrast, "--against", copy]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "holds 3 of this run's examples from the same data" in captured.err
+    (tmp_path / "plain").mkdir()
+    assert run_cli(["summary", sweep, *contrast, "--against", tmp_path / "plain"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "is not a run folder" in captured.err
+    other = _edited(sweep, tmp_path / "other", args={"dataset_options": {"target_words": 99}})
+    assert run_cli(["summary", sweep, *contrast, "--against", other]) == 0
+    assert "Across settings" in capsys.readouterr().out

@@ -123,6 +123,7 @@ def command(args) -> int:
     pre = _preregistration(args.run) if args.preregistered else None
     html_out = check_html_out(args.html) if args.html else None
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
+    other = against_run(run, args.against) if args.against else None  # refused before anything is printed
     with warnings_as_lines():  # an em contrast on a run without gold answers: one warning line
         contrasts = contrast_family(run, args.contrast, args.measure)
     _warn_unfinished(run, bool(args.contrast or pre is not None))
@@ -151,13 +152,28 @@ def command(args) -> int:
     if args.against:
         from workbench.experiments.across import across_family
         from workbench.report.markdown import across_markdown
-        from workbench.runstore import load_sweep
-
-        tell("\n" + across_markdown(across_family(run, load_sweep(args.against), args.contrast, args.measure)))
+        tell("\n" + across_markdown(across_family(run, other, args.contrast, args.measure)))
     if html_out is not None:
         write_figures(html_out, run, table)
         print(f"wrote {', '.join(f'{n}.html' for n in FIGURES)} and index.html to {printable(html_out)}")
     return 0
+
+
+def against_run(run, folder):
+    """--against read back: another run, never this one again (the same folder, or the same data set
+    and examples under another name), else a one-line refusal."""
+    from workbench.runstore import load_sweep
+
+    if Path(folder).resolve() == Path(run.folder).resolve():
+        raise WorkbenchError(f"--against {folder} is the run itself: give a run of another setting")
+    other = load_sweep(folder)
+    shared = set(run.examples["example_id"]) & set(other.examples["example_id"])
+    keys = ("dataset", "dataset_options", "data_sha256")
+    if shared and all(run.manifest.args.get(k) == other.manifest.args.get(k) for k in keys):
+        raise WorkbenchError(f"--against {folder} holds {len(shared)} of this run's examples from the same data "
+                             f"({run.manifest.dataset}): the two are not independent settings; give a run on "
+                             "distinct examples")
+    return other
 
 
 def _warn_unfinished(run, testing: bool) -> None:
