@@ -66,3 +66,29 @@ def test_against_refuses_the_same_run_before_printing_anything(sweep, tmp_path, 
     other = _edited(sweep, tmp_path / "other", args={"dataset_options": {"target_words": 99}})
     assert run_cli(["summary", sweep, *contrast, "--against", other]) == 0
     assert "Across settings" in capsys.readouterr().out
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """A model load fails the test: every refusal here must come before it."""
+    def load(*a, **k):
+        raise AssertionError("the model was loaded")
+    monkeypatch.setattr("workbench.models.load_model", load)
+
+
+def test_run_into_a_run_of_other_settings_is_refused_before_the_model_loads(sweep, no_model, capsys):
+    before = (sweep / "manifest.json").read_text()
+    assert run_cli(["run", "--dataset", f"jsonl:{FIXTURE}", "--n", "3", "--selectors", "cacheblend",
+                    "--out", sweep]) == 2
+    err = capsys.readouterr().err
+    assert "holds a sweep run made with other settings" in err
+    assert "model: 'tiny-llama' in the run vs 'smollm2-135m' now" in err
+    assert (sweep / "manifest.json").read_text() == before
+
+
+@pytest.mark.parametrize("option", [["--workers", "2"], ["--address", "auto"], ["--cpus-per-worker", "1"],
+                                    ["--gpus-per-worker", "0"]])
+def test_ray_options_without_the_ray_executor_are_refused(option, tmp_path, no_model, capsys):
+    assert run_cli(["run", "--n", "1", *option, "--out", tmp_path / "r"]) == 2
+    assert f"{option[0]} applies to --executor ray only" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

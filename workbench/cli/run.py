@@ -48,9 +48,11 @@ def add_arguments(p) -> None:
     ray.add_argument("--address", default=None,
                      help="ray: the cluster to join (auto, HOST:PORT, ray://HOST:PORT; one that does not answer "
                           "fails within seconds); default: start a local one")
-    ray.add_argument("--workers", type=positive_int, default=2, help="ray: actors, each with its own model (default 2)")
-    ray.add_argument("--cpus-per-worker", type=positive_int, default=1, help="ray: CPUs (and torch threads) per worker")
-    ray.add_argument("--gpus-per-worker", type=number, default=0, help="ray: GPUs per worker (1 pins one GPU each)")
+    ray.add_argument("--workers", type=positive_int, default=None, help="ray: actors, each with its own model (default 2)")
+    ray.add_argument("--cpus-per-worker", type=positive_int, default=None,
+                     help="ray: CPUs (and torch threads) per worker (default 1)")
+    ray.add_argument("--gpus-per-worker", type=number, default=None,
+                     help="ray: GPUs per worker (1 pins one GPU each; default 0)")
 
 
 def sweep_config(args):
@@ -77,22 +79,20 @@ def command(args) -> int:
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
     check_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
     out = runstore.check_out(args.out, kind="sweep", resume=True)
+    runstore.check_resumable(out, "sweep", config.identity(), model_name(args.model))  # before the model loads
     if args.preregistration is not None:  # refused before the model loads
         from workbench.experiments.families import check_preregistration
 
         folder = runstore.inspect_folder(out) if out.is_dir() else None
         check_preregistration(args.preregistration, out, folder.n_done() if folder is not None else 0,
                               config.diagnose.selectors, config.diagnose.budgets)
-    if args.gpus_per_worker < 0:
-        raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
+    ray = ray_options(args)
     try:
         if args.executor == "ray":
             from workbench.experiments.ray_sweep import import_ray, run_sweep_ray
 
             import_ray()  # a missing extra fails before any work
-            store = run_sweep_ray(args.model, config, out, workers=args.workers, address=args.address,
-                                  cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker,
-                                  device=args.device, dtype=args.dtype, preregistration=args.preregistration)
+            store = run_sweep_ray(args.model, config, out, **ray, device=args.device, dtype=args.dtype, preregistration=args.preregistration)
         else:
             store = run_sweep(load_model(args), config, out, preregistration=args.preregistration)
     except KeyboardInterrupt:
@@ -108,6 +108,32 @@ def command(args) -> int:
     run, table = summarize_run(out, args.reference)
     say(render(run, table))
     return 0
+
+
+RAY_OPTIONS = {"workers": 2, "address": None, "cpus_per_worker": 1, "gpus_per_worker": 0}
+
+
+def ray_options(args) -> dict:
+    """The executor's options with their defaults; one given without --executor ray is refused."""
+    given = [name for name in RAY_OPTIONS if getattr(args, name) is not None]
+    if given and args.executor != "ray":
+        raise WorkbenchError(f"--{given[0].replace('_', '-')} applies to --executor ray only: add --executor ray "
+                             "or leave it out")
+    if (args.gpus_per_worker or 0) < 0:
+        raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
+    return {name: default if getattr(args, name) is None else getattr(args, name)
+            for name, default in RAY_OPTIONS.items()}
+
+
+def model_name(spec: str) -> str:
+    """The name a loaded model records for `spec` (an embedded name, a hub id, a folder's name)."""
+    from pathlib import Path
+
+    from workbench.models import EMBEDDED_MODELS
+
+    if spec in EMBEDDED_MODELS:
+        return spec
+    return spec.removeprefix("hub:") if spec.startswith("hub:") else Path(spec).expanduser().name
 
 
 def _standing(out, n: int) -> str:

@@ -17,7 +17,8 @@ from workbench.runstore.loaders import (
 )
 from workbench.runstore.lock import lock_holder, run_lock, writer_state
 from workbench.runstore.manifest import (
-    MANIFEST, Manifest, finished, git_revision, identity_differences, interruption, is_workbench_manifest,
+    MANIFEST, Manifest, check_resumable, finished, git_revision, identity_differences, interruption,
+    is_workbench_manifest,
     load_manifest, new_manifest, now, package_versions, read_manifest, resume_manifest, write_manifest,
 )
 from workbench.runstore.out import check_out, enclosing_run
@@ -28,7 +29,7 @@ __all__ = [
     "DIAGNOSES", "KINDS", "MANIFEST", "STOPPED", "CurveRun", "FidelityRun", "Manifest", "PipelineRun", "RunFolder",
     "RunKind", "SweepRun", "SweepStore",
     "check_out", "enclosing_run", "example_row", "finished", "folder_name", "get_kind", "git_revision",
-    "identity_differences", "inspect_folder", "interruption", "is_workbench_manifest", "lock_holder", "load_curve", "load_fidelity",
+    "check_resumable", "identity_differences", "inspect_folder", "interruption", "is_workbench_manifest", "lock_holder", "load_curve", "load_fidelity",
     "load_manifest", "load_pipeline", "load_sweep", "move_aside", "natural_key", "new_manifest", "now", "owned", "package_versions",
     "read_manifest", "resume_manifest", "run_kind", "run_lock", "scan_runs", "subfolders", "upgrade_table",
     "write_diagnosis_run", "write_manifest", "write_run", "writer_state",

@@ -322,10 +322,27 @@ def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, f
         keep = {"model", *fixed}
         recorded = {k: v for k, v in recorded.items() if k in keep}
         current = {k: v for k, v in current.items() if k in keep}
-    diffs = identity_differences(recorded, current)
-    if diffs:
-        raise WorkbenchError(f"{folder} holds a {kind} run made with other settings; use a new --out or the same "
-                             f"settings. Differences: " + "; ".join(diffs))
+    _refuse_other_settings(folder, kind, identity_differences(recorded, current))
     if upgraded:
         manifest = {**manifest, "model": {**(manifest.get("model") or {}), "fingerprint": model_identity["fingerprint"]}}
     return {**manifest, "status": "running", "end": None, "args": {**(manifest.get("args") or {}), **args}}
+
+
+def _refuse_other_settings(folder, kind: str, diffs: list[str]) -> None:
+    if diffs:
+        raise WorkbenchError(f"{folder} holds a {kind} run made with other settings; use a new --out or the same "
+                             f"settings. Differences: " + "; ".join(diffs))
+
+
+def check_resumable(folder: Path, kind: str, args: dict, model_name: str | None = None) -> None:
+    """Before a model loads: refuse `folder` where it holds a `kind` run made with other `args` or
+    another model (by its name; `resume_manifest` compares the fingerprint once it has loaded)."""
+    if not (Path(folder) / MANIFEST).is_file():
+        return
+    manifest = read_manifest(folder, kind=kind)
+    recorded = manifest.get("args") or {}
+    diffs = identity_differences(recorded, {k: v for k, v in args.items() if k in recorded or k not in ADDED_ARGS})
+    name = (manifest.get("model") or {}).get("name")
+    if model_name is not None and name is not None and name != model_name:
+        diffs.insert(0, f"model: {name!r} in the run vs {model_name!r} now")
+    _refuse_other_settings(folder, kind, diffs)
