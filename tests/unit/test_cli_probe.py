@@ -92,3 +92,27 @@ def test_ray_options_without_the_ray_executor_are_refused(option, tmp_path, no_m
     assert run_cli(["run", "--n", "1", *option, "--out", tmp_path / "r"]) == 2
     assert f"{option[0]} applies to --executor ray only" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["answer", "--example", "synthetic"], "names no example: add '#ID'"),
+    (["diagnose", "--example", "synthetic"], "names no example: add '#ID'"),
+    (["answer", "--example", "ruler:niah_single#abc"], "example id 'abc'"),
+    (["diagnose", "--example", "ruler:niah_single#abc"], "example id 'abc'"),
+])
+def test_an_example_spec_is_checked_before_the_model_loads(argv, says, no_model, capsys):
+    assert run_cli(argv) == 2
+    assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("data, says", [
+    (["--dataset", "rulr:x"], "unknown data set kind"),
+    (["--dataset", "jsonl:{tmp}/bad.jsonl"], "bad.jsonl"),
+    (["--max-passages", "2"], "do not apply to 'synthetic' data"),
+])
+def test_pipeline_checks_its_data_before_the_model_loads(data, says, tmp_path, no_model, capsys):
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    argv = ["pipeline", *[a.replace("{tmp}", str(tmp_path)) for a in data], "--n", "1", "--out", tmp_path / "p"]
+    assert run_cli(argv) == 2
+    assert says in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()

@@ -283,9 +283,10 @@ def dataset_options(args) -> dict:
 def load_example_for(args):
     """(model, the example --example names with the data set options): the example is checked
     before the model loads, then made with its tokenizer (ruler data is measured in its tokens)."""
-    from workbench.tasks import check_dataset, load_example
+    from workbench.tasks import check_dataset, check_example_spec, load_example
 
     options = dataset_options(args)
+    check_example_spec(args.example)
     check_dataset(args.example, **options)
     model = load_model(args)
     return model, load_example(args.example, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)

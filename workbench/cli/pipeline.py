@@ -46,11 +46,13 @@ def command(args) -> int:
     from workbench.experiments.pipeline_summary import repair_summary, summarize_pipeline
     from workbench.report.markdown import markdown_table
     from workbench.runstore import check_out, load_pipeline
+    from workbench.tasks import check_dataset
 
     config = PipelineConfig(agents=args.agents, topology=args.topology, dataset=args.dataset, n=args.n,
                             dataset_options=dataset_options(args),
                             methods=tuple(args.methods), seed=args.seed, max_new_tokens=args.max_new_tokens,
                             repair_on=args.repair_on, kvcomm=args.kvcomm).checked()
+    check_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
     out = check_out(args.out, kind="pipeline", resume=True)
     model = load_model(args)
     with warnings_as_lines():  # a request file that was unreadable, moved aside and recomputed

@@ -5,7 +5,7 @@ from workbench.tasks.metrics import (
     all_present, best_em_f1, contains_answer, exact_match, f1_score, is_flip, normalize_answer, score_answer,
 )
 from workbench.tasks.spec import (
-    DatasetKind, check_dataset, data_identity, dataset_fingerprint, dataset_kind, dataset_kinds, dataset_specs_help,
+    DatasetKind, check_dataset, check_example_spec, data_identity, dataset_fingerprint, dataset_kind, dataset_kinds, dataset_specs_help,
     load_dataset, load_example, parse_dataset_spec, register_dataset,
 )
 from workbench.tasks.synthetic import synthetic_examples
@@ -16,6 +16,7 @@ __all__ = [
     "all_present",
     "best_em_f1",
     "check_dataset",
+    "check_example_spec",
     "contains_answer",
     "data_identity",
     "dataset_fingerprint",

@@ -179,17 +179,11 @@ def load_example(spec: str | DatasetSpec, *, tokenizer=None, max_positions: int 
                  **options: Any) -> Example:
     """The one example a ``...#ID`` spec names; ``synthetic#3`` is example "3" of seed 0,
     ``ruler:niah_single#3`` example "3" of that task (with the model's `tokenizer`)."""
-    parsed = parse_dataset_spec(spec)
+    parsed = check_example_spec(spec)
     example_id = parsed.example_id
-    if example_id is None:
-        raise WorkbenchError(f"data set spec {str(parsed)!r} names no example: add '#ID', "
-                             f"as in 'synthetic#3' or 'jsonl:data.jsonl#q17'")
     _check_options(parsed, options, max_positions)
     info = _DATASETS[parsed.kind]
     if info.generated:
-        if not re.fullmatch(r"0|[1-9]\d*", example_id):
-            raise WorkbenchError(f"unknown {parsed.kind} example id {example_id!r}: {parsed.kind} ids "
-                                 f"are '0', '1', '2', ...")
         return info.load_one(int(example_id), parsed, tokenizer=tokenizer, max_positions=max_positions, **options)
     examples = info.load(parsed, None, tokenizer=tokenizer, max_positions=max_positions, **options)
     for example in examples:
@@ -199,6 +193,20 @@ def load_example(spec: str | DatasetSpec, *, tokenizer=None, max_positions: int 
     more = ", ..." if len(examples) > 5 else ""
     raise WorkbenchError(f"{parsed.arg}: no example with id {example_id!r}; its "
                          f"{len(examples)} ids include {shown}{more}")
+
+
+def check_example_spec(spec: str | DatasetSpec) -> DatasetSpec:
+    """A ``...#ID`` spec parsed, checked before a model loads: it names an example, and a generated
+    data set's id is a count ('0', '1', ...)."""
+    parsed = parse_dataset_spec(spec)
+    example_id = parsed.example_id
+    if example_id is None:
+        raise WorkbenchError(f"data set spec {str(parsed)!r} names no example: add '#ID', "
+                             f"as in 'synthetic#3' or 'jsonl:data.jsonl#q17'")
+    if _DATASETS[parsed.kind].generated and not re.fullmatch(r"0|[1-9]\d*", example_id):
+        raise WorkbenchError(f"unknown {parsed.kind} example id {example_id!r}: {parsed.kind} ids "
+                             f"are '0', '1', '2', ...")
+    return parsed
 
 
 def check_dataset(spec: str | DatasetSpec, n: int | None = None, **options: Any) -> None:
