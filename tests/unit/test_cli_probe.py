@@ -116,3 +116,20 @@ def test_pipeline_checks_its_data_before_the_model_loads(data, says, tmp_path, n
     assert run_cli(argv) == 2
     assert says in capsys.readouterr().err
     assert not (tmp_path / "p").exists()
+
+
+def test_results_check_of_a_file_with_no_marked_table_fails(tmp_path, capsys):
+    plain = tmp_path / "plain.md"
+    plain.write_text("# Notes\n\n| a | b |\n|---|---|\n| 1 | 2 |\n")
+    assert run_cli(["results", "--check", "--results", plain]) == 1
+    out = capsys.readouterr().out
+    assert f"no <!-- kvwb-results: NAME --> table in {plain}" in out and "nothing checked (1 unmarked" in out
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["prepare", "smollm2-135m", "--model", "gemma3-270m"], "two models named: smollm2-135m and --model gemma3-270m"),
+    (["results", "--list", "--check"], "--list only lists the tables and figures: give it without --check"),
+])
+def test_options_that_contradict_each_other_are_refused(argv, says, capsys):
+    assert run_cli(argv) == 2
+    assert says in capsys.readouterr().err

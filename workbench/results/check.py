@@ -34,6 +34,8 @@ class CheckReport:
         return not self.differences
 
     def summary(self) -> str:
+        if not self.marked:
+            return f"nothing checked ({self.unmarked} unmarked tables)"
         if self.ok:
             return (f"{self.marked} tables, {self.cells} cells agree ({self.unmarked} unmarked tables not "
                     f"checked)")
@@ -75,6 +77,9 @@ def check_document(path: Path, records, progress: bool = False) -> CheckReport:
             raise WorkbenchError(f"{path} line {t.line}: unknown table {t.name!r}; registered: "
                                  f"{', '.join(TABLES.names())}")
     report = CheckReport(marked=len(marked), unmarked=len(found) - len(marked))
+    if not marked:
+        report.differences.append(f"no <!-- kvwb-results: NAME --> table in {path}: nothing to check; mark a table "
+                                  "or name another file")
     for t in _progress(marked, progress, "checking tables"):
         n, differences = compare_table(t, TABLES[t.name].build(records))
         report.cells += n
