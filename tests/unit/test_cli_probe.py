@@ -133,3 +133,13 @@ def test_results_check_of_a_file_with_no_marked_table_fails(tmp_path, capsys):
 def test_options_that_contradict_each_other_are_refused(argv, says, capsys):
     assert run_cli(argv) == 2
     assert says in capsys.readouterr().err
+
+
+def test_a_damaged_manifest_read_by_summary_says_the_diagnoses_are_untouched(sweep, tmp_path, capsys):
+    broken = _edited(sweep, tmp_path / "broken")
+    (broken / "manifest.json").write_text("{not json")
+    assert run_cli(["summary", broken]) == 2
+    err = capsys.readouterr().err
+    assert "the manifest is damaged and the diagnoses beside it are untouched" in err and "keep.py restore" in err
+    assert "remove the folder" not in err and "to write elsewhere" not in err
+    assert (broken / "diagnoses").is_dir()

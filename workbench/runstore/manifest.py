@@ -90,19 +90,27 @@ def is_workbench_manifest(data) -> bool:
     return legacy is not None and legacy <= set(data)
 
 
-def read_manifest(folder: Path, kind: str | None = None) -> dict:
+def damaged(writing: bool = False) -> str:
+    """What to do about a damaged manifest; `writing`: the command writes there (--out)."""
+    return ("the manifest is damaged and the diagnoses beside it are untouched: restore it (e.g. from docs/records "
+            "with keep.py restore) or rerun the run's command with a new --out to rebuild the run"
+            + ("; to write elsewhere, pass a new --out" if writing else ""))
+
+
+def read_manifest(folder: Path, kind: str | None = None, writing: bool = False) -> dict:
     """The manifest of a run folder, upgraded to schema 2; a clear error if it is missing, not a
-    JSON object, not the workbench's, of an unknown schema, or (with `kind`) of another kind."""
+    JSON object, not the workbench's, of an unknown schema, or (with `kind`) of another kind
+    (`writing`: the command writes there, and the error may say --out)."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
         raise WorkbenchError(f"{folder} is not a run folder: it has no {MANIFEST}")
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise WorkbenchError(f"{path} is corrupt ({err}); remove the folder or pass a new --out") from None
+        raise WorkbenchError(f"{path} is corrupt ({err}); {damaged(writing)}") from None
     if not isinstance(manifest, dict):
         raise WorkbenchError(f"{path} is not a JSON object (it holds a {type(manifest).__name__}); "
-                             f"remove the folder or pass a new --out")
+                             f"{damaged(writing)}")
     if not is_workbench_manifest(manifest):
         raise WorkbenchError(f"{path} is not a run manifest of the workbench (no {SCHEMA!r} schema and run "
                              f"kind): {folder} is not a run folder")
@@ -178,12 +186,11 @@ class Manifest:
         for key, (ok, wanted) in _FIELD_TYPES.items():
             if key not in data or not ok(data[key]):
                 held = "nothing" if key not in data else f"{type(data[key]).__name__} {_short(data[key], 40)}"
-                raise WorkbenchError(f"{source} is malformed: its {key!r} holds {held}, not {wanted}; remove the "
-                                     f"folder or pass a new --out")
+                raise WorkbenchError(f"{source} is malformed: its {key!r} holds {held}, not {wanted}; {damaged()}")
         for key, (ok, wanted) in _OPTIONAL_TYPES.items():
             if key in data and not ok(data[key]):
                 raise WorkbenchError(f"{source} is malformed: its {key!r} holds {type(data[key]).__name__} "
-                                     f"{_short(data[key], 40)}, not {wanted}; remove the folder or pass a new --out")
+                                     f"{_short(data[key], 40)}, not {wanted}; {damaged()}")
         segments = data.get("segments")
         return cls(**{key: data[key] for key in KEYS if key != "failures"}, failures=tuple(data["failures"]),
                    environment=data.get("environment"), segments=None if segments is None else tuple(segments))
@@ -310,7 +317,7 @@ def resume_manifest(folder: Path, kind: str, model_identity: dict, args: dict, f
     later resume is checked by content."""
     if not (Path(folder) / MANIFEST).is_file():
         return new_manifest(kind, model_identity, args)
-    manifest = read_manifest(folder, kind=kind)
+    manifest = read_manifest(folder, kind=kind, writing=True)
     recorded_print, current_print = (manifest.get("model") or {}).get("fingerprint"), model_identity.get("fingerprint")
     upgraded = isinstance(recorded_print, dict) and isinstance(current_print, dict) and any(
         key in current_print and key not in recorded_print for key in ADDED_FINGERPRINT_KEYS)
@@ -339,7 +346,7 @@ def check_resumable(folder: Path, kind: str, args: dict, model_name: str | None 
     another model (by its name; `resume_manifest` compares the fingerprint once it has loaded)."""
     if not (Path(folder) / MANIFEST).is_file():
         return
-    manifest = read_manifest(folder, kind=kind)
+    manifest = read_manifest(folder, kind=kind, writing=True)
     recorded = manifest.get("args") or {}
     diffs = identity_differences(recorded, {k: v for k, v in args.items() if k in recorded or k not in ADDED_ARGS})
     name = (manifest.get("model") or {}).get("name")
