@@ -163,7 +163,7 @@ BAD_INPUT = {
     "summary --contrast without a budget": (["summary", "{tmp}/run", "--contrast", "cadence:random"],
                                             "A:B@BUDGET", _sweep_dir, {}),
     "summary --contrast of unknown selectors": (["summary", "{tmp}/run", "--contrast", "a:b@0.2"],
-                                                "does not name two selectors", _sweep_dir, {}),
+                                                "unknown selector 'a'", _sweep_dir, {}),
     # issue 29: nothing lost, nothing mixed, nothing stuck
     "29.1 diagnose --force over a browser extension": (["diagnose", "--example", "synthetic#1", *S, "--out",
                                                         "{tmp}/ext", "--force"],

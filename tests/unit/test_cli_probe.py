@@ -143,3 +143,15 @@ def test_a_damaged_manifest_read_by_summary_says_the_diagnoses_are_untouched(swe
     assert "the manifest is damaged and the diagnoses beside it are untouched" in err and "keep.py restore" in err
     assert "remove the folder" not in err and "to write elsewhere" not in err
     assert (broken / "diagnoses").is_dir()
+
+
+@pytest.mark.parametrize("contrast, says", [
+    ("nosuch:cacheblend@0.2", "unknown selector 'nosuch'; this run's selectors: cacheblend, random"),
+    ("cacheblend:nosuch@0.2", "unknown selector 'nosuch'; this run's selectors: cacheblend, random"),
+    ("cacheblend:random@0.2000001", "no outcomes at budget 0.2000001 for cacheblend or random; the run's budgets "
+                                    "are 0.2, 0.5 (the nearest: 0.2)"),
+])
+def test_a_contrast_the_run_cannot_answer_names_what_it_has(contrast, says, sweep, capsys):
+    assert run_cli(["summary", sweep, "--contrast", contrast]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and captured.out == ""

@@ -109,8 +109,9 @@ def command(args) -> int:
     """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
     from workbench.experiments.contrasts import contrast_family, parse_contrast
 
+    known = _run_selectors(args.run) if args.contrast else None
     for text in args.contrast:
-        parse_contrast(text)  # a malformed contrast fails before the run is read
+        parse_contrast(text, known)  # a malformed contrast fails before the run's tables are read
     if args.read < 0:
         raise WorkbenchError(f"--read takes a number of examples >= 0, got {args.read}")
     if args.read and not (args.contrast or args.preregistered):
@@ -174,6 +175,16 @@ def against_run(run, folder):
                              f"({run.manifest.dataset}): the two are not independent settings; give a run on "
                              "distinct examples")
     return other
+
+
+def _run_selectors(folder) -> tuple[str, ...] | None:
+    """The selectors the run's manifest names, for a contrast's error; None where it cannot be read."""
+    from workbench.runstore import load_manifest
+
+    try:
+        return load_manifest(folder).selectors or None
+    except WorkbenchError:
+        return None
 
 
 def _warn_unfinished(run, testing: bool) -> None:

@@ -153,9 +153,10 @@ def resolve_coin(a: str, b: str, labels) -> str:
     return b
 
 
-def parse_contrast(text: str) -> tuple[str, str, float | str]:
+def parse_contrast(text: str, known=None) -> tuple[str, str, float | str]:
     """`A:B@b` or `A:B@auc` (a selector label may itself hold ':', as in bcr:grow; split at the ':'
-    that names two known selectors, `coin` being the coin matched to A) -> (A, B, b or "auc")."""
+    that names two known selectors, `coin` being the coin matched to A) -> (A, B, b or "auc").
+    `known`: the run's selectors, named where A or B is no selector (else every registered one)."""
     body, at, budget = str(text).rpartition("@")
     if not at:
         raise WorkbenchError(f"a contrast is written A:B@BUDGET (e.g. cadence-grad:cacheblend@0.2), got {text!r}")
@@ -176,7 +177,27 @@ def parse_contrast(text: str) -> tuple[str, str, float | str]:
             continue
         _check_pair(text, left, right)
         return left, right, value
+    if len(parts) > 1:
+        raise WorkbenchError(f"contrast {text!r}: {_not_a_selector(parts, known)}")
     raise WorkbenchError(f"contrast {text!r} does not name two selectors as A:B@BUDGET")
+
+
+def _not_a_selector(parts: list[str], known) -> str:
+    """Why no split of A:B names two selectors: the first side that is none (a unit a selector cannot
+    use before an unknown name), with `known` in place of the registry's list."""
+    found = []
+    for cut in range(1, len(parts)):
+        for side in (":".join(parts[:cut]), ":".join(parts[cut:])):
+            try:
+                if side != "coin":
+                    parse_selector(side)
+            except WorkbenchError as err:
+                found.append(str(err))
+                break
+    first = next((m for m in found if not m.startswith("unknown selector")), found[0])
+    if known is not None and first.startswith("unknown selector"):
+        return first.split("; valid:")[0] + f"; this run's selectors: {', '.join(known)}"
+    return first
 
 
 def _check_pair(text: str, a: str, b: str) -> None:
@@ -260,9 +281,11 @@ def _sides(run: SweepRun, a: str, b: str, budget: float | str, m: Measure):
     budget = budget if over else float(budget)
     side = {s: _cells(run.outcomes, s, budget, m) for s in (a, b)}
     if any(t.empty for t in side.values()):
-        where = "at every budget" if over else f"at budget {budget:g}"
+        grid = sorted(float(x) for x in set(run.outcomes["budget"]))
+        nearest = "" if over or not grid else f" (the nearest: {min(grid, key=lambda x: abs(x - budget)):g})"
+        where = "at every budget" if over else f"at budget {budget!r}"
         raise WorkbenchError(f"no outcomes {where} for {a} or {b}; the run's budgets are "
-                             f"{sorted(set(run.outcomes['budget']))}")
+                             f"{', '.join(f'{x:g}' for x in grid)}{nearest}")
     ids = side[a].index.intersection(side[b].index)
     va, vb = side[a].loc[ids], side[b].loc[ids]
     if m.binary and not m.higher_is_better:  # a success is the absence of the event (no flip)
