@@ -155,3 +155,21 @@ def test_a_contrast_the_run_cannot_answer_names_what_it_has(contrast, says, swee
     assert run_cli(["summary", sweep, "--contrast", contrast]) == 2
     captured = capsys.readouterr()
     assert says in captured.err and captured.out == ""
+
+
+def test_summary_html_with_an_empty_name_is_refused(sweep, capsys):
+    assert run_cli(["summary", sweep, "--html", ""]) == 2
+    captured = capsys.readouterr()
+    assert "give an output path (--html)" in captured.err and captured.out == ""
+
+
+def test_what_is_not_a_run_folder_says_why(sweep, tmp_path, capsys):
+    assert run_cli(["summary", sweep / "manifest.json"]) == 2
+    assert f"is a file, not a run folder: give the folder that holds it, {sweep}" in capsys.readouterr().err
+    assert run_cli(["summary", tmp_path / "nothing"]) == 2
+    assert f"{tmp_path / 'nothing'} is not a run folder: it does not exist" in capsys.readouterr().err
+
+
+def test_fidelity_layers_out_of_range_reads_as_a_sentence(capsys, tmp_path, no_model):
+    assert run_cli(["fidelity", "--layers", "-1", "--out", tmp_path / "f"]) == 2
+    assert "a count of replaced layers must be an integer >= 0" in capsys.readouterr().err

@@ -122,7 +122,7 @@ def command(args) -> int:
         raise WorkbenchError("--preregistered tests the run's own families: give it without --contrast (or test "
                              "--contrast on its own, a family of its own)")
     pre = _preregistration(args.run) if args.preregistered else None
-    html_out = check_html_out(args.html) if args.html else None
+    html_out = check_html_out(args.html) if args.html is not None else None  # '' is refused, not ignored
     run, table = summarize_run(args.run, args.reference, args.measure if args.measure in GAP_MEASURES else "em")
     other = against_run(run, args.against) if args.against else None  # refused before anything is printed
     with warnings_as_lines():  # an em contrast on a run without gold answers: one warning line

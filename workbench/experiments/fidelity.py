@@ -114,9 +114,9 @@ def validate(args: FidelityArgs, n_layers: int | None = None) -> None:
     if args.layers is not None:
         for layer in args.layers:
             if not _is_int(layer) or layer < 0 or (n_layers is not None and layer > n_layers):
-                limit = f"0..{n_layers}" if n_layers is not None else ">= 0"
+                limit = f"from 0 to {n_layers}" if n_layers is not None else ">= 0"
                 raise WorkbenchError(f"layers: {layer!r} is out of range; a count of replaced layers "
-                                     f"must be an integer in {limit}")
+                                     f"must be an integer {limit}")
 
 
 # --------------------------------------------------------------------------- task set

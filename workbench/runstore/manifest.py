@@ -103,7 +103,7 @@ def read_manifest(folder: Path, kind: str | None = None, writing: bool = False) 
     (`writing`: the command writes there, and the error may say --out)."""
     path = Path(folder) / MANIFEST
     if not path.is_file():
-        raise WorkbenchError(f"{folder} is not a run folder: it has no {MANIFEST}")
+        raise WorkbenchError(_no_manifest(Path(folder)))
     try:
         manifest = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
@@ -125,6 +125,16 @@ def read_manifest(folder: Path, kind: str | None = None, writing: bool = False) 
     if kind is not None and manifest.get("kind") != kind:
         raise WorkbenchError(f"{folder} is a {manifest.get('kind')!r} run, not a {kind!r} run")
     return manifest
+
+
+def _no_manifest(folder: Path) -> str:
+    """Why `folder` has no manifest, in words: it does not exist, it is a file, or it holds none."""
+    if not folder.exists():
+        return f"{folder} is not a run folder: it does not exist"
+    if folder.is_file():
+        return (f"{folder} is a file, not a run folder: give the folder that holds it, {folder.parent}"
+                if folder.name == MANIFEST else f"{folder} is a file, not a run folder")
+    return f"{folder} is not a run folder: it has no {MANIFEST}"
 
 
 def load_manifest(folder: Path, kind: str | None = None) -> Manifest:
