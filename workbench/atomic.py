@@ -42,8 +42,10 @@ def _usual_mode(path: str | Path, folder: bool) -> None:
 
 
 def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temporary file in the same folder, fsync, rename)."""
+    """Write `data` to `path` atomically (temporary file in the same folder, fsync, rename); the
+    folders above it are made, as `atomic_folder` makes them (an output check accepts them)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:

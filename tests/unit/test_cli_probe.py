@@ -173,3 +173,16 @@ def test_what_is_not_a_run_folder_says_why(sweep, tmp_path, capsys):
 def test_fidelity_layers_out_of_range_reads_as_a_sentence(capsys, tmp_path, no_model):
     assert run_cli(["fidelity", "--layers", "-1", "--out", tmp_path / "f"]) == 2
     assert "a count of replaced layers must be an integer >= 0" in capsys.readouterr().err
+
+
+def test_a_report_file_under_missing_folders_is_written_there(sweep, tmp_path, capsys):
+    out = tmp_path / "new" / "sub" / "r.json"
+    assert run_cli(["report", sweep, "--example", "q1", "--out", out]) == 0
+    assert json.loads(out.read_text())["example"]["id"] == "q1"
+
+
+def test_an_answerability_csv_under_missing_folders_is_written_there(tiny_llama, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: tiny_llama)
+    out = tmp_path / "new" / "sub" / "a.csv"
+    assert run_cli(["answerability", "--n", "2", "--max-new-tokens", "2", "--csv", out]) == 0
+    assert out.is_file() and not (tmp_path / "new" / "sub" / "a.csv.partial.jsonl").exists()

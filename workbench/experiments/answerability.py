@@ -106,6 +106,7 @@ class Checkpoint:
         self._write(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n", "a")
 
     def _write(self, text: str, mode: str) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # the --csv's folder, made as the CSV's writer would
         with open(self.path, mode, encoding="utf-8") as f:
             f.write(text)
             f.flush()
