@@ -186,3 +186,14 @@ def test_an_answerability_csv_under_missing_folders_is_written_there(tiny_llama,
     out = tmp_path / "new" / "sub" / "a.csv"
     assert run_cli(["answerability", "--n", "2", "--max-new-tokens", "2", "--csv", out]) == 0
     assert out.is_file() and not (tmp_path / "new" / "sub" / "a.csv.partial.jsonl").exists()
+
+
+def test_a_report_of_a_kept_record_says_its_views_were_not_kept(sweep, tmp_path, capsys):
+    kept = _edited(sweep, tmp_path / "kept")
+    for table in (kept / "diagnoses" / "q1").glob("*.parquet"):
+        if table.name != "outcomes.parquet":
+            table.unlink()  # what keep.py keeps of an example: its record and its outcomes
+    assert run_cli(["report", kept, "--example", "q1", "--out", tmp_path / "q1.html"]) == 0
+    page = (tmp_path / "q1.html").read_text()
+    assert "Token signals were not kept in this record" in page and "Selections were not kept in this record" in page
+    assert "No token signals in this diagnosis" not in page and "No selections in this diagnosis" not in page

@@ -83,10 +83,19 @@ def _yes(value) -> str:
     return "–" if value is None else ("yes" if value else "no")
 
 
+def _not_kept(d: Diagnosis, names: tuple[str, ...], what: str) -> str | None:
+    """The note for a kept record that holds none of `names` (keep.py keeps the outcomes), else None."""
+    if any(name not in d.tables for name in names):
+        return (f'<p class="note">{what} were not kept in this record (it keeps the outcomes); the explorer '
+                'can rebuild them.</p>')
+    return None
+
+
 def _token_signals(d: Diagnosis, figs: _Figures) -> str:
     signals = table(d, "token_signals")
     if signals.empty or table(d, "tokens").empty:
-        return '<p class="note">No token signals in this diagnosis.</p>'
+        return (_not_kept(d, ("token_signals", "tokens"), "Token signals")
+                or '<p class="note">No token signals in this diagnosis.</p>')
     return "".join(figs.div(figures.strip_figure(d, signal=str(name), reused_only=True))
                    for name in dict.fromkeys(signals["signal"]))
 
@@ -94,7 +103,8 @@ def _token_signals(d: Diagnosis, figs: _Figures) -> str:
 def _picks(d: Diagnosis, figs: _Figures) -> str:
     sel = table(d, "selections")
     if sel.empty or table(d, "tokens").empty:
-        return '<p class="note">No selections in this diagnosis.</p>'
+        return (_not_kept(d, ("selections", "tokens"), "Selections")
+                or '<p class="note">No selections in this diagnosis.</p>')
     out = []
     if figures.chosen_selectors(d):
         out += [figs.div(figures.picks_figure(d, budget),
