@@ -197,3 +197,12 @@ def test_a_report_of_a_kept_record_says_its_views_were_not_kept(sweep, tmp_path,
     page = (tmp_path / "q1.html").read_text()
     assert "Token signals were not kept in this record" in page and "Selections were not kept in this record" in page
     assert "No token signals in this diagnosis" not in page and "No selections in this diagnosis" not in page
+
+
+def test_report_all_of_a_figures_folder_suggests_a_new_folder(sweep, tmp_path, capsys):
+    figures = tmp_path / "figures"
+    assert run_cli(["summary", sweep, "--html", figures]) == 0
+    capsys.readouterr()
+    assert run_cli(["report", figures, "--all", "--out", tmp_path / "site"]) == 2
+    err = capsys.readouterr().err
+    assert "kvwb run --dataset DATA --out NEW_FOLDER" in err and f"--out {figures}`" not in err

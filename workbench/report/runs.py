@@ -75,8 +75,9 @@ def _ids_hint(ids: list[str], n: int = 5) -> str:
 def _no_diagnoses(run: Path, manifest: runstore.Manifest) -> WorkbenchError:
     kind = manifest.kind
     what = f"a {kind!r} run" if kind != "sweep" else f"status {manifest.status!r}"
+    into = run if kind == "sweep" else "NEW_FOLDER"  # a run of another kind is never written into by kvwb run
     return WorkbenchError(f"{run} holds no per-example diagnoses (signals) to report ({what}); make them with "
-                          f"`{RUN_COMMAND.format(run=run)}` (or `kvwb diagnose --example DATASET#ID --out FOLDER` "
+                          f"`{RUN_COMMAND.format(run=into)}` (or `kvwb diagnose --example DATASET#ID --out FOLDER` "
                           f"for one example)")
 
 
