@@ -71,7 +71,8 @@ test: model gemma browser
 # the committed records in docs/records and compared cell by cell (kvwb results; minutes: each
 # record is restored and summarised as its section's command does).
 results: install
-	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md
+	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md \
+		--results docs/results-log/2026-12-06-10.12-grid-table.md
 
 bench: model
 	$(BIN)/kvwb bench repair
