@@ -41,11 +41,13 @@ def _usual_mode(path: str | Path, folder: bool) -> None:
     os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
 
 
-def write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` atomically (temporary file in the same folder, fsync, rename); the
-    folders above it are made, as `atomic_folder` makes them (an output check accepts them)."""
+def write_bytes(path: Path, data: bytes, make_folders: bool = False) -> None:
+    """Write `data` to `path` atomically (temporary file in the same folder, fsync, rename).
+    `make_folders`: make the folders above it first (a file output the output check accepted; a
+    run's own files never, so a run folder removed mid-run is not silently made again)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_folders:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -59,9 +61,9 @@ def write_bytes(path: Path, data: bytes) -> None:
             os.remove(tmp)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write UTF-8 text atomically."""
-    write_bytes(path, text.encode("utf-8"))
+def write_text(path: Path, text: str, make_folders: bool = False) -> None:
+    """Write UTF-8 text atomically (`make_folders` as in `write_bytes`)."""
+    write_bytes(path, text.encode("utf-8"), make_folders)
 
 
 def json_safe(value):

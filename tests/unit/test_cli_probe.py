@@ -58,7 +58,18 @@ def test_against_refuses_the_same_run_before_printing_anything(sweep, tmp_path, 
     copy = _edited(sweep, tmp_path / "copy")
     assert run_cli(["summary", sweep, *contrast, "--against", copy]) == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and "holds 3 of this run's examples from the same data" in captured.err
+    assert captured.out == "" and "is a copy of this run" in captured.err
+    # the same examples under another setting (another model, or here fewer new tokens) are compared
+    # (PROTOCOLS: two models on one data set), with a note that the test takes them as independent
+    tokens = _edited(sweep, tmp_path / "tokens", args={"diagnose": {**json.loads(
+        (sweep / "manifest.json").read_text())["args"]["diagnose"], "max_new_tokens": 3}})
+    assert run_cli(["summary", sweep, *contrast, "--against", tokens]) == 0
+    captured = capsys.readouterr()
+    assert "Across settings" in captured.out and "shares 3 examples with this run" in captured.err
+    model = _edited(sweep, tmp_path / "model", model={**json.loads((sweep / "manifest.json").read_text())["model"],
+                                                     "fingerprint": {"spec": "another"}})
+    assert run_cli(["summary", sweep, *contrast, "--against", model]) == 0
+    assert "Across settings" in capsys.readouterr().out
     (tmp_path / "plain").mkdir()
     assert run_cli(["summary", sweep, *contrast, "--against", tmp_path / "plain"]) == 2
     captured = capsys.readouterr()
@@ -135,19 +146,22 @@ def test_options_that_contradict_each_other_are_refused(argv, says, capsys):
     assert says in capsys.readouterr().err
 
 
-def test_a_damaged_manifest_read_by_summary_says_the_diagnoses_are_untouched(sweep, tmp_path, capsys):
+def test_a_damaged_manifest_read_by_summary_says_the_other_files_are_untouched(sweep, tmp_path, capsys):
     broken = _edited(sweep, tmp_path / "broken")
     (broken / "manifest.json").write_text("{not json")
     assert run_cli(["summary", broken]) == 2
     err = capsys.readouterr().err
-    assert "the manifest is damaged and the diagnoses beside it are untouched" in err and "keep.py restore" in err
-    assert "remove the folder" not in err and "to write elsewhere" not in err
+    assert "the manifest is damaged and the run's other files are untouched: move the folder aside" in err
+    assert "keep.py restore" in err and "remove the folder" not in err and "--out" not in err
     assert (broken / "diagnoses").is_dir()
 
 
 @pytest.mark.parametrize("contrast, says", [
     ("nosuch:cacheblend@0.2", "unknown selector 'nosuch'; this run's selectors: cacheblend, random"),
     ("cacheblend:nosuch@0.2", "unknown selector 'nosuch'; this run's selectors: cacheblend, random"),
+    ("bcr:grow:nosuch@0.2", "unknown selector 'nosuch'; this run's selectors: cacheblend, random"),
+    ("coin:random@0.2", "'coin' stands second, after the selector it controls (A:coin@BUDGET)"),
+    ("coin:coin@0.2", "'coin' stands second"),
     ("cacheblend:random@0.2000001", "no outcomes at budget 0.2000001 for cacheblend or random; the run's budgets "
                                     "are 0.2, 0.5 (the nearest: 0.2)"),
 ])
@@ -179,6 +193,17 @@ def test_a_report_file_under_missing_folders_is_written_there(sweep, tmp_path, c
     out = tmp_path / "new" / "sub" / "r.json"
     assert run_cli(["report", sweep, "--example", "q1", "--out", out]) == 0
     assert json.loads(out.read_text())["example"]["id"] == "q1"
+
+
+def test_a_runs_own_file_does_not_make_a_removed_folder_again(tmp_path):
+    from workbench.atomic import write_text
+
+    gone = tmp_path / "run-removed-mid-run" / "manifest.json"
+    with pytest.raises(FileNotFoundError):
+        write_text(gone, "{}")
+    assert not gone.parent.exists()
+    write_text(gone, "{}", make_folders=True)  # a file output the output check accepted
+    assert gone.read_text() == "{}"
 
 
 def test_an_answerability_csv_under_missing_folders_is_written_there(tiny_llama, tmp_path, monkeypatch, capsys):

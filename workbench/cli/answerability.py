@@ -68,7 +68,7 @@ def command(args) -> int:
     if anatomy:
         say("  " + anatomy)
     if args.csv:
-        write_text(args.csv, table.to_csv(index=False))
+        write_text(args.csv, table.to_csv(index=False), make_folders=True)
         checkpoint.unlink(missing_ok=True)  # the table is whole: its rows live in the CSV now
         say(f"wrote {printable(args.csv)}")
     return 0

@@ -161,19 +161,25 @@ def command(args) -> int:
 
 
 def against_run(run, folder):
-    """--against read back: another run, never this one again (the same folder, or the same data set
-    and examples under another name), else a one-line refusal."""
-    from workbench.runstore import load_sweep
+    """--against read back: another run, never this one again (the same folder, or a copy of it: the
+    same model, data, examples and settings under another name), else a one-line refusal. Two runs
+    that share examples under other settings (two models on one data set) are compared, with a note
+    that the test takes them as independent (PROTOCOLS, "Across settings")."""
+    from workbench.runstore import identity_differences, load_sweep
 
     if Path(folder).resolve() == Path(run.folder).resolve():
         raise WorkbenchError(f"--against {folder} is the run itself: give a run of another setting")
     other = load_sweep(folder)
     shared = set(run.examples["example_id"]) & set(other.examples["example_id"])
-    keys = ("dataset", "dataset_options", "data_sha256")
-    if shared and all(run.manifest.args.get(k) == other.manifest.args.get(k) for k in keys):
-        raise WorkbenchError(f"--against {folder} holds {len(shared)} of this run's examples from the same data "
-                             f"({run.manifest.dataset}): the two are not independent settings; give a run on "
-                             "distinct examples")
+    if not shared:
+        return other
+    settings = {k: v for k, v in run.manifest.args.items() if k != "n"}
+    other_settings = {k: v for k, v in other.manifest.args.items() if k != "n"}
+    if not identity_differences(settings, other_settings) and run.manifest.fingerprint == other.manifest.fingerprint:
+        raise WorkbenchError(f"--against {folder} is a copy of this run (the same model, data and settings; "
+                             f"{len(shared)} examples shared): give a run of another setting")
+    _say_on_stderr(f"note: --against {folder} shares {len(shared)} examples with this run; the test takes the two "
+                   "as independent samples, which is conservative where the two effects correlate")
     return other
 
 

@@ -183,18 +183,29 @@ def parse_contrast(text: str, known=None) -> tuple[str, str, float | str]:
 
 
 def _not_a_selector(parts: list[str], known) -> str:
-    """Why no split of A:B names two selectors: the first side that is none (a unit a selector cannot
-    use before an unknown name), with `known` in place of the registry's list."""
-    found = []
+    """Why no split of A:B names two selectors: the error of the cut whose left side parses with the
+    longest left (its right side is the one that is none), else of a left side; a unit a selector
+    cannot use before an unknown name, and `known` in place of the registry's list."""
+    found = []  # (left side failed, -cut, message)
     for cut in range(1, len(parts)):
-        for side in (":".join(parts[:cut]), ":".join(parts[cut:])):
-            try:
-                if side != "coin":
-                    parse_selector(side)
-            except WorkbenchError as err:
-                found.append(str(err))
-                break
-    first = next((m for m in found if not m.startswith("unknown selector")), found[0])
+        left, right = ":".join(parts[:cut]), ":".join(parts[cut:])
+        if left == "coin":
+            found.append((True, -cut, "'coin' stands second, after the selector it controls (A:coin@BUDGET)"))
+            continue
+        try:
+            parse_selector(left)
+        except WorkbenchError as err:
+            found.append((True, -cut, str(err)))
+            continue
+        try:
+            if right != "coin":
+                parse_selector(right)
+        except WorkbenchError as err:
+            found.append((False, -cut, str(err)))
+    messages = [m for *_, m in sorted(found, key=lambda f: f[:2])]
+    if not messages:
+        return "does not name two selectors as A:B@BUDGET"
+    first = next((m for m in messages if not m.startswith("unknown selector")), messages[0])
     if known is not None and first.startswith("unknown selector"):
         return first.split("; valid:")[0] + f"; this run's selectors: {', '.join(known)}"
     return first

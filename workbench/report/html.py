@@ -84,7 +84,7 @@ def _yes(value) -> str:
 
 
 def _not_kept(d: Diagnosis, names: tuple[str, ...], what: str) -> str | None:
-    """The note for a kept record that holds none of `names` (keep.py keeps the outcomes), else None."""
+    """The note for a kept record that lacks any of `names` (keep.py keeps the outcomes), else None."""
     if any(name not in d.tables for name in names):
         return (f'<p class="note">{what} were not kept in this record (it keeps the outcomes); the explorer '
                 'can rebuild them.</p>')

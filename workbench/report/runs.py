@@ -47,7 +47,7 @@ def write_report(diagnosis: Diagnosis, out: str | Path, force: bool = False,
     text = render_report(diagnosis, out.suffix.lower()[1:], run_manifest)
     runstore.check_out(out, force=force, file_suffixes=SUFFIXES)  # it may have appeared meanwhile
     try:
-        write_text(out, text)
+        write_text(out, text, make_folders=True)  # folders check_out accepted as creatable
     except OSError as err:
         raise WorkbenchError(f"could not write {out}: {err.strerror or err}; nothing was left behind") from None
     return out

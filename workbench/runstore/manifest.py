@@ -92,9 +92,9 @@ def is_workbench_manifest(data) -> bool:
 
 def damaged(writing: bool = False) -> str:
     """What to do about a damaged manifest; `writing`: the command writes there (--out)."""
-    return ("the manifest is damaged and the diagnoses beside it are untouched: restore it (e.g. from docs/records "
-            "with keep.py restore) or rerun the run's command with a new --out to rebuild the run"
-            + ("; to write elsewhere, pass a new --out" if writing else ""))
+    return ("the manifest is damaged and the run's other files are untouched: move the folder aside and restore "
+            "it (e.g. from docs/records with keep.py restore), or rerun the run's command"
+            + (" with a new --out" if writing else " into a new folder") + " to rebuild the run")
 
 
 def read_manifest(folder: Path, kind: str | None = None, writing: bool = False) -> dict:
