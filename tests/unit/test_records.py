@@ -100,8 +100,9 @@ def test_a_save_of_no_run_writes_nothing_and_a_save_from_inside_a_run_keeps_it_u
     keep = keep_module()
     records = tmp_path / "records"
     (tmp_path / "plain").mkdir()
-    for source in (tmp_path / "missing", tmp_path / "plain"):
-        with pytest.raises(SystemExit, match="manifest"):
+    for source, says in ((tmp_path / "missing", "is not a run folder: it does not exist"),
+                         (tmp_path / "plain", "manifest")):
+        with pytest.raises(SystemExit, match=says):
             keep.save(source, records)
     assert _tree(records) == []
     monkeypatch.chdir(study / "runs" / "study")
