@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
+from workbench.errors import WorkbenchError, WorkbenchWarning
 from workbench.results.cells import cell_difference
 from workbench.results.markdown import Table, tables, to_markdown
 from workbench.results.registry import FIGURES, TABLES
@@ -98,7 +99,9 @@ def _progress(items, on: bool, desc: str):
 def write_all(out: Path, records, force: bool = False, progress: bool = True, names=None) -> list[str]:
     """Each registered table as OUT/NAME.md and OUT/NAME.csv and each figure as OUT/NAME.html, built
     in a temporary folder beside OUT and renamed into place whole; a non-empty OUT is refused
-    without `force` (then replaced whole). Returns the files written."""
+    without `force` (then replaced whole). Writing every one (`names` None), one the records refuse
+    (a WorkbenchError: a study short of its n) is left out with a WorkbenchWarning naming it; one
+    asked for by name is not. Returns the files written."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise WorkbenchError(f"{out} is a file, not a folder")
@@ -111,14 +114,20 @@ def write_all(out: Path, records, force: bool = False, progress: bool = True, na
         jobs = [("table", n) for n in (names or TABLES.names())] + [("figure", n) for n in FIGURES.names()
                                                                      if names is None]
         for kind, name in _progress(jobs, progress, "regenerating"):
+            entry = (TABLES if kind == "table" else FIGURES).get_or_raise(name)
+            try:
+                built = entry.build(records)
+            except WorkbenchError as err:  # the records cannot give it yet (a study short of its n)
+                if names is not None:
+                    raise
+                warnings.warn(WorkbenchWarning(f"{kind} {name} not written: {err}"), stacklevel=2)
+                continue
             if kind == "table":
-                frame = TABLES.get_or_raise(name).build(records)
-                (building / f"{name}.md").write_text(to_markdown(frame), encoding="utf-8")
-                frame.astype(str).to_csv(building / f"{name}.csv", index=False)
+                (building / f"{name}.md").write_text(to_markdown(built), encoding="utf-8")
+                built.astype(str).to_csv(building / f"{name}.csv", index=False)
                 written += [f"{name}.md", f"{name}.csv"]
             else:
-                fig = FIGURES.get_or_raise(name).build(records)
-                (building / f"{name}.html").write_text(fig.to_html(include_plotlyjs=True), encoding="utf-8")
+                (building / f"{name}.html").write_text(built.to_html(include_plotlyjs=True), encoding="utf-8")
                 written.append(f"{name}.html")
         if out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
