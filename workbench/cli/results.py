@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workbench.cli.common import printable, say
+from workbench.cli.common import printable, say, warnings_as_lines
 from workbench.errors import WorkbenchError
 
 NAME = "results"
@@ -54,7 +54,8 @@ def command(args) -> int:
     with tempfile.TemporaryDirectory(prefix="kvwb-results-") as scratch:
         records = Records(args.records, scratch)
         if args.out:
-            written = write_all(Path(args.out), records, force=args.force, names=args.table or None)
+            with warnings_as_lines():  # a table the records refuse (a study short of its n): one line
+                written = write_all(Path(args.out), records, force=args.force, names=args.table or None)
             say(f"wrote {len(written)} files to {printable(args.out)}")
         elif args.table:
             for name in args.table:
