@@ -28,8 +28,8 @@ import torch
 
 from workbench.cli.main import main as kvwb
 from workbench.errors import WorkbenchError
-from workbench.results import TABLES, Records
-from workbench.results.cells import cell_difference
+from workbench.results import FIGURES, TABLES, Records
+from workbench.results.cells import cell_difference, same_number
 from workbench.results.study_10_14 import RECORD
 from workbench.runstore import load_sweep
 
@@ -204,6 +204,17 @@ def test_the_attention_per_layer_is_the_scripts(records, readings, tiny_llama, n
     assert len(examples) > int(n) > int(str(TABLES["10.14-recall"].build(records)["n"].iloc[0]))
 
 
+def test_the_attention_figure_draws_the_mean_tables_lines(records):
+    figure = FIGURES["10.14-attention"].build(records)
+    table = TABLES["10.14-attention-mean"].build(records)
+    drawn = {trace.name: list(trace.y) for trace in figure.data}
+    assert sorted(drawn) == sorted(["splice" if c == "spliced" else c for c in table.columns[1:-1]])
+    for column in table.columns[1:-1]:
+        line = drawn["splice" if column == "spliced" else column]
+        assert all(same_number(str(cell), y) for cell, y in zip(table[column], line)), column
+        assert len(line) == len(table)
+
+
 def _copy(kept: Path, folder: Path) -> Path:
     shutil.copytree(kept, folder)
     return folder
@@ -219,6 +230,8 @@ def test_a_record_short_of_its_n_is_refused_by_every_table(kept, records, tmp_pa
         with pytest.raises(WorkbenchError, match=rf"^{re.escape(RECORD)} holds {done} of its 94 examples: its tables "
                                                  r"are read at n = 94$"):
             TABLES[name].build(short)
+    with pytest.raises(WorkbenchError, match=rf"holds {done} of its 94 examples"):
+        FIGURES["10.14-attention"].build(short)
 
 
 def test_a_record_without_its_evidence_tables_is_refused_by_those_that_read_them(kept, tmp_path):

@@ -15,7 +15,7 @@ import pandas as pd
 
 from workbench.errors import WorkbenchError
 from workbench.results.cells import fmt
-from workbench.results.registry import frame, register_table
+from workbench.results.registry import frame, register_figure, register_table
 from workbench.results.study_10_12 import complete_run
 
 RECORD = "evidence-hotpotqa-smollm2"
@@ -113,3 +113,18 @@ for _name, _mass, _what in (("10.14-attention-mean", "mass_mean", "mean over its
     register_table(_name, f"RESULTS 9 (10.14): the question's attention mass on the evidence rows per layer ({_mass}: "
                           f"{_what}) under dense, the splice and each selector at b = {AT:g} ({RECORD})")(
         lambda records, mass=_mass: by_layer(records, mass))
+
+
+@register_figure("10.14-attention", f"RESULTS 9 (10.14): the question's attention on the evidence per layer under "
+                                    f"dense, the splice and each selector at b = {AT:g} (mass_mean; the tables' lines "
+                                    f"drawn) ({RECORD})")
+def attention_figure(records):
+    """The per-layer reading as a figure (`plots.evidence_attention_figure`, as `kvwb summary --html`
+    draws it): 30 layers x 16 lines read better drawn than as a 32-line table."""
+    from workbench.plots import evidence_attention_figure
+
+    _, attention = _evidence_tables(records)
+    if attention.empty:
+        raise WorkbenchError(f"{RECORD} keeps no evidence attention: 10.14's per-layer reading needs it")
+    return evidence_attention_figure(attention, AT, "mass_mean",
+                                     title=f"10.14: the question's attention on the supporting facts, b = {AT:g}")
