@@ -24,7 +24,7 @@ class Records:
         self.folder, self.runs = Path(folder), Path(runs)
         if not self.folder.is_dir():
             raise WorkbenchError(f"{self.folder} is not a folder of records")
-        self._runs, self._summaries, self._keep = {}, {}, None
+        self._runs, self._summaries, self._evidence, self._keep = {}, {}, {}, None
 
     def _keep_module(self):
         """The records' own `keep.py`, loaded from the folder it keeps."""
@@ -66,6 +66,14 @@ class Records:
 
             self._summaries[key] = summarize(self.run(name), measure=measure)
         return self._summaries[key]
+
+    def evidence(self, name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """`experiments.evidence.evidence_tables` of the record (ranking, attention), once."""
+        if name not in self._evidence:
+            from workbench.experiments.evidence import evidence_tables
+
+            self._evidence[name] = evidence_tables(self.run(name))
+        return self._evidence[name]
 
     def csvs(self, name: str) -> dict[str, pd.DataFrame]:
         """Each CSV of the record folder `name` (a grid's rows), by file stem, as it is now."""

@@ -62,10 +62,9 @@ def precision(records) -> pd.DataFrame:
 
 
 def _evidence_tables(records):
-    """`evidence_tables` of the complete record: (ranking, attention)."""
-    from workbench.experiments.evidence import evidence_tables
-
-    return evidence_tables(complete_run(records, RECORD))
+    """`evidence_tables` of the complete record: (ranking, attention), read once for all its tables."""
+    complete_run(records, RECORD)
+    return records.evidence(RECORD)
 
 
 @register_table("10.14-average-precision", f"RESULTS 9 (10.14): each scorer's mean average precision against the "
