@@ -158,14 +158,6 @@ def _parse_device(device: str | torch.device | None) -> torch.device:
     return device
 
 
-def spec_name(spec: str) -> str:
-    """The name a model loaded from `spec` records: an embedded name itself, a hub id without its
-    `hub:`, a folder's name (what `load_model` names it, known before any weights load)."""
-    if spec in EMBEDDED_MODELS:
-        return spec
-    return spec.removeprefix("hub:") if spec.startswith("hub:") else Path(spec).expanduser().name
-
-
 def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = None,
                dtype: str | torch.dtype | None = None) -> LoadedModel:
     """Load a model by spec (see the module docstring); fp32 on CPU and bf16 on CUDA by default."""
@@ -176,13 +168,13 @@ def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = No
         raise WorkbenchError(f"model spec must be a non-empty string, got {spec!r}")
     if spec in EMBEDDED_MODELS:
         folder = prepare_embedded_model(spec)
-        return _load_folder(spec_name(spec), folder, dev, dt, local_files_only=True)
+        return _load_folder(spec, folder, dev, dt, local_files_only=True)
     if spec.startswith("hub:"):
-        hub_id = spec_name(spec)
+        hub_id = spec.removeprefix("hub:")
         return _load_folder(hub_id, hub_id, dev, dt, local_files_only=False)
     path = Path(spec).expanduser()
     if path.is_dir():
-        return _load_folder(spec_name(spec), path, dev, dt, local_files_only=True)
+        return _load_folder(path.name, path, dev, dt, local_files_only=True)
     if path.exists():
         raise WorkbenchError(f"{spec!r} is a file, not a model folder: pass the folder holding config.json")
     raise WorkbenchError(

@@ -70,7 +70,6 @@ def command(args) -> int:
     """Diagnose every example of a data set into a run folder (resumable; see docs/ARCHITECTURE.md)."""
     from workbench import runstore
     from workbench.experiments.sweep import run_sweep
-    from workbench.models import spec_name
     from workbench.selectors import parse_selector
     from workbench.tasks import check_dataset
 
@@ -80,7 +79,7 @@ def command(args) -> int:
                              f"({', '.join(config.diagnose.selectors)}); leave it out to use a default one")
     check_dataset(config.dataset, n=config.n, **config.dataset_options)  # bad data fails before the model loads
     out = runstore.check_out(args.out, kind="sweep", resume=True)
-    runstore.check_resumable(out, "sweep", config.identity(), spec_name(args.model))  # before the model loads
+    runstore.check_resumable(out, "sweep", config.identity(), model_name(args.model))  # before the model loads
     if args.preregistration is not None:  # refused before the model loads
         from workbench.experiments.families import check_preregistration
 
@@ -124,6 +123,17 @@ def ray_options(args) -> dict:
         raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
     return {name: default if getattr(args, name) is None else getattr(args, name)
             for name, default in RAY_OPTIONS.items()}
+
+
+def model_name(spec: str) -> str:
+    """The name a loaded model records for `spec` (an embedded name, a hub id, a folder's name)."""
+    from pathlib import Path
+
+    from workbench.models import EMBEDDED_MODELS
+
+    if spec in EMBEDDED_MODELS:
+        return spec
+    return spec.removeprefix("hub:") if spec.startswith("hub:") else Path(spec).expanduser().name
 
 
 def _standing(out, n: int) -> str:
