@@ -1,4 +1,4 @@
-"""The one exception type the workbench raises for bad input."""
+"""The exception type the workbench raises for bad input (and its one kind a caller may pass over)."""
 
 
 class WorkbenchError(ValueError):
@@ -7,6 +7,11 @@ class WorkbenchError(ValueError):
     Raised before any work starts wherever the input can be checked up front, so that a
     caller never sees a traceback from inside torch and nothing is left half-written.
     """
+
+
+class RecordShortError(WorkbenchError):
+    """A kept record holds fewer examples than its study is read at (a study still running): its
+    tables are refused, and `kvwb results --out` leaves them out with a warning rather than stop."""
 
 
 class WorkbenchWarning(UserWarning):

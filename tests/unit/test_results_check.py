@@ -154,6 +154,16 @@ def test_out_writes_every_table_and_figure_whole_and_refuses_a_full_folder(recor
     monkeypatch.delitem(TABLES, "fixture-broken")
     only = {n: TABLES.pop(n) for n in list(TABLES) if not n.startswith("fixture-")}
     try:
+        def wrong(records):
+            raise WorkbenchError("a table that cannot be built")  # not a study short of its n
+
+        TABLES["fixture-wrong"] = TABLES["fixture-gap"].__class__("fixture-wrong", wrong, "raises")
+        try:  # writing every table passes over only a record short of its n, not any other error
+            with pytest.raises(WorkbenchError, match="cannot be built"):
+                write_all(every, Records(records_dir, tmp_path / "s4"), progress=False)
+        finally:
+            del TABLES["fixture-wrong"]
+        assert not every.exists()
         assert sorted(write_all(every, Records(records_dir, tmp_path / "s3"), progress=False)) == sorted(
             ["fixture-contrasts.md", "fixture-contrasts.csv", "fixture-gap.md", "fixture-gap.csv", "fixture-gap.html"])
     finally:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.errors import RecordShortError, WorkbenchError
 from workbench.results.cells import PValue, fmt
 from workbench.results.registry import frame, register_table
 from workbench.results.retrieval import SHARE_ROWS
@@ -34,7 +34,7 @@ def complete_run(records, name: str):
     if asked is None:
         raise WorkbenchError(f"{name}'s manifest names no n: its tables are read at the n its command asked for")
     if done < asked:
-        raise WorkbenchError(f"{name} holds {done} of its {asked} examples: its tables are read at n = {asked}")
+        raise RecordShortError(f"{name} holds {done} of its {asked} examples: its tables are read at n = {asked}")
     return run
 
 
