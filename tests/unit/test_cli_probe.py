@@ -48,6 +48,12 @@ def test_the_summary_of_an_unfinished_run_says_so(sweep, tmp_path, capsys):
     running = _edited(sweep, tmp_path / "running", status="running")
     assert run_cli(["summary", running]) == 0
     assert "3 of 3 examples" in capsys.readouterr().out.splitlines()[0]
+    (tmp_path / "records").mkdir()  # a record kept in git (docs/records, beside keep.py) is restored first
+    (tmp_path / "records" / "keep.py").write_text("")
+    kept = _edited(sweep, tmp_path / "records" / "kept", status="running", args={"n": 40})
+    assert run_cli(["summary", kept]) == 0
+    assert ("the run is still running (or ended without closing its manifest): `docs/records/keep.py restore kept` "
+            "brings it back to runs/, where its command resumes it") in capsys.readouterr().out.splitlines()[0]
 
 
 def test_against_refuses_the_same_run_before_printing_anything(sweep, tmp_path, capsys):

@@ -4,6 +4,7 @@ and of the unit-of-choice curve."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -99,14 +100,18 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
 
 def unfinished_note(run: SweepRun) -> str | None:
     """Why a sweep's tables are partial, in words, or None for a finished run: its manifest is not
-    complete, or it holds fewer examples (done and failed) than its args' n."""
+    complete, or it holds fewer examples (done and failed) than its args' n. A record kept in git
+    (a folder beside `keep.py`) is restored to runs/ before its command resumes it."""
     status, n = run.manifest.status, run.manifest.n
     if status == "complete" and (n is None or len(run.examples) + run.n_failed >= n):
         return None
+    folder = Path(run.folder)
+    resume = (f"`docs/records/keep.py restore {folder.name}` brings it back to runs/, where its command resumes it"
+              if (folder.parent / "keep.py").is_file() else "its command resumes it")  # a record kept in git
     if status == "complete":
-        return "the run completed short of its n: its command resumes it"
+        return f"the run completed short of its n: {resume}"
     state = "still running (or ended without closing its manifest)" if status == "running" else status
-    return f"the run is {state}: its command resumes it"
+    return f"the run is {state}: {resume}"
 
 
 def _caveats(ex: pd.DataFrame) -> list[str]:
