@@ -64,12 +64,13 @@ FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3_text")
 DEFAULT_THREADS = torch.get_num_threads() if WORKERS == 1 else WORKER_THREADS
 
 
-@pytest.fixture(autouse=True)
-def _threads_for_the_tier(request):
-    """Tiny models run many small ops: one thread avoids OpenMP fork/join stalls (300x slower
-    when another process holds a core). The embedded model's matmuls gain from all threads."""
-    torch.set_num_threads(DEFAULT_THREADS if request.node.get_closest_marker("slow") else 1)
-    yield
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Each test's thread count, set before any of its fixtures is built (a module's fixtures too,
+    which an autouse fixture would follow). Tiny models run many small ops: one thread avoids OpenMP
+    fork/join stalls (300x slower when another process holds a core). The embedded model's matmuls
+    gain from all threads."""
+    torch.set_num_threads(DEFAULT_THREADS if item.get_closest_marker("slow") else 1)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
