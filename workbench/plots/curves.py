@@ -23,6 +23,7 @@ LABELLED_SELECTORS = 4  # rows against EM: each point names its budget while at 
 DODGE_ROWS = 0.06  # share of the rows axis's data range the points at one budget spread over
 LEGEND_ENTRY = 20  # px a legend entry takes beside the plot (plotly's default font, a marker and a line)
 LEGEND_FRAME = 200  # px of a figure outside its plot area: title, x-axis ticks and title, margins
+RANGE_PAD = 0.06  # share of a budget curve's y span left beyond its data and references
 REFERENCE_NAMES = {"none": "reuse all (none)", "full": "full recompute (full)"}
 
 METRIC_TITLES = {"em": "exact match", "flip_rate": "flip rate vs dense", "f1_to_dense": "F1 to the dense answer",
@@ -75,10 +76,22 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
                      range=[-0.5, len(budgets) - 0.5], showgrid=False, zeroline=False)
     for i in range(1, len(budgets)):  # a light line between budgets' slots
         fig.add_vline(x=i - 0.5, line={"color": "#d0d0d0", "width": 1}, layer="below")
-    fig.update_yaxes(title=METRIC_TITLES.get(metric, metric),
-                     rangemode="tozero" if summary[metric].min() >= 0 else "normal")
+    fig.update_yaxes(title=METRIC_TITLES.get(metric, metric), **_padded(summary, metric, (low, high) if bars else ()))
     fig.update_layout(title=title, height=height_for_legend(fig, 440))
     return fig
+
+
+def _padded(summary: pd.DataFrame, metric: str, bounds) -> dict:
+    """The y axis of a budget curve: its data, intervals and reference lines (0 too, where every
+    value is positive) with a margin, so a reference at the edge is not on the plot's border; no
+    zero line where a reference is drawn at 0 (it would lie over it)."""
+    values = pd.concat([summary[c] for c in (metric, *bounds)]).astype(float).dropna()
+    if values.empty:
+        return {}
+    low, high = min(float(values.min()), 0.0), float(values.max())
+    pad = RANGE_PAD * max(high - low, 0.05)
+    references = summary[summary["selector"].isin(reference_selectors())].groupby("selector")[metric].mean()
+    return {"range": [low - pad, high + pad], "zeroline": not bool((references == 0).any())}
 
 
 def gap_curve(summary: pd.DataFrame, title: str = "", selectors=None) -> go.Figure:
