@@ -16,6 +16,7 @@ from workbench.app_api import (
     read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
+from workbench.plots.curves import SPEND_TOLERANCE, off_budget
 from workbench.plots.forest import forest_figure
 
 HEADERS = {"selector": "selector", "budget": "budget b", "n": "n", "em": "EM", "em_low": "EM low", "em_high": "EM high",
@@ -113,6 +114,10 @@ gap_title = {"em": "EM", "retrieved": "retrieval"}[measure]
 show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed against budget (paired bootstrap 95%)",
                             selectors=shown),
             f"gap-{run.name}", "curves_gap")
+if (off_budget(summary)[summary["selector"].isin(shown)] != "").any():
+    st.caption(f"A hollow marker (a coin's, hollow already, with a dot) in the curves: the selector recomputed more "
+               f"than {SPEND_TOLERANCE:.0%} more or fewer rows there than a budget-matched selector (one that picks "
+               "whole chunks may fit fewer rows than the budget, or none); hover says how many.")
 
 st.subheader("Contrasts")
 if pre_error is not None:

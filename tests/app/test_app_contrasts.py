@@ -138,6 +138,21 @@ def test_the_chips_filter_every_figure_and_the_summary_table(runs):
     assert "above 1: above dense" in said or "no EM gap" in said, said
 
 
+def test_the_records_bcr_points_that_spend_other_rows_than_their_budget_are_hollow(runs):
+    """BCR's 64-row chunks recompute no row at b = 0.05 and 0.1 and 54.6 against random's 81 at 0.2
+    (the review of this record): those points hollow, their rows in hover, a caption saying so."""
+    at = curves(RECORD)
+    gap = charts(at)[0]
+    bcr = next(t for t in gap["data"] if t.get("name") == "bcr" and array(t["x"])[0] is not None)
+    symbols, text = array(bcr["marker"]["symbol"]), array(bcr["text"])
+    assert [s.endswith("-open") for s in symbols] == [True, True, True, True, True]  # 0.3, 0.5: 84, 147 of 121, 202
+    assert text[0] == "b = 0.05<br>spent 0 rows (a budget-matched selector: 20.9)"
+    assert text[2] == "b = 0.2<br>spent 54.6 rows (a budget-matched selector: 81.1)"
+    random = next(t for t in gap["data"] if t.get("name") == "random")
+    assert not isinstance(random["marker"]["symbol"], list)  # spends its budget: filled
+    assert any("hollow marker" in c.value for c in at.caption)
+
+
 def test_decision_flips_sorts_rows_by_disagreement_or_by_a_selectors_outcome(runs):
     at = open_page("views/flips.py")
     at.selectbox(key="flips_run").set_value(RECORD).run()

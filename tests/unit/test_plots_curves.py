@@ -41,3 +41,39 @@ def test_the_axis_keeps_its_zero_line_where_no_reference_is_at_zero():
     table = summary([(s, b, v) for b in (0.1, 0.2) for s, v in (("none", 0.2), ("full", 0.9), ("random", 0.5))])
     fig = plots.budget_curve(table, "em")
     assert fig.layout.yaxis.zeroline is not False and fig.layout.yaxis.range[0] < 0  # 0 still shown
+
+
+def spending() -> pd.DataFrame:
+    """random spends its budget of a 400-row pool; bcr's 64-row chunks fit none at 0.05 and fewer
+    rows than random at 0.2 (the study's 0 and 54.6 against 81), and spend it at 0.5; its coin alike."""
+    rows = {("random", 0.05): 20.9, ("random", 0.2): 81.1, ("random", 0.5): 201.7, ("bcr", 0.05): 0.0,
+            ("bcr", 0.2): 54.6, ("bcr", 0.5): 190.0, ("none", 0.05): 0.0, ("full", 0.05): 400.0}
+    rows.update({("coin:bcr", b): rows[("bcr", b)] for b in (0.05, 0.2, 0.5)})
+    table = summary([(s, b, 0.5) for s, b in rows])
+    spent = table.apply(lambda r: rows[(r["selector"], r["budget"])], axis=1)
+    return table.assign(rows_per_example=spent, share_recomputed=spent / 400.0)
+
+
+def test_a_point_that_spends_other_rows_than_its_budget_is_hollow_with_its_rows_in_hover():
+    fig = plots.gap_curve(spending())
+    drawn = {t.name: t for t in fig.data if t.x[0] is not None}  # the lines, not their legend entries
+    bcr, coin, random = drawn["bcr"].marker.symbol, drawn["coin:bcr"].marker.symbol, drawn["random"].marker.symbol
+    base = plots.selector_style("bcr")["marker"]["symbol"]
+    assert list(bcr) == [f"{base}-open", f"{base}-open", base]  # 0.05 and 0.2 hollow; 190 of 202 is within 10%
+    assert list(coin) == [f"{base}-open-dot", f"{base}-open-dot", f"{base}-open"]  # a coin is hollow already: a dot
+    assert random == plots.selector_style("random")["marker"]["symbol"]  # every point filled
+    assert drawn["bcr"].text[0] == "b = 0.05<br>spent 0 rows (a budget-matched selector: 20.9)"
+    assert drawn["bcr"].text[1] == "b = 0.2<br>spent 54.6 rows (a budget-matched selector: 81.1)"
+    assert drawn["bcr"].text[2] == "b = 0.5" and drawn["random"].text[0] == "b = 0.05"
+    legend = [t for t in fig.data if t.showlegend is not False]  # one entry a selector, filled
+    assert [t.name for t in legend] == ["random", "bcr", "coin:bcr"]
+    assert next(t for t in legend if t.name == "bcr").marker.symbol == base
+    assert {t.legendgroup for t in fig.data if t.name == "bcr"} == {"bcr"}  # a click hides both
+    assert plots.figure_problems(fig) == []
+
+
+def test_without_a_budget_matched_selector_the_budget_times_the_pool_is_what_it_buys():
+    only = spending().query("selector in ['bcr', 'full']")
+    fig = plots.budget_curve(only, "em")
+    bcr = next(t for t in fig.data if t.name == "bcr" and t.x[0] is not None)
+    assert bcr.text[0] == "b = 0.05<br>spent 0 rows (the budget buys: 20)"

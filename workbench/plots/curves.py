@@ -4,10 +4,13 @@ rows against accuracy, flip matrix. Inputs are the tables of `workbench.experime
 Each selector keeps its colour and marker (`plots.colors`). Budgets sit evenly spaced, one slot
 each, and the selectors' points at a budget side by side within its slot (`marks.dodge`), so
 coinciding values and their intervals stay apart; hover always shows the true values. The
-references (reuse all, full recompute) are lines named in the legend.
+references (reuse all, full recompute) are lines named in the legend. A point whose selector
+recomputed other rows than its budget buys (BCR's chunks) is hollow, its rows in hover.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -23,6 +26,7 @@ LABELLED_SELECTORS = 4  # rows against EM: each point names its budget while at 
 DODGE_ROWS = 0.06  # share of the rows axis's data range the points at one budget spread over
 LEGEND_ENTRY = 20  # px a legend entry takes beside the plot (plotly's default font, a marker and a line)
 LEGEND_FRAME = 200  # px of a figure outside its plot area: title, x-axis ticks and title, margins
+SPEND_TOLERANCE = 0.1  # a point whose rows lie further than this share from its budget's is drawn hollow
 RANGE_PAD = 0.06  # share of a budget curve's y span left beyond its data and references
 REFERENCE_NAMES = {"none": "reuse all (none)", "full": "full recompute (full)"}
 
@@ -53,6 +57,7 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
     references = reference_selectors()
     budgets = sorted(float(b) for b in summary["budget"].unique())
     slot = {b: i for i, b in enumerate(budgets)}  # [budget] -> its slot on the axis
+    spent = off_budget(summary)  # over every selector, before any is left out
     summary = _shown(summary, selectors)
     labels = [s for s in dict.fromkeys(summary["selector"]) if s not in references]
     offsets = dodge(labels, SLOT if len(labels) > 1 else 0.0)
@@ -64,13 +69,21 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
             reference_line(fig, value, f"{REFERENCE_NAMES.get(label, escape(label))} {value:.3g}",
                            selector_color(label))
             continue
+        notes, style = spent[line.index], selector_style(label)
+        hollow = bool((notes != "").any())
+        if hollow:  # the legend's entry filled, from a trace of its own: plotly draws it from the first point
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=escape(label), legendgroup=label,
+                                     hoverinfo="skip", **style))
+            symbol = style["marker"]["symbol"]
+            style["marker"] = {**style["marker"], "symbol": [_hollow(symbol) if n else symbol for n in notes]}
         fig.add_trace(go.Scatter(
             x=[slot[float(b)] + offsets[label] for b in line["budget"]], y=line[metric], mode="lines+markers",
-            name=escape(label), text=[f"b = {b:g}" for b in line["budget"]],
-            hovertemplate="%{text}<br>%{y:.3f}<extra>" + escape(label) + "</extra>",
+            name=escape(label), text=[f"b = {b:g}" + (f"<br>{n}" if n else "") for b, n in zip(line["budget"], notes)],
+            hovertemplate="%{text}<br>%{y:.3f}<extra>" + escape(label) + "</extra>", legendgroup=label,
+            showlegend=not hollow,
             error_y={"type": "data", "symmetric": False, "array": line[high] - line[metric],
                      "arrayminus": line[metric] - line[low], "thickness": 1.2, "width": 3} if bars else None,
-            **selector_style(label)))
+            **style))
     fig.update_xaxes(title="budget b (share of the candidate pool, by default the changed rows; selectors side by side)",
                      tickvals=list(range(len(budgets))), ticktext=[f"{b:g}" for b in budgets],
                      range=[-0.5, len(budgets) - 0.5], showgrid=False, zeroline=False)
@@ -79,6 +92,41 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
     fig.update_yaxes(title=METRIC_TITLES.get(metric, metric), **_padded(summary, metric, (low, high) if bars else ()))
     fig.update_layout(title=title, height=height_for_legend(fig, 440))
     return fig
+
+
+def off_budget(summary: pd.DataFrame) -> pd.Series:
+    """Per row of a summary, "spent X rows (a budget-matched selector: Y)" where the selector's mean
+    rows recomputed lie more than SPEND_TOLERANCE from Y, the rows its budget buys (a chunked
+    selector that fits no whole chunk spends none), else "". Y: the mean rows of the selectors whose
+    share recomputed is within SPEND_TOLERANCE of the budget, else the budget times the pool (rows
+    over share). A summary without rows and shares: "" throughout."""
+    notes = pd.Series("", index=summary.index, dtype=object)
+    if not {"rows_per_example", "share_recomputed"} <= set(summary.columns):
+        return notes
+    rows, share, budget = (summary[c].astype(float) for c in ("rows_per_example", "share_recomputed", "budget"))
+    chosen = ~summary["selector"].isin(reference_selectors()) & rows.notna()
+    matched = chosen & ((share - budget).abs() <= SPEND_TOLERANCE * budget)
+    pool = (rows / share)[share > 0].median()  # rows over share: the pool, whichever selector spent
+    for b in budget[chosen].unique():
+        at = chosen & (budget == b)
+        bought = rows[matched & at].mean() if (matched & at).any() else b * pool
+        if not bought > 0:  # no budget, or no pool known
+            continue
+        far = at & ((rows - bought).abs() > SPEND_TOLERANCE * bought)
+        what = "a budget-matched selector" if (matched & at).any() else "the budget buys"
+        notes[far] = [f"spent {r:.3g} rows ({what}: {bought:.3g})" for r in rows[far]]
+    return notes
+
+
+@lru_cache(maxsize=None)
+def _hollow(symbol: str) -> str:
+    """A marker's hollow form; a coin's, already hollow, with a dot where plotly has one."""
+    hollow = f"{symbol}-dot" if symbol.endswith("-open") else f"{symbol}-open"
+    try:
+        go.scatter.Marker(symbol=hollow)
+    except ValueError:  # hourglass and bowtie have no dotted form
+        return symbol
+    return hollow
 
 
 def _padded(summary: pd.DataFrame, metric: str, bounds) -> dict:
