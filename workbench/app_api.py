@@ -26,7 +26,9 @@ from workbench.errors import WorkbenchError
 from workbench.experiments.behind import behind_sentence, examples_behind
 from workbench.experiments.contrasts import MEASURES as CONTRAST_MEASURES
 from workbench.experiments.evidence import evidence_tables
-from workbench.experiments.families import PREREGISTRATION, family_table, read_preregistration, suggested_family
+from workbench.experiments.families import (
+    PREREGISTRATION, family_selectors, family_table, read_preregistration, suggested_family,
+)
 from workbench.experiments.find import FILTERS, find_examples
 from workbench.experiments.gap_anatomy import anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.flips import flip_matrix, flip_rates, graded_rates, rescue_overlap, rescues
@@ -65,7 +67,7 @@ __all__ = [
     # a kept record's example diagnosed again (the views a record cannot draw)
     "Agreement", "compare_outcomes", "rebuild",
     # analyses
-    "CONTRAST_MEASURES", "PREREGISTRATION", "family_table", "read_preregistration", "suggested_family",
+    "CONTRAST_MEASURES", "PREREGISTRATION", "family_selectors", "family_table", "read_preregistration", "suggested_family",
     "anatomy_sentence", "cell_anatomy", "splice_anatomy", "behind_sentence", "examples_behind",
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "gate_reasons", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target",

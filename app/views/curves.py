@@ -13,7 +13,8 @@ from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, w
 from workbench import plots
 from workbench.app_api import (
     CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, cell_anatomy,
-    read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family, tokens_to_target,
+    family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
+    tokens_to_target,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.curves import SPEND_TOLERANCE, off_budget
@@ -38,6 +39,20 @@ CONTRAST_HEADERS = {"family": "family", "name": "contrast", "a": "A", "b": "B", 
                     "draws": "b / c per draw", "draws_separating": "draws p < 0.05", "test": "test"}
 CONTRAST_FORMATS = {"b_count": count, "c_count": count, "p_value": p_value, "p_holm": p_value, "difference": signed,
                     "low": signed, "high": signed, "draws_separating": count, "n": count}
+
+
+MANY_SELECTORS = 6  # more than this many selectors' curves cannot be told apart: a pre-registered run opens on its own
+
+
+def default_selectors(labels: list[str], pre) -> list[str]:
+    """The selectors a run opens on: those its pre-registered contrasts name where it has more than
+    MANY_SELECTORS, else all."""
+    if pre is None or len(labels) <= MANY_SELECTORS:
+        return labels
+    try:
+        return family_selectors(pre, labels) or labels
+    except WorkbenchError:  # a contrast the run cannot read: said under Contrasts
+        return labels
 
 
 def contrast_lines(text: str) -> dict:
@@ -103,11 +118,14 @@ if anatomy:
                    "below." if "Most of this EM gap" in anatomy else ""))
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
-if st.session_state.get("curves_selectors_of") != run.name:  # another run: every selector again
-    st.session_state["curves_selectors"], st.session_state["curves_selectors_of"] = labels, run.name
-ensure_choice("curves_selectors", labels, labels)
+first = default_selectors(labels, pre)
+if st.session_state.get("curves_selectors_of") != run.name:  # another run: its default again
+    st.session_state["curves_selectors"], st.session_state["curves_selectors_of"] = first, run.name
+ensure_choice("curves_selectors", labels, first)
 shown = st.multiselect("Selectors shown in every figure and table below (the references, reuse all and full "
-                       "recompute, are always lines)", labels, key="curves_selectors") or labels
+                       "recompute, are always lines)", labels, key="curves_selectors",
+                       help=f"A run of more than {MANY_SELECTORS} selectors with a pre-registration opens on those "
+                            "its contrasts name; any other run on all.") or labels
 in_view = summary[summary["selector"].isin([*shown, *reference_selectors()])]
 
 gap_title = {"em": "EM", "retrieved": "retrieval"}[measure]

@@ -138,6 +138,27 @@ def test_the_chips_filter_every_figure_and_the_summary_table(runs):
     assert "above 1: above dense" in said or "no EM gap" in said, said
 
 
+def test_a_run_of_many_selectors_opens_on_those_its_preregistration_names(runs):
+    """Sixteen curves cannot be told apart: a run of more than six selectors with a pre-registration
+    opens on the selectors its contrasts name (the references are lines anyway); one without, on all."""
+    import json
+
+    shutil.copytree(runs / "wide", runs / "wide-pre", dirs_exist_ok=True)
+    (runs / "wide-pre" / "preregistration.json").write_text(json.dumps(
+        {"measure": "em", "families": {"A": {"A1": "cadence-grad:cacheblend@0.2", "A2": "bcr:coin@0.2"}}}))
+    at = curves("wide-pre")
+    assert at.multiselect(key="curves_selectors").value == ["cacheblend", "cadence-grad", "bcr", "coin:bcr"]
+    em = next(c for c in charts(at) if "Exact match against budget" in str(c["layout"]["title"]))
+    names = {t["name"] for t in em["data"]} | {s["name"] for s in em["layout"]["shapes"] if s.get("showlegend")}
+    assert {n.split(" ")[0] for n in names} == {"cacheblend", "cadence-grad", "bcr", "coin:bcr", "reuse", "full"}
+    at = curves(RECORD)
+    assert at.multiselect(key="curves_selectors").value == ["cacheblend", "cadence", "cadence-grad", "bcr", "epic",
+                                                            "prophetkv", "relaxkv", "coin:bcr"]
+    at.selectbox(key="curves_run").set_value("wide").run()
+    ok(at)
+    assert len(at.multiselect(key="curves_selectors").value) == 14  # no pre-registration: every selector
+
+
 def test_the_records_bcr_points_that_spend_other_rows_than_their_budget_are_hollow(runs):
     """BCR's 64-row chunks recompute no row at b = 0.05 and 0.1 and 54.6 against random's 81 at 0.2
     (the review of this record): those points hollow, their rows in hover, a caption saying so."""

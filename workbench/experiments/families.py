@@ -10,6 +10,7 @@ docs/records/ keeps it, and `keep.py restore` puts it back):
     fam = read_preregistration(run.folder)            # None where the run has none
     table = family_table(run, fam.families, fam.measure)
     tested = tested_families(run, fam.families, fam.measure)   # {family: [Contrast, ...]}
+    shown = family_selectors(fam, labels)              # the run's selectors its contrasts name
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pandas as pd
 
 from workbench.errors import WorkbenchError
 from workbench.experiments.areas import AUC
-from workbench.experiments.contrasts import contrast_family, get_measure, parse_family, resolve_coin
+from workbench.experiments.contrasts import contrast_family, get_measure, parse_contrast, parse_family, resolve_coin
 from workbench.runstore import SweepRun
 
 PREREGISTRATION = "preregistration.json"
@@ -50,6 +51,19 @@ def read_preregistration(folder: str | Path) -> Preregistration | None:
     measure known); None where there is none; a one-line error where it is malformed."""
     path = Path(folder) / PREREGISTRATION
     return parse_preregistration(path) if path.is_file() else None
+
+
+def family_selectors(pre: Preregistration, labels) -> list[str]:
+    """The selectors of `labels` (a run's, in its order) that `pre`'s contrasts name, A and B
+    (`coin`: the coin matched to A)."""
+    from workbench.selectors import parse_selector
+
+    labels = list(dict.fromkeys(labels))
+    named = set()
+    for text in (t for family in pre.families.values() for t in family.values()):
+        a, b, _ = parse_contrast(text, labels)
+        named |= {a, f"coin:{parse_selector(a).label}" if b == "coin" else b}
+    return [label for label in labels if label in named]
 
 
 def place_preregistration(source: str | Path, out: str | Path, examples_done: int, selectors, budgets) -> Path:
