@@ -9,6 +9,7 @@ import pytest
 from workbench.plots import colors
 from workbench.plots.palette import (
     AVOID, MIN_DELTA_E, PALETTE_SIZE, closest_pair, color_distance, delta_e2000, distinct_palette,
+    hex_to_lab,
 )
 from workbench.selectors.registry import reference_selectors, registered_specs
 
@@ -81,6 +82,23 @@ def test_every_pair_of_registered_selector_colours_is_far_apart():
                 continue  # grey and black: told apart by their dashes and names
             distance = color_distance(shown[a], shown[b])
             assert distance >= MIN_DELTA_E, (a, shown[a], b, shown[b], round(distance, 2))
+
+
+DARKEST = 38.0  # CIELAB L below which a thin line's hue does not show (the palette's LIGHTNESS[0])
+
+
+def test_sixteen_selectors_get_sixteen_colours_each_light_enough_for_its_hue_to_show():
+    """The review of a 16-selector study could not tell relay from qattn, densedev from epic nor
+    cadence-grad from relaxkv: qattn, epic and oracle-patch were dark (L 37, 29, 28), and a dark
+    thin line reads as dark whatever its hue."""
+    labels = list(registered_specs())[:16]  # the fourteen of RESULTS 10.4 and the references
+    shown = {label: colors.selector_color(label) for label in labels}
+    assert len(set(shown.values())) == 16
+    chromatic = [c for label, c in shown.items() if label not in reference_selectors()]
+    assert min(hex_to_lab(c)[0] for c in chromatic) >= DARKEST, {s: round(hex_to_lab(c)[0]) for s, c in shown.items()}
+    assert min(hex_to_lab(c)[0] for c in distinct_palette(PALETTE_SIZE)) >= DARKEST  # a plugin's too
+    for a, b in (("relay", "qattn"), ("densedev", "epic"), ("cadence-grad", "relaxkv")):
+        assert color_distance(shown[a], shown[b]) >= 2 * MIN_DELTA_E, (a, b)
 
 
 def test_a_plugin_selector_takes_the_next_distinct_colour(monkeypatch):

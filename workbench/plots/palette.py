@@ -4,10 +4,12 @@ length whose colours keep a stated distance from each other, the references and 
     delta_e2000(hex_to_lab("#8c564b"), hex_to_lab("#843c39"))   # 7.9: too close for two selectors
     distinct_palette(14)                                         # 14 colours, each pair >= MIN_DELTA_E
 
-The palette is built once: Tableau's familiar colours first (`SEEDS`), then greedily, from a grid
-of sRGB colours readable on white (CIELAB L 28-68, chroma >= 30), each next colour the one farthest
-(CIEDE2000) from the page, the reference greys and every colour picked so far. It is deterministic, so a
-selector's colour is the same in every figure and process.
+The palette is built once: Tableau's familiar colours first, then five hues of names they lack
+(`SEEDS`), then greedily, from a grid of sRGB colours readable on white (CIELAB L 38-68, chroma
+>= 30), each next colour the one farthest (CIEDE2000) from the page, the reference greys and every
+colour picked so far. Nothing darker than L 38: a darker colour's hue does not show on a thin line
+(the old greedy olive, maroon and navy read as one more dark line beside green, red and blue). It is
+deterministic, so a selector's colour is the same in every figure and process.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from functools import lru_cache
 
 MIN_DELTA_E = 15.0  # every pair of the first PALETTE_SIZE colours (and each against AVOID) at least this far
 PALETTE_SIZE = 20
-# Tableau's ten less its grey, kept in order while they keep MIN_DELTA_E apart (they do: 16.2 at the closest)
-SEEDS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+# Tableau's ten less its grey (16.2 apart at the closest), then salmon, royal blue, lavender, crimson
+# and teal: of the named hues at L >= 38 the five farthest from Tableau's and each other (20.2), in
+# the order that keeps a 16-selector study's (RESULTS 10.4: oracle-patch's blue not among them) apart
+SEEDS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+         "#ff8a80", "#0f3cff", "#96a5ff", "#b40069", "#00796b")
+LIGHTNESS = (38.0, 68.0)  # CIELAB L of the greedy's candidates: dark enough for white, light enough for a hue
 AVOID = ("#ffffff", "#7f7f7f", "#222222")  # the page, and the references `none` and `full`
 _GRID = 18  # steps per sRGB channel of the candidate grid
 
@@ -102,7 +108,7 @@ def _candidates() -> tuple[tuple[str, tuple[float, float, float]], ...]:
         for g in steps:
             for b in steps:
                 lab = rgb_to_lab((r, g, b))
-                if 28 <= lab[0] <= 68 and math.hypot(lab[1], lab[2]) >= 30:
+                if LIGHTNESS[0] <= lab[0] <= LIGHTNESS[1] and math.hypot(lab[1], lab[2]) >= 30:
                     out.append((rgb_to_hex((r, g, b)), lab))
     return tuple(out)
 
