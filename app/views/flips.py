@@ -25,7 +25,9 @@ GRADED_HEADERS = {"selector": "selector", "budget": "budget b", "flip_rate": "fl
 FORMATS = {"budget": compact, "flips": general, "n": count, "first_kl": general}
 RESCUE_HEADERS = {"selector": "selector", "rescued": "rescued", "broken": "broken",
                   "rescued_examples": "examples rescued", "broken_examples": "examples broken"}
-RESCUE_LINE = 50  # characters of ids a large column holds on one line; longer lists wrap
+RESCUE_LINE = 50  # characters of ids a list column holds on one line; longer lists wrap
+RESCUE_IDS = 12  # ids a cell of the rescues table shows, then "… (+k more)": every id is in the expander under it
+RESCUE_WIDTH = 340  # px of each list column: both beside the counts inside the page
 
 
 def open_example(run: str, example: str, selector: str, budget: float) -> None:
@@ -67,8 +69,12 @@ def page_of(matrix, order: str):
     return matrix.iloc[start:start + PER_PAGE], f", examples {spans[start]} of {len(matrix)}"
 
 
-def ids_text(ids) -> str:
-    return ", ".join(sorted(map(str, ids), key=natural_key))
+def ids_text(ids, most: int | None = None) -> str:
+    """Example ids in order (2 before 10); past `most`, the first `most` and how many more."""
+    ordered = sorted(map(str, ids), key=natural_key)
+    if most is None or len(ordered) <= most:
+        return ", ".join(ordered)
+    return ", ".join(ordered[:most]) + f" … (+{len(ordered) - most} more)"
 
 
 st.title("Decision flips")
@@ -135,13 +141,19 @@ st.caption("Rescued: the baseline flips, the repair keeps dense's answer; broken
            "repair or the baseline, counts by the share of its draws that flip (the expected count for one draw "
            "of each, never a vote); its examples are those any draw rescues or breaks.")
 resc = rescues(outcomes, budget, baseline, strict=strict)
-shown_resc = resc.assign(rescued_examples=resc["rescued_examples"].map(ids_text),
-                         broken_examples=resc["broken_examples"].map(ids_text))
-longest = max((len(t) for c in ("rescued_examples", "broken_examples") for t in shown_resc[c]), default=0)
+lists = ("rescued_examples", "broken_examples")
+whole = resc.assign(**{c: resc[c].map(ids_text) for c in lists})
+shown_resc = resc.assign(**{c: resc[c].map(lambda ids: ids_text(ids, RESCUE_IDS)) for c in lists})
+longest = max((len(t) for c in lists for t in shown_resc[c]), default=0)
 show_table(shown_resc, RESCUE_HEADERS, {"rescued": count, "broken": count}, key="flips_rescues_table",
-           pinned=("selector",), wrap=longest > RESCUE_LINE,
-           widths=dict.fromkeys(("rescued_examples", "broken_examples"), "large" if longest > RESCUE_LINE else "medium"))
-csv_button(shown_resc, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
+           pinned=("selector",), wrap=longest > RESCUE_LINE, widths=dict.fromkeys(lists, RESCUE_WIDTH))
+cut = whole[(whole[list(lists)] != shown_resc[list(lists)]).any(axis=1)]
+if len(cut):
+    with st.expander(f"Every example id rescued and broken (the table shows the first {RESCUE_IDS} of each)"):
+        for r in cut.itertuples():
+            st.markdown(f"**{plain(r.selector)}** rescued {count(r.rescued)}: {plain(r.rescued_examples) or 'none'}  \n"
+                        f"broken {count(r.broken)}: {plain(r.broken_examples) or 'none'}")
+csv_button(whole, f"rescues-{run.name}-b{budget:g}", "flips_rescues_csv", "Rescues as CSV")
 st.markdown("**Overlap of rescues** (examples both selectors rescue; the diagonal: the examples each one rescues, "
             "a coin's those any draw rescues, not its expected count above)")
 overlap = rescue_overlap(outcomes, budget, baseline, strict=strict)

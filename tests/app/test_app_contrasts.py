@@ -194,6 +194,25 @@ def test_decision_flips_sorts_rows_by_disagreement_or_by_a_selectors_outcome(run
     assert [flips[i] for i in rows] == sorted(flips, reverse=True)[:len(rows)] and flips.nunique() > 1
 
 
+def test_decision_flips_cuts_a_long_id_list_and_lists_it_whole_below(runs):
+    """The review saw the rescues table cut its id lists mid-list with no ellipsis and its broken
+    column run past the page: a cell holds the first 12 ids and how many more, the expander all."""
+    from apptest import unescape
+    from workbench.app_api import natural_key, rescues
+
+    at = open_page("views/flips.py")
+    at.selectbox(key="flips_run").set_value(RECORD).run()
+    ok(at)
+    assert at.select_slider(key="flips_budget").value == 0.05 and at.selectbox(key="flips_baseline").value == "none"
+    drawn = drawn_with(at, "selector", "rescued_examples", "broken_examples").set_index("selector")
+    expected = rescues(load_sweep(runs / RECORD).outcomes, 0.05, "none").set_index("selector")
+    full = sorted(map(str, expected.loc["full", "rescued_examples"]), key=natural_key)
+    assert len(full) == 85 and drawn.loc["full", "rescued_examples"] == ", ".join(full[:12]) + " … (+73 more)"
+    short = sorted(map(str, expected.loc["random", "broken_examples"]), key=natural_key)
+    assert 0 < len(short) <= 12 and drawn.loc["random", "broken_examples"] == ", ".join(short)  # whole, no mark
+    assert any(", ".join(full) in unescape(m.value) for m in at.markdown)  # every id, under the table
+
+
 def test_the_gate_figure_says_why_each_call_was_reused_or_not(runs):
     import pandas as pd_
 
