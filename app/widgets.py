@@ -39,8 +39,8 @@ def how_to_get_data(kind: str) -> None:
     """The message pages show instead of an error when no run of a kind exists."""
     what = {"sweep": "sweep runs", "curve": "unit-of-choice curve runs", "fidelity": "fidelity runs",
             "pipeline": "multi-agent pipeline runs"}.get(kind, "runs")
-    text = (f"No {what} under {plain(state.runs_root())} yet. Make one from a shell with "
-            f"`{make_command(kind)}`")
+    root = state.runs_root()
+    text = f"No {what} under {plain(root)} yet. Make one from a shell with `{make_command(kind, root)}`"
     if kind == "sweep":
         text += ", or press **Compute demo run** on the Runs page (several minutes on a CPU)"
     st.info(text + ". The **Live** page works without any run.")

@@ -12,6 +12,7 @@ the library moves this file, not the pages.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -98,9 +99,10 @@ def open_run(folder: str | Path, kind: str) -> SweepRun | CurveRun | PipelineRun
     return _OPENERS[kind](folder)
 
 
-def make_command(kind: str) -> str:
-    """An example command that makes a run of `kind`."""
-    return KINDS[kind].make if kind in KINDS else "kvwb ..."
+def make_command(kind: str, root: str | Path | None = None) -> str:
+    """An example command that makes a run of `kind`, its folders under `root` (default: runs/)."""
+    command = KINDS[kind].make if kind in KINDS else "kvwb ..."
+    return command if root is None else command.replace(" runs/", f" {shlex.quote(str(root))}/")
 
 
 def save_diagnosis(out: Path, diagnosis: Diagnosis, model: LoadedModel) -> Path:

@@ -184,7 +184,7 @@ with st.container(border=True):
 st.header("Runs")
 if not runs:
     where = "does not exist" if not root.exists() else "holds no run folders"
-    makes = ", ".join(f"`{make_command(k)}`" for k in ("sweep", "curve", "fidelity"))
+    makes = ", ".join(f"`{make_command(k, root)}`" for k in ("sweep", "curve", "fidelity"))
     st.info(f"{plain(root)} {where}. Make a run from a shell with {makes}, or press **Compute demo run** above.")
     st.stop()
 

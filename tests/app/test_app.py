@@ -497,15 +497,17 @@ def test_incomplete_run_names_what_is_missing(world):
 
 
 def test_no_runs_pages_say_how_to_get_data(world):
-    from workbench.runstore import KINDS
-
-    for page, kind in (("views/explorer.py", "sweep"), ("views/curves.py", "sweep"), ("views/flips.py", "sweep"),
-                       ("views/unit_curve.py", "curve"), ("views/fidelity.py", "fidelity")):
+    """The command writes where the app reads (the review saw `--out runs/NAME` beside another runs
+    directory)."""
+    for page, kind, what in (("views/explorer.py", "sweep", "run"), ("views/curves.py", "sweep", "run"),
+                             ("views/flips.py", "sweep", "run"), ("views/unit_curve.py", "curve", "curve"),
+                             ("views/fidelity.py", "fidelity", "fidelity")):
         at = open_page(page, runs=world["empty"])
         info = " ".join(i.value for i in at.info)
-        assert KINDS[kind].make in info, (page, info)
+        assert f"kvwb {what} " in info and f"--out {world['empty']}/NAME`" in info and "runs/NAME" not in info, info
     at = open_page("views/runs.py", runs=world["empty"] / "nowhere")
-    assert KINDS["sweep"].make in " ".join(i.value for i in at.info)
+    info = " ".join(i.value for i in at.info)
+    assert f"kvwb run --n 12 --out {world['empty']}/nowhere/NAME`" in info and "runs/NAME" not in info, info
     assert at.button(key="demo_start")
 
 
