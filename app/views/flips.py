@@ -9,7 +9,7 @@ import streamlit as st
 
 import state
 from navigation import PAGES
-from readable import compact, count, general, show_table
+from readable import compact, count, general, short, show_table
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
@@ -22,7 +22,8 @@ RATE_HEADERS = {"selector": "selector", "budget": "budget b", "flips": "flips", 
 GRADED_HEADERS = {"selector": "selector", "budget": "budget b", "flip_rate": "flip rate",
                   "f1_to_dense": "F1 to dense", "first_token_agree": "1st token = dense's", "first_kl": "KL 1st token",
                   "agree_prefix": "leading tokens = dense's", "dense_logprob_mean": "dense log-prob / token"}
-FORMATS = {"budget": compact, "flips": general, "n": count, "first_kl": general}
+FORMATS = {"budget": compact, "flips": general, "n": count, "first_kl": short}  # KL: 3 significant figures
+PINNED = {"selector": "medium"}  # the pinned selector column wide enough for "cadence-grad"
 RESCUE_HEADERS = {"selector": "selector", "rescued": "rescued", "broken": "broken",
                   "rescued_examples": "examples rescued", "broken_examples": "examples broken"}
 RESCUE_LINE = 50  # characters of ids a list column holds on one line; longer lists wrap
@@ -164,7 +165,7 @@ csv_button(overlap.reset_index(names="selector"), f"rescue-overlap-{run.name}-b{
 
 st.subheader("Flip rate per selector and budget")
 rates = flip_rates(outcomes, strict=strict)
-show_table(rates, RATE_HEADERS, FORMATS, key="flips_rates_table", pinned=("selector", "budget"))
+show_table(rates, RATE_HEADERS, FORMATS, key="flips_rates_table", pinned=("selector", "budget"), widths=PINNED)
 csv_button(rates, f"flip-rates-{run.name}", "flips_rates_csv", "Flip rates as CSV")
 
 st.subheader("Graded outcomes beside the flip")
@@ -173,5 +174,5 @@ st.caption("A flip says only that the output changed against dense. Beside it, p
            "distribution from dense's, how many leading tokens agree, and the dense answer's mean log-probability "
            "per token under the repair (runs made before these were recorded show them empty).")
 graded = graded_rates(outcomes, strict=strict)
-show_table(graded, GRADED_HEADERS, FORMATS, key="flips_graded_table", pinned=("selector", "budget"))
+show_table(graded, GRADED_HEADERS, FORMATS, key="flips_graded_table", pinned=("selector", "budget"), widths=PINNED)
 csv_button(graded, f"graded-{run.name}", "flips_graded_csv", "Graded outcomes as CSV")

@@ -124,6 +124,20 @@ def test_decision_flips_rescues_and_overlap_read_as_counts_under_readable_header
     assert len(overlap) == len(set(overlap["selector"])) > 2  # each selector a row, named in the table itself
 
 
+def test_decision_flips_pins_a_medium_selector_column_and_shows_kl_in_three_figures(world):
+    """The review read "cacheblend" cut off in the pinned column, and KL as 0.239243 and 4.68634e-08."""
+    at = opened("views/flips.py", "flips_run", "wide")
+    for columns in (("selector", "budget", "flips", "flip_rate"), ("selector", "budget", "first_kl")):
+        element, _ = shown_frame(at, *columns)
+        assert json.loads(element.proto.columns)["selector"]["width"] == "medium", columns
+    element, drawn = blank_frame(at, "selector", "budget", "first_kl")
+    values = element.value["first_kl"].astype(float)
+    assert values.notna().any() and (values != 0).any()
+    for value, text in zip(values, drawn["first_kl"]):
+        want = "" if value != value else "0" if value == 0 else f"{value:.3g}" if abs(value) >= 0.001 else f"{value:.2e}"
+        assert text == want, (value, text)
+
+
 def test_the_runs_table_leaves_a_curves_examples_done_blank(world):
     at = open_page("views/runs.py")
     element, table = blank_frame(at, "run", "examples done", "of")
