@@ -56,6 +56,16 @@ def short(v) -> str:
     return "0" if v == 0 else f"{v:.3g}" if abs(v) >= 0.001 else f"{v:.2e}"
 
 
+def against_itself_blank(summary: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """A summary whose reference's own rows leave its tests against the reference blank (b / c 0 / 0
+    against itself says nothing)."""
+    columns = [c for c in ("ref_b", "ref_c", "ref_p", "ref_p_holm") if c in summary]
+    if reference is None or not columns:
+        return summary
+    mask = summary["selector"] == reference
+    return summary.assign(**{c: summary[c].astype(object).where(~mask, None) for c in columns})
+
+
 def fitting(column: pd.Series):
     """A format for a column of a table shown whole (every column of a run's file), by its name
     and values: a p-value's two significant digits, a budget as it reads, whole numbers as

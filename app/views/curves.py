@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 import state
-from readable import compact, count, p_value, rate, show_table, signed
+from readable import against_itself_blank, compact, count, p_value, rate, show_table, signed
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
@@ -126,7 +126,7 @@ shown = st.multiselect("Selectors shown in every figure and table below (the ref
                        "recompute, are always lines)", labels, key="curves_selectors",
                        help=f"A run of more than {MANY_SELECTORS} selectors with a pre-registration opens on those "
                             "its contrasts name; any other run on all.") or labels
-in_view = summary[summary["selector"].isin([*shown, *reference_selectors()])]
+in_view = against_itself_blank(summary[summary["selector"].isin([*shown, *reference_selectors()])], reference)
 
 gap_title = {"em": "EM", "retrieved": "retrieval"}[measure]
 show_figure(plots.gap_curve(summary, f"Share of the {gap_title} gap closed against budget (paired bootstrap 95%)",

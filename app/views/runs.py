@@ -11,7 +11,7 @@ import streamlit as st
 import demo
 import state
 from navigation import PAGES
-from readable import fitted, header, show_table
+from readable import against_itself_blank, fitted, header, show_table
 from widgets import csv_button, pick_run, plain, show_problems, warn
 from workbench.app_api import Manifest, RunFolder, WorkbenchError, make_command, resolve_reference, summarize_pipeline
 
@@ -108,6 +108,7 @@ def sweep_summary(run: RunFolder) -> None:
                     "comparison against a reference out. Choose one on the Budget curves page.")
         else:
             st.caption(f"McNemar b/c and Holm-corrected p against {plain(reference)} (more on the Budget curves page)")
+        summary = against_itself_blank(summary, reference)
         show_table(summary, {c: header(c) for c in SUMMARY_COLUMNS}, fitted(summary), key="runs_summary_table",
                    pinned=("selector", "budget"))  # blank where not defined (a coin's b / c), never "None"
         csv_button(summary, f"summary-{run.name}", "runs_summary_csv", "Summary as CSV")

@@ -138,6 +138,18 @@ def test_decision_flips_pins_a_medium_selector_column_and_shows_kl_in_three_figu
         assert text == want, (value, text)
 
 
+def test_the_reference_leaves_its_tests_against_itself_blank(world):
+    """The review read b / c vs ref 0 / 0 on the reference's own rows: a test against itself."""
+    for page, key, columns in (("views/runs.py", "runs_pick", ("selector", "budget", "ref_b", "ref_p_holm")),
+                               ("views/curves.py", "curves_run", ("selector", "budget", "ref_b", "gap_recovered"))):
+        at = opened(page, key, "tiny")
+        _, drawn = blank_frame(at, *columns)
+        own, other = drawn[drawn["selector"] == "cacheblend"], drawn[drawn["selector"] == "densedev"]  # cacheblend: the reference
+        assert len(own) == len(other) == 2, page
+        assert set(own["ref_b"]) == set(own["ref_c"]) == {""}, page
+        assert "" not in set(other["ref_b"]) | set(other["ref_c"]), page
+
+
 def test_the_runs_table_leaves_a_curves_examples_done_blank(world):
     at = open_page("views/runs.py")
     element, table = blank_frame(at, "run", "examples done", "of")
