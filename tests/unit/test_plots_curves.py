@@ -69,6 +69,7 @@ def test_a_point_that_spends_other_rows_than_its_budget_is_hollow_with_its_rows_
     assert [t.name for t in legend] == ["random", "bcr", "coin:bcr"]
     assert next(t for t in legend if t.name == "bcr").marker.symbol == base
     assert {t.legendgroup for t in fig.data if t.name == "bcr"} == {"bcr"}  # a click hides both
+    assert fig.layout.legend.tracegroupgap == 0  # groups add no height the legend was not given
     assert plots.figure_problems(fig) == []
 
 

@@ -90,7 +90,9 @@ def budget_curve(summary: pd.DataFrame, metric: str = "em", title: str = "", sel
     for i in range(1, len(budgets)):  # a light line between budgets' slots
         fig.add_vline(x=i - 0.5, line={"color": "#d0d0d0", "width": 1}, layer="below")
     fig.update_yaxes(title=METRIC_TITLES.get(metric, metric), **_padded(summary, metric, (low, high) if bars else ()))
-    fig.update_layout(title=title, height=height_for_legend(fig, 440))
+    # each selector a legend group (its line and, where hollow, its entry): no gap between groups,
+    # which would push the last entries past the height `height_for_legend` gives
+    fig.update_layout(title=title, height=height_for_legend(fig, 440), legend={"tracegroupgap": 0})
     return fig
 
 
