@@ -292,7 +292,7 @@ def test_figures_build_from_the_tables(run):
     for fig in figs.values():  # no text on the plotting area; floor and reference are legend lines
         assert plots.figure_problems(fig) == [] and not fig.layout.annotations
     floor = [s for s in figs["alpha"].layout.shapes if (s.name or "").startswith("floor (fact masked)")]
-    assert len(floor) == 1 and floor[0].showlegend and floor[0].layer == "between"  # under the data, over the grid
+    assert len(floor) == 1 and floor[0].showlegend and floor[0].layer == "above"  # over the grid
     assert figs["cosine"].layout.xaxis.exponentformat == "power"  # 10⁻⁵, never "10µ"
     palette = {plots.selector_color(s) for s in default_selectors(expensive=True)}
     assert not {t.line.color for fig in figs.values() for t in fig.data if t.type == "scatter" and t.line.color} & palette

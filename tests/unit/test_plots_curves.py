@@ -30,7 +30,8 @@ def test_a_reference_line_at_zero_is_over_the_grid_and_inside_the_plot():
     for fig in (plots.gap_curve(references_at_zero("gap_recovered")),
                 plots.budget_curve(references_at_zero("flip_rate"), "flip_rate")):
         lines = [s for s in fig.layout.shapes if s.showlegend]
-        assert len(lines) == 2 and {s.layer for s in lines} == {"between"}  # over the grid, under the data
+        assert len(lines) == 2 and {s.layer for s in lines} == {"above"}  # over the grid (plotly.js draws no
+        # "between" shape across an axis's domain: seen in Chromium)
         assert fig.layout.yaxis.zeroline is False  # the reference is the line at 0
         low, high = fig.layout.yaxis.range
         assert low < -0.02 and high > 1.02  # both references off the plot's edges

@@ -11,9 +11,10 @@ import plotly.graph_objects as go
 
 
 def reference_line(fig: go.Figure, y: float, name: str, color: str, dash: str = "dash", row=None, col=None) -> None:
-    """A horizontal line across the plot, under the data but over the grid (a line at 0 is not
-    hidden by the zero line), named in the legend (its value in hover)."""
-    fig.add_hline(y=y, line={"dash": dash, "color": color, "width": 1.5}, layer="between", name=name,
+    """A horizontal line across the plot, over the grid and the data (under the grid the zero line
+    hid a line at 0; plotly.js draws no "between" line across an axis's domain), named in the legend
+    (its value in hover)."""
+    fig.add_hline(y=y, line={"dash": dash, "color": color, "width": 1.5}, layer="above", name=name,
                   showlegend=True, row=row, col=col)
 
 
