@@ -72,7 +72,8 @@ test: model gemma browser
 # record is restored and summarised as its section's command does).
 results: install
 	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md \
-		--results docs/results-log/2026-12-06-10.12-grid-table.md
+		--results docs/results-log/2026-12-06-10.12-grid-table.md \
+		--results docs/results-log/2026-12-06-10.12-smollm2-study-readings.md
 
 bench: model
 	$(BIN)/kvwb bench repair
