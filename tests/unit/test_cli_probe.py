@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import run_cli
@@ -83,6 +84,14 @@ def test_against_refuses_the_same_run_before_printing_anything(sweep, tmp_path, 
     other = _edited(sweep, tmp_path / "other", args={"dataset_options": {"target_words": 99}})
     assert run_cli(["summary", sweep, *contrast, "--against", other]) == 0
     assert "Across settings" in capsys.readouterr().out
+    # another task numbers its examples 0, 1, ... too: the same ids with other questions share nothing
+    task = _edited(sweep, tmp_path / "task", args={"dataset_options": {"target_words": 98}})
+    examples = pd.read_parquet(task / "examples.parquet")
+    examples["question"] = "another task's question " + examples["example_id"].astype(str)
+    examples.to_parquet(task / "examples.parquet")
+    assert run_cli(["summary", sweep, *contrast, "--against", task]) == 0
+    captured = capsys.readouterr()
+    assert "Across settings" in captured.out and "shares" not in captured.err
 
 
 @pytest.fixture

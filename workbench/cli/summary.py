@@ -163,14 +163,15 @@ def command(args) -> int:
 def against_run(run, folder):
     """--against read back: another run, never this one again (the same folder, or a copy of it: the
     same model, data, examples and settings under another name), else a one-line refusal. Two runs
-    that share examples under other settings (two models on one data set) are compared, with a note
-    that the test takes them as independent (PROTOCOLS, "Across settings")."""
+    that share examples (the same id, question and gold) under other settings (two models on one data
+    set) are compared, with a note that the test takes them as independent (PROTOCOLS, "Across
+    settings")."""
     from workbench.runstore import identity_differences, load_sweep
 
     if Path(folder).resolve() == Path(run.folder).resolve():
         raise WorkbenchError(f"--against {folder} is the run itself: give a run of another setting")
     other = load_sweep(folder)
-    shared = set(run.examples["example_id"]) & set(other.examples["example_id"])
+    shared = _example_keys(run) & _example_keys(other)
     if not shared:
         return other
     settings = {k: v for k, v in run.manifest.args.items() if k != "n"}
@@ -181,6 +182,13 @@ def against_run(run, folder):
     _say_on_stderr(f"note: --against {folder} shares {len(shared)} examples with this run; the test takes the two "
                    "as independent samples, which is conservative where the two effects correlate")
     return other
+
+
+def _example_keys(run) -> set[tuple[str, str, str]]:
+    """A run's examples as (id, question, gold): two runs share an example only where all three agree
+    (every RULER run numbers its examples 0, 1, ...: an id alone is not an example)."""
+    ex = run.examples
+    return set(zip(ex["example_id"].astype(str), ex["question"].astype(str), ex["gold"].astype(str)))
 
 
 def _run_selectors(folder) -> tuple[str, ...] | None:
