@@ -169,8 +169,8 @@ def test_the_records_bcr_points_that_spend_other_rows_than_their_budget_are_holl
     assert [s.endswith("-open") for s in symbols] == [True, True, True, True, True]  # 0.3, 0.5: 84, 147 of 121, 202
     assert text[0] == "b = 0.05<br>spent 0 rows (a budget-matched selector: 20.9)"
     assert text[2] == "b = 0.2<br>spent 54.6 rows (a budget-matched selector: 81.1)"
-    random = next(t for t in gap["data"] if t.get("name") == "random")
-    assert not isinstance(random["marker"]["symbol"], list)  # spends its budget: filled
+    cacheblend = next(t for t in gap["data"] if t.get("name") == "cacheblend")  # shown by default (A1)
+    assert not isinstance(cacheblend["marker"]["symbol"], list)  # spends its budget: filled
     assert any("hollow marker" in c.value for c in at.caption)
 
 
