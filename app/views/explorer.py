@@ -41,7 +41,8 @@ LINK = Permalink({"run": "explorer_run", "example": "explorer_example", "budget"
 # the diagnosis settings `kvwb diagnose` takes as options, with their defaults (named only when they differ)
 DIAGNOSE_DEFAULTS = {"pool": "changed", "coin_draws": 5, "chunk_scope": "span", "grow_max_span": 64,
                      "rerotation": "delta", "epic_k": None, "relaxkv_context": None, "densedev_norm": "none"}
-COMMAND_KEYS = ("selectors", "budgets", "seed", "max_new_tokens", "attribution", *DIAGNOSE_DEFAULTS)
+FLAGS = {"attribution": "--no-attribution", "stop_at_newline": "--no-stop-at-newline"}  # named when False
+COMMAND_KEYS = ("selectors", "budgets", "seed", "max_new_tokens", *FLAGS, *DIAGNOSE_DEFAULTS)
 
 
 def regenerate_command(run: RunFolder, d: Diagnosis) -> str | None:
@@ -62,7 +63,7 @@ def regenerate_command(run: RunFolder, d: Diagnosis) -> str | None:
              "--seed": c.get("seed"), "--max-new-tokens": c.get("max_new_tokens"), **settings,
              "--out": str(rebuilt_folder(run, d))}
     words = [str(x) for k, v in asked.items() if v is not None for x in (k, v)]
-    return shlex.join(["kvwb", "diagnose", *words, *([] if c.get("attribution", True) else ["--no-attribution"])])
+    return shlex.join(["kvwb", "diagnose", *words, *(flag for k, flag in FLAGS.items() if not c.get(k, True))])
 
 
 def record_view(d: Diagnosis, run: RunFolder) -> tuple[float, list[str]] | None:

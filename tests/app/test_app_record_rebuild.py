@@ -161,6 +161,30 @@ def test_a_record_config_the_command_cannot_say_is_left_to_the_button(world):
         kept.write_text(text)
 
 
+def test_a_record_scored_on_whole_answers_is_rebuilt_by_a_command_that_says_so(world):
+    """A record made with --no-stop-at-newline: the shown command carries the flag, and it parses to the
+    record's own config (without it, the rebuild would score first lines)."""
+    import json
+    import re
+    import shlex
+
+    from workbench.cli.diagnose import diagnose_config
+    from workbench.cli.main import build_parser
+
+    kept = world["runs"] / NAME / "diagnoses" / "q2" / "diagnosis.json"
+    text = kept.read_text()
+    try:
+        doc = json.loads(text)
+        doc["config"]["stop_at_newline"] = False
+        kept.write_text(json.dumps(doc))
+        [shown] = [i.value for i in _explorer("q2").info if "A kept record keeps only" in i.value]
+        argv = shlex.split(re.search(r"`(kvwb diagnose [^`]*)`", shown).group(1))
+        assert "--no-stop-at-newline" in argv
+        assert diagnose_config(build_parser().parse_args(argv[1:])).to_dict() == doc["config"]
+    finally:
+        kept.write_text(text)
+
+
 def test_a_rebuild_that_disagrees_with_the_record_says_so(world, tmp_path):
     record_outcomes = world["runs"] / NAME / "diagnoses" / "q1" / "outcomes.parquet"
     kept = record_outcomes.read_bytes()

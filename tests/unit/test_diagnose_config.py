@@ -36,7 +36,7 @@ INT_TAU_DICT = {"selectors": ["cacheblend"], "budgets": [0.3], "seed": 0, "check
 OTHER = {"selectors": ("none", "full"), "budgets": (0.4,), "seed": 11, "check_layer": 2, "draft_k": 5,
          "patch_max_tokens": 9, "pool": "all", "coin_draws": 3, "chunk_size": 8, "chunk_scope": "passage", "tau": 0.75,
          "grow_max_span": 12, "max_new_tokens": 6, "attribution": False, "rerotation": "exact", "epic_k": 2,
-         "relaxkv_context": 0.5, "densedev_norm": "layer"}
+         "relaxkv_context": 0.5, "densedev_norm": "layer", "stop_at_newline": False}
 HOLDER = {**{f.name: "signal_options" for f in fields(SignalOptions)},
           **{k: "unit_options" for k in ("chunk_size", "chunk_scope", "tau", "grow_max_span")}}
 

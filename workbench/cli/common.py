@@ -209,6 +209,10 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--densedev-norm", choices=["none", "layer"], default="none",
                    help="densedev: 'none', the raw sum over layers of ||dK||^2 + ||dV||^2 (CADENCE's DenseDev; "
                         "default), or 'layer': each layer's over the square of its mean dense row norm (K and V apart)")
+    p.add_argument("--stop-at-newline", action=argparse.BooleanOptionalAction, default=True,
+                   help="end every answer (dense's, the splice's, each cell's) at its first line break and score "
+                        "that line (default); --no-stop-at-newline decodes on to --max-new-tokens or an end of turn "
+                        "and scores the whole answer, as RULER scores its predictions")
 
 
 # The options that set one selector's knob: (option, its default, the selector it applies to).
@@ -235,7 +239,8 @@ def diagnose_settings(args) -> dict:
     check_selector_options(args)
     return {"pool": args.pool, "coin_draws": args.coin_draws, "chunk_scope": args.chunk_scope,
             "grow_max_span": args.grow_max_span or None, "rerotation": args.rerotation, "epic_k": args.epic_k,
-            "relaxkv_context": args.relaxkv_context, "densedev_norm": args.densedev_norm}
+            "relaxkv_context": args.relaxkv_context, "densedev_norm": args.densedev_norm,
+            "stop_at_newline": args.stop_at_newline}
 
 
 DATASET_OPTIONS = ("target_words", "max_passages", "max_passage_tokens", "instruction", "passages", "target_tokens",

@@ -31,9 +31,10 @@ HELD = {"signal_options": (SignalOptions, SIGNAL_KEYS), "unit_options": (UnitOpt
 # Every flat setting, in the order `to_dict` writes them (the run manifests' order: keep it).
 FLAT_KEYS = ("selectors", "budgets", "seed", "check_layer", "draft_k", "patch_max_tokens", "pool", "coin_draws",
              "chunk_size", "chunk_scope", "tau", "grow_max_span", "max_new_tokens", "attribution", "rerotation",
-             "epic_k", "relaxkv_context", "densedev_norm")
-OMITTED_AT_DEFAULT = {"densedev_norm": "none"}  # added later: left out of to_dict at its default, so
-# every earlier manifest (and a resumed run's identity) reads as it was written
+             "epic_k", "relaxkv_context", "densedev_norm", "stop_at_newline")
+# added later: left out of to_dict at their defaults, so every earlier manifest (and a resumed run's
+# identity) reads as it was written
+OMITTED_AT_DEFAULT = {"densedev_norm": "none", "stop_at_newline": True}
 
 
 def check_budgets(budgets) -> tuple[float, ...]:
@@ -68,6 +69,7 @@ class DiagnoseConfig:
     rerotation: str = "delta"  # how the splice moves keys: "delta" (as reuse systems do) or "exact"
     signal_options: SignalOptions = field(default_factory=SignalOptions)  # seed, check layer, draft k, EPIC, RelaxKV
     unit_options: UnitOptions = field(default_factory=UnitOptions)  # chunk size and scope, grow tau and span cap
+    stop_at_newline: bool = True  # an answer ends at its first line break, that line scored; False: the whole answer
 
     @classmethod
     def of(cls, **settings) -> DiagnoseConfig:
@@ -109,14 +111,15 @@ class DiagnoseConfig:
             raise WorkbenchError(f"pool must be one of {', '.join(POOLS)}, got {self.pool!r}")
         if self.rerotation not in REROTATIONS:
             raise WorkbenchError(f"rerotation must be one of {', '.join(REROTATIONS)}, got {self.rerotation!r}")
-        if not isinstance(self.attribution, bool):
-            raise WorkbenchError(f"attribution must be True or False, got {self.attribution!r}")
+        for name in ("attribution", "stop_at_newline"):
+            if not isinstance(getattr(self, name), bool):
+                raise WorkbenchError(f"{name} must be True or False, got {getattr(self, name)!r}")
         return replace(self, selectors=tuple(s.label for s in specs), budgets=check_budgets(self.budgets),
                        signal_options=signals, unit_options=units)
 
     def to_dict(self) -> dict:
         """Flat and JSON-safe (tuples become lists): the held options' knobs beside the config's own, as `FLAT_KEYS`
-        (`densedev_norm` only where it is not "none": `OMITTED_AT_DEFAULT`)."""
+        (`densedev_norm` and `stop_at_newline` only where they are not at their defaults: `OMITTED_AT_DEFAULT`)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in HELD}
         for name, (_, keys) in HELD.items():
             values.update({k: getattr(getattr(self, name), k) for k in keys})

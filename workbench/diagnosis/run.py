@@ -228,14 +228,15 @@ def _cells(model: LoadedModel, ctx: Context, selections: list[Selection], config
     # The dense answer, computed once: decoded on the dense cache through the batched pass (its own
     # reference, scored as it is decoded), with the first-token distribution the graded outcomes read.
     (dense,) = answer_cells(model, ctx.dense, ctx.layout.ids, [row_sets[SPLICE][0]], ctx.suffix_ids, None,
-                            config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention))
-    dense_ids = StopRule.of(model).decision(dense.answer)
+                            config.max_new_tokens, hooks=_with_readers(None, dense_capture, dense_attention),
+                            stop_at_newline=config.stop_at_newline)
+    dense_ids = StopRule.of(model, stop_at_newline=config.stop_at_newline).decision(dense.answer)
     with named_pass(hooks, "cells"):
         answers = answer_cells(model, ctx.spliced, ctx.layout.ids, [rows for rows, _ in row_sets.values()],
                                ctx.suffix_ids, dense_ids, config.max_new_tokens,
                                progress=lambda done, total: report("repairs", done, total),
                                contexts=[context for _, context in row_sets.values()],
-                               hooks=_with_readers(hooks, capture, attention))
+                               hooks=_with_readers(hooks, capture, attention), stop_at_newline=config.stop_at_newline)
     seconds = time.perf_counter() - started
     table = None
     if layer_effects:  # the splice is cell 0, the empty row set; a cell's residuals read once, its lens run once

@@ -51,7 +51,8 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
                  suffix_ids: torch.Tensor, reference_ids, max_new_tokens: int = 24,
                  max_bytes: int = DEFAULT_MAX_BYTES,
                  progress: Callable[[int, int], None] | None = None,
-                 contexts: list[torch.Tensor | None] | None = None, hooks=None) -> list[CellAnswer]:
+                 contexts: list[torch.Tensor | None] | None = None, hooks=None,
+                 stop_at_newline: bool = True) -> list[CellAnswer]:
     """Repair each row set of `row_sets` over `base` and answer from it (see the module docstring).
 
     ids: the context's token ids [pos] (row sets index into it); suffix_ids: [suffix];
@@ -61,7 +62,8 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     serves as the reference is computed once;
     contexts: per row set, None or a context mask (bool [n]) its repaired rows are restricted to
     (`Cell.context`; the suffix and the answer always see every key); hooks: {name: fn}
-    (`engine.hooks`), run on every pass.
+    (`engine.hooks`), run on every pass; stop_at_newline: end an answer at its first line break and
+    score that line (`StopRule`), or decode on and score the whole answer.
     """
     n, n_suffix = base.n_positions, len(suffix_ids)
     row_sets = [check_positions(rows, n, f"row set {i}") for i, rows in enumerate(row_sets)]  # before any work
@@ -82,7 +84,7 @@ def answer_cells(model: LoadedModel, base: KVCache, ids: torch.Tensor, row_sets:
     cells = [Cell(torch.cat([rows.long().cpu(), tail]), torch.cat([ids.cpu()[rows.long().cpu()], tail_ids]),
                   context=context) for rows, context in zip(row_sets, contexts)]
     passes = run_cells(model, base, cells, max_bytes, progress, hooks)
-    rule = StopRule.of(model, max_new_tokens)
+    rule = StopRule.of(model, max_new_tokens, stop_at_newline)
     results, walks, known, seen = [], [], {}, {}  # seen (own): cell -> each decoded step's log-probs [vocab]
     for c, (rows, done) in enumerate(zip(row_sets, passes)):
         r = int(rows.numel())

@@ -1,0 +1,97 @@
+"""`stop_at_newline=False`: an answer decodes past its first line break and is scored whole (RULER's
+reading of a prediction), from the stopping rule through the engine's cells to a run's manifest."""
+
+import pytest
+import torch
+
+import workbench as wb
+
+from conftest import small_example, tiny_model
+from workbench.byte_tokenizer import byte_tokenizer
+from workbench.cli.main import build_parser
+from workbench.cli.run import sweep_config
+from workbench.diagnosis import DiagnoseConfig, diagnose
+from workbench.engine.answers import answer_cells
+from workbench.engine.decode import StopRule, Walk
+
+TOK = byte_tokenizer()
+(A, NL, B, C) = (TOK(t, add_special_tokens=False)["input_ids"][0] for t in ("A", "\n", "B", "C"))
+
+
+def test_the_rule_keeps_every_line_when_it_does_not_stop_at_a_newline():
+    walk = Walk()
+    for stop_at_newline, want in ((True, [A, NL]), (False, [A, NL, B, C])):
+        rule, walk = StopRule(TOK, frozenset({0}), max_new_tokens=4, stop_at_newline=stop_at_newline), Walk()
+        for token in (A, NL, B, C):
+            if not rule.push(walk, token):
+                break
+        assert walk.generated == want
+    assert rule.answer(walk).text == "A\nBC" and rule.answer(walk).raw == "A\nBC"
+    assert StopRule(TOK, frozenset({0})).answer(walk).text == "A"  # the first line, under the newline stop
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return wb.build_context(tiny_model("llama"), small_example())
+
+
+def scripted_unembed(ctx, script, only_pass=None):
+    """A hook_unembed that makes the row predicting answer token j pick `script[j]` (by its absolute
+    position: the suffix's last row predicts token 0), on passes named `only_pass` (every pass: None)."""
+    first = ctx.layout.n_tokens - 1  # the context, then the suffix: the last suffix row's position
+
+    def hook(logits, hook):
+        if only_pass is not None and hook.pass_name != only_pass:
+            return None
+        j = hook.positions - first  # [cell, row]
+        for k, token in enumerate(script):
+            logits[..., token] += 1e4 * (j == k).to(logits.dtype)
+        return logits
+    return {"hook_unembed": hook}
+
+
+@pytest.mark.parametrize("stop_at_newline, text, tokens", [(True, "A", (A, NL)), (False, "A\nBC", (A, NL, B, C))])
+def test_the_engines_cells_decode_past_the_line_break_when_asked(ctx, stop_at_newline, text, tokens):
+    (cell,) = answer_cells(ctx.model, ctx.spliced, ctx.layout.ids, [torch.empty(0, dtype=torch.long)],
+                           ctx.suffix_ids, None, 4, hooks=scripted_unembed(ctx, [A, NL, B, C]),
+                           stop_at_newline=stop_at_newline)
+    assert cell.answer.text == text and cell.answer.token_ids == tokens
+
+
+def test_a_diagnosis_asks_every_decode_for_its_stop_rule(ctx, monkeypatch):
+    import workbench.engine.answers as answers
+
+    seen, of = [], StopRule.of
+    monkeypatch.setattr(answers.StopRule, "of", classmethod(
+        lambda cls, model, max_new_tokens=24, stop_at_newline=True: seen.append(stop_at_newline) or
+        of(model, max_new_tokens, stop_at_newline)))
+    config = DiagnoseConfig.of(selectors=("none", "cacheblend"), budgets=(0.5,), attribution=False,
+                               max_new_tokens=3, stop_at_newline=False)
+    d = diagnose(ctx.model, ctx.example, config, ctx=ctx)
+    assert seen and not any(seen)  # dense's answer and the cells', every one without the newline stop
+    assert d.config.stop_at_newline is False and d.config.to_dict()["stop_at_newline"] is False
+
+
+@pytest.mark.parametrize("argv, want", [([], True), (["--no-stop-at-newline"], False), (["--stop-at-newline"], True)])
+def test_kvwb_run_records_the_answer_rule_in_its_manifest_only_when_it_differs(argv, want):
+    diagnose_config = sweep_config(build_parser().parse_args(["run", "--out", "x", *argv])).diagnose
+    assert diagnose_config.stop_at_newline is want
+    assert ("stop_at_newline" in diagnose_config.to_dict()) is (not want)  # earlier manifests read as written
+
+
+def test_both_rules_recompute_the_same_rows_and_differ_only_in_the_answers_they_score(ctx):
+    """The signals' decisions (CADENCE's answer, BCR's draft) do not follow the answer rule, so a record
+    scored whole is paired cell for cell with its first-line twin; here the cells' answers (a scripted
+    line break, through the hooks diagnose runs on every cell) are what differs."""
+    selectors, budgets = ("none", "cacheblend", "cadence-grad", "bcr", "coin:bcr"), (0.3, 0.6)
+    made = {rule: diagnose(ctx.model, ctx.example, DiagnoseConfig.of(
+        selectors=selectors, budgets=budgets, attribution=False, max_new_tokens=4, stop_at_newline=rule),
+        ctx=ctx, hooks=scripted_unembed(ctx, [A, NL, B, C], "cells"), progress=False) for rule in (True, False)}
+    first, whole = made[True], made[False]
+    for selector in selectors[1:]:
+        for b in budgets:
+            assert first.picks(selector, b) == whole.picks(selector, b), (selector, b)
+    answers = {rule: set(d.tables["outcomes"]["answer"]) for rule, d in made.items()}
+    assert answers == {True: {"A"}, False: {"A\nBC"}}
+    assert first.answers.spliced.text == "A" and whole.answers.spliced.text == "A\nBC"
+    assert first.answers.dense.text == whole.answers.dense.text.split("\n")[0]  # dense: unhooked, the model's own
