@@ -36,17 +36,7 @@ at02 = [c.replace("@auc", "@0.2") for c in named.values()]
 print(len(load_sweep(folder).examples), asked, ",".join(at02), named["A1"], named["B3"])
 EOF
 )
-label=""
-if [ "$done" -lt "$asked" ]; then
-  [ "${PARTIAL:-0}" = 1 ] || { echo "$run holds $done of its $asked examples: the families are read at n = $asked (PARTIAL=1 reads it labelled partial)" >&2; exit 1; }
-  label=" (PARTIAL: $done of $asked examples)"
-fi
-contrasts_only() {  # the contrasts' markdown alone (with --format csv they go to stderr, the table to stdout)
-  $KVWB "$@" --format csv 2>&1 >/dev/null
-}
-em_contrasts=()
-IFS=, read -ra list <<< "$at02"
-for c in "${list[@]}"; do em_contrasts+=(--contrast "$c"); done
+source docs/records/analyse-common.sh   # label, contrasts_only, em_contrasts
 
 out=$(mktemp)   # the readings are printed whole at the end, or not at all
 trap 'rm -f "$out"' EXIT

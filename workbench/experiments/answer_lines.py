@@ -1,0 +1,99 @@
+"""What a whole answer names that its first line does not, and whether two records repaired the same rows.
+
+A run made with `--no-stop-at-newline` keeps every answer whole (dense's, the splice's, each cell's).
+Its first line is what the default rule scores, so one record reads both ways, cell for cell:
+
+    first_line_table(run)     per selector x budget: `retrieved` of the first line and of the whole
+                              answer, and the share of cells whose whole answer names more of the gold
+    pairing(run, other)       the cells two records share, those whose repaired rows differ
+                              (`n_recomputed` or `evidence_recall`), and how often the first line of one
+                              record's answer is the other's answer
+
+A drawn selector's cells count each draw as its own cell. Scores are the example's own rule
+(`Example.retrieved`) of the stored text: a function of the text and the gold alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from workbench.errors import WorkbenchError
+from workbench.runstore.kinds import DIAGNOSES
+from workbench.runstore.loaders import SweepRun
+from workbench.tasks import Example
+
+CELL = ["example_id", "selector", "budget", "draw"]  # one repaired cache of one example
+ROWS = ["n_recomputed", "evidence_recall"]  # what says two cells repaired the same rows
+
+
+def first_line(text) -> str:
+    """The answer the default rule keeps: the first line, stripped (`StopRule.answer`)."""
+    return str(text).strip().split("\n")[0].strip()
+
+
+def whole_answers(run: SweepRun) -> bool:
+    """Whether `run` kept its answers whole (made with `--no-stop-at-newline`)."""
+    return run.manifest.args.get("diagnose", {}).get("stop_at_newline", True) is False
+
+
+def run_examples(run: SweepRun) -> dict[str, Example]:
+    """Each finished example of `run`, as its diagnosis.json keeps it."""
+    out = {}
+    for example_id, name in zip(run.examples["example_id"].astype(str), run.examples["folder"]):
+        path = run.folder / DIAGNOSES / str(name) / "diagnosis.json"
+        try:
+            out[example_id] = Example.from_dict(json.loads(path.read_text(encoding="utf-8"))["example"])
+        except (OSError, ValueError, KeyError) as err:
+            raise WorkbenchError(f"{path} is unreadable ({err}): the example's gold is read from it") from None
+    return out
+
+
+def first_line_scores(run: SweepRun) -> pd.DataFrame:
+    """The cells of a whole-answer run with `retrieved_first_line` (the first line's score) beside
+    `retrieved` (the whole answer's), and `more` (the whole answer names more of the gold); the
+    splice and dense as selectors "splice" and "dense" (budget NaN)."""
+    if not whole_answers(run):
+        raise WorkbenchError(f"{run.folder} scored first lines (made without --no-stop-at-newline): its "
+                             "answers end at their first line break, so there is no more of them to read")
+    examples = run_examples(run)
+    cells = run.outcomes[[*CELL, "answer", "retrieved"]].copy()
+    refs = [pd.DataFrame({"example_id": run.examples["example_id"].astype(str), "selector": who, "budget": np.nan,
+                          "draw": pd.NA, "answer": run.examples[f"{who}_answer"],
+                          "retrieved": run.examples[f"{who}_retrieved"]}) for who in ("dense", "spliced")]
+    table = pd.concat([cells.assign(example_id=cells["example_id"].astype(str)), *refs], ignore_index=True)
+    table["selector"] = table["selector"].replace({"spliced": "splice"})
+    table["retrieved_first_line"] = [examples[i].retrieved(first_line(a))
+                                     for i, a in zip(table["example_id"], table["answer"])]
+    table["more"] = table["retrieved"] > table["retrieved_first_line"]
+    return table
+
+
+def first_line_table(run: SweepRun) -> pd.DataFrame:
+    """Per selector and budget (a drawn selector's draws pooled): cells, mean `retrieved` of the
+    first line and of the whole answer, and the share of cells whose whole answer names more."""
+    table = first_line_scores(run)
+    grouped = table.groupby(["selector", "budget"], dropna=False, sort=False)
+    return grouped.agg(cells=("retrieved", "size"), retrieved_first_line=("retrieved_first_line", "mean"),
+                       retrieved_whole=("retrieved", "mean"), share_more=("more", "mean")).reset_index()
+
+
+def pairing(run: SweepRun, other: SweepRun) -> dict:
+    """The cells both records hold (`shared`), those whose repaired rows differ (`differ`, a table of
+    both records' `ROWS`), and the share of shared cells whose first line in `run` is `other`'s answer
+    (`same_first_line`; both records' answers read through `first_line`)."""
+    keys = [run.outcomes.assign(example_id=run.outcomes["example_id"].astype(str)),
+            other.outcomes.assign(example_id=other.outcomes["example_id"].astype(str))]
+    for k in keys:
+        k["draw"] = k["draw"].fillna(-1).astype(int)  # an undrawn cell's draw is missing: -1 joins it
+    both = keys[0][[*CELL, *ROWS, "answer"]].merge(keys[1][[*CELL, *ROWS, "answer"]], on=CELL,
+                                                   suffixes=("", "_other"))
+    same = pd.Series(True, index=both.index)
+    for column in ROWS:
+        a, b = both[column], both[f"{column}_other"]
+        same &= (a == b) | (a.isna() & b.isna())
+    lines = [first_line(a) == first_line(b) for a, b in zip(both["answer"], both["answer_other"])]
+    return {"shared": len(both), "differ": both.loc[~same, [*CELL, *ROWS, *(f"{c}_other" for c in ROWS)]],
+            "same_first_line": float(np.mean(lines)) if lines else float("nan")}
