@@ -14,7 +14,7 @@ from workbench import plots
 from workbench.app_api import (
     CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, cell_anatomy,
     family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
-    tokens_to_target,
+    tokens_to_target, whole_answers,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.curves import SPEND_TOLERANCE, off_budget
@@ -110,7 +110,9 @@ st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain(manifest.model
             f"{ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}"
             + (f" · dense retrieved {ex['dense_retrieved'].mean():.3f}, splice retrieved "
                f"{ex['spliced_retrieved'].mean():.3f}, splice ran on past dense's {ex['spliced_ran_on'].mean():.0%}"
-               if "dense_retrieved" in ex else ""))
+               if "dense_retrieved" in ex else "")
+            + (" · answers scored whole (made with `--no-stop-at-newline`: decoded past the first line break, "
+               "as RULER reads a prediction)" if whole_answers(sweep) else ""))
 anatomy = anatomy_sentence(splice_anatomy(ex), hint=False)
 if anatomy:
     (st.warning if "Most of this EM gap" in anatomy else st.caption)(

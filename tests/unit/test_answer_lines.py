@@ -118,3 +118,14 @@ def test_the_analysis_script_checks_the_pairing_first_then_reads_every_section(r
     refused = subprocess.run(["bash", str(script), str(whole), str(broken)], capture_output=True, text=True,
                              env=env, timeout=600)
     assert refused.returncode == 1 and refused.stdout == "" and "the pairing is broken" in refused.stderr
+
+
+def test_the_summary_says_a_run_scored_whole_answers_and_only_then(runs, capsys):
+    from workbench.cli.main import main as kvwb
+
+    for rule in (False, True):
+        assert kvwb(["summary", str(runs[rule].folder)]) == 0
+        head, *rest = capsys.readouterr().out.splitlines()
+        assert ("answers scored whole (--no-stop-at-newline" in head) is (not rule)
+        flips = next(line for line in rest if line.startswith("flips:"))
+        assert ("(the whole answer differs" in flips) is (not rule) and ("(the first line differs" in flips) is rule

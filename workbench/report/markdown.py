@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from workbench.experiments.answer_lines import whole_answers
 from workbench.experiments.behind import behind_sentence
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.summary import attribution_table, run_caveats
@@ -30,11 +31,13 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     """A sweep's summary (`experiments.summary.summarize`) as a markdown report: header facts,
     the main table, the rows-to-target table, and the attribution check when the run has it."""
     ex = run.examples
-    unfinished = unfinished_note(run)
+    unfinished, whole = unfinished_note(run), whole_answers(run)
     lines = [
         (f"run {run.folder}: {len(ex)}{f' of {run.manifest.n}' if unfinished and run.manifest.n else ''} examples ({run.n_failed} "
          f"failed){f'; {unfinished}' if unfinished else ''}, model {run.manifest.model_name}, "
-         f"data set {run.manifest.dataset}"),
+         f"data set {run.manifest.dataset}"
+         + ("; answers scored whole (--no-stop-at-newline: decoded past the first line break, as RULER reads "
+            "a prediction)" if whole else "")),
         (f"dense EM {ex['dense_em'].mean():.3f}, splice EM {ex['spliced_em'].mean():.3f}, "
          f"splice flips against dense on {int(ex['splice_flip'].sum())} of {len(ex)}"
          + (f"; answer contained: dense {ex['dense_contains'].mean():.3f}, splice {ex['spliced_contains'].mean():.3f}"
@@ -65,8 +68,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     lines.append(markdown_table(shown[[c for c in columns if c in shown.columns]]))
     gap, tested = ("EM", "exact match") if measure == "em" else (measure, measure)
     drawn = table.loc[table["draws"] > 1, "selector"].unique() if "draws" in table else []
-    lines += ["", "flips: the share of outputs changed against dense (the first line differs after SQuAD "
-              "normalisation; it needs no gold); beside it, graded: f1_to_dense (token F1 to the dense answer) and "
+    lines += ["", f"flips: the share of outputs changed against dense (the {'whole answer' if whole else 'first line'} "
+              "differs after SQuAD normalisation; it needs no gold); beside it, graded: f1_to_dense (token F1 to the dense answer) and "
               "first_token_agree (the first answer token is dense's). "
               "em, f1 and contains score against gold (contains: an accepted answer appears in the answer). "
               f"gap_recovered: the share of the dense-vs-splice {gap} gap closed, with a paired bootstrap interval "

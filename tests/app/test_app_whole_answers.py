@@ -1,0 +1,30 @@
+"""Budget curves says when a run scored its answers whole (`--no-stop-at-newline`), and only then."""
+
+from __future__ import annotations
+
+import pytest
+
+from apptest import ok, open_page
+from workbench.diagnosis import DiagnoseConfig
+from workbench.experiments.sweep import SweepConfig, run_sweep
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_llama):
+    root = tmp_path_factory.mktemp("whole") / "runs"
+    for name, rule in (("whole", False), ("first", True)):
+        config = SweepConfig(dataset="synthetic", n=2, diagnose=DiagnoseConfig(
+            selectors=("none", "full", "cacheblend"), budgets=(0.2, 0.5), max_new_tokens=3, attribution=False,
+            stop_at_newline=rule))
+        run_sweep(tiny_llama, config, root / name, progress=False)
+    return root
+
+
+@pytest.mark.parametrize("name, said", [("whole", True), ("first", False)])
+def test_budget_curves_names_the_answer_rule_of_a_whole_answer_run(runs, monkeypatch, name, said):
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    at = open_page("views/curves.py")
+    at.selectbox(key="curves_run").set_value(name).run()
+    ok(at)
+    header = [m.value for m in at.markdown if m.value.startswith(f"{name}:")]
+    assert len(header) == 1 and ("answers scored whole" in header[0]) is said
