@@ -129,11 +129,13 @@ class Context:
         """The greedy answer (first line) the receiver gives from `cache`."""
         return self.generate(cache, max_new_tokens, hooks).text
 
-    def generate(self, cache: KVCache, max_new_tokens: int = 24, hooks=None) -> decode.Answer:
+    def generate(self, cache: KVCache, max_new_tokens: int = 24, hooks=None,
+                 stop_at_newline: bool = True) -> decode.Answer:
         """The greedy `Answer`, with its token ids: the question through the engine, then its
-        decode. `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`) run on the question's
-        rows (the final points on its last row) and on every decode step."""
-        return decode.greedy_answer(self.model, cache, self.suffix_ids, max_new_tokens, hooks=hooks)
+        decode (ended at its first line break, or, `stop_at_newline=False`, decoded on and kept whole).
+        `hooks` ({name: fn} or [(name or filter, fn)], `engine.hooks`) run on the question's rows (the
+        final points on its last row) and on every decode step."""
+        return decode.greedy_answer(self.model, cache, self.suffix_ids, max_new_tokens, stop_at_newline, hooks=hooks)
 
     def teacher_forced(self, cache: KVCache, answer_ids, hooks=None) -> decode.TeacherForced:
         """Log-probability of `answer_ids` under `cache` and whether greedy would reproduce them: one

@@ -95,3 +95,30 @@ def test_both_rules_recompute_the_same_rows_and_differ_only_in_the_answers_they_
     assert answers == {True: {"A"}, False: {"A\nBC"}}
     assert first.answers.spliced.text == "A" and whole.answers.spliced.text == "A\nBC"
     assert first.answers.dense.text == whole.answers.dense.text.split("\n")[0]  # dense: unhooked, the model's own
+
+
+def test_answerability_reads_whole_answers_whose_first_lines_are_the_default_answers(tmp_path):
+    from workbench.experiments.answer_lines import first_line
+    from workbench.experiments.answerability import answerability
+
+    model = tiny_model("llama")  # its own: its unembedding is edited below
+    before = answerability(model, "synthetic", 3, max_new_tokens=8, progress=False)
+    third = TOK(before["dense_answer"][0], add_special_tokens=False)["input_ids"][2]
+    with torch.no_grad():  # a line break wherever that token would win: answers that go on past a newline
+        weight = model.hf.get_output_embeddings().weight
+        weight[NL] = weight[third] * 1.05
+    first, whole = (answerability(model, "synthetic", 3, max_new_tokens=8, progress=False, stop_at_newline=rule,
+                                  checkpoint=tmp_path / f"{rule}.jsonl") for rule in (True, False))
+    assert any("\n" in a for a in whole["dense_answer"]) and not any("\n" in a for a in first["dense_answer"])
+    for side in ("dense", "spliced"):
+        assert [first_line(a) for a in whole[f"{side}_answer"]] == list(first[f"{side}_answer"])
+        assert (whole[f"{side}_answer_tokens"] >= first[f"{side}_answer_tokens"]).all()
+    assert (whole["dense_answer_tokens"] > first["dense_answer_tokens"]).any()
+    with pytest.raises(wb.WorkbenchError, match="another command"):  # a checkpoint keeps its rule
+        answerability(model, "synthetic", 3, max_new_tokens=8, progress=False, checkpoint=tmp_path / "False.jsonl")
+
+
+def test_kvwb_answerability_and_diagnose_take_the_answer_rule():
+    for command in ("answerability", "diagnose"):
+        assert build_parser().parse_args([command]).stop_at_newline is True
+        assert build_parser().parse_args([command, "--no-stop-at-newline"]).stop_at_newline is False

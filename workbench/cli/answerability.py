@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.cli.common import (
-    add_dataset_argument, add_dataset_options, add_model_options, answer_limit, dataset_options, example_count,
+    add_answer_rule_option, add_dataset_argument, add_dataset_options, add_model_options, answer_limit, dataset_options, example_count,
     load_model, printable, say, warnings_as_lines,
 )
 
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     add_dataset_argument(p)
     p.add_argument("--n", type=example_count, default=30, help="examples to answer (default 30)")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy answer limit (default 24)")
+    add_answer_rule_option(p)
     p.add_argument("--csv", default=None, help="also write the per-example table to this .csv file (never inside "
                                               "a run folder); each finished example is kept in CSV.partial.jsonl "
                                               "until then, and the same command resumes from it")
@@ -57,10 +58,11 @@ def command(args) -> int:
     if checkpoint is not None and checkpoint.is_file():
         say(f"resuming from {printable(checkpoint)}")
     with warnings_as_lines():  # an answer limit shorter than the golds need: one `kvwb: warning:` line
-        table = answerability(model, args.dataset, args.n, args.max_new_tokens, checkpoint=checkpoint, **options)
+        table = answerability(model, args.dataset, args.n, args.max_new_tokens, checkpoint=checkpoint,
+                              stop_at_newline=args.stop_at_newline, **options)
     s = answerability_summary(table)
     say(f"{printable(args.dataset)} {printable(str(options or ''))}: n = {s['n']}, median {s['median_tokens']:.0f} "
-        f"tokens; the splice changes the output on {s['flips']:.0%} and runs on past dense's answer on "
+        f"tokens{'' if args.stop_at_newline else ', answers scored whole'}; the splice changes the output on {s['flips']:.0%} and runs on past dense's answer on "
         f"{s['ran_on']:.0%}")
     for measure, label in (("em", "EM"), ("retrieved", "retrieved")):
         say("  " + summary_line(answerability_summary(table, measure), label))

@@ -209,6 +209,11 @@ def add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--densedev-norm", choices=["none", "layer"], default="none",
                    help="densedev: 'none', the raw sum over layers of ||dK||^2 + ||dV||^2 (CADENCE's DenseDev; "
                         "default), or 'layer': each layer's over the square of its mean dense row norm (K and V apart)")
+    add_answer_rule_option(p)
+
+
+def add_answer_rule_option(p: argparse.ArgumentParser) -> None:
+    """--stop-at-newline / --no-stop-at-newline: which part of an answer is decoded and scored."""
     p.add_argument("--stop-at-newline", action=argparse.BooleanOptionalAction, default=True,
                    help="end every answer (dense's, the splice's, each cell's) at its first line break and score "
                         "that line (default); --no-stop-at-newline decodes on to --max-new-tokens or an end of turn "

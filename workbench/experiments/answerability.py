@@ -33,12 +33,13 @@ from workbench.tasks import is_flip, load_dataset
 
 
 def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int = 24, progress: bool = True,
-                  checkpoint: str | Path | None = None, **options) -> pd.DataFrame:
+                  checkpoint: str | Path | None = None, stop_at_newline: bool = True, **options) -> pd.DataFrame:
     """One row per example: its length, the dense and spliced answers, their EM / F1 / contains (as the
     example's scoring reads them), retrieval measure and length in tokens, whether the splice changed
     the output and whether its answer ran on past dense's. `checkpoint` (a JSON-lines file): each
     finished row is appended to it, and a call with the same arguments reads the rows it holds back
-    instead of answering those examples again (`Checkpoint`); the table is the same either way."""
+    instead of answering those examples again (`Checkpoint`); the table is the same either way.
+    `stop_at_newline=False`: each answer decoded past its first line break and scored whole (`StopRule`)."""
     examples = load_dataset(dataset, n=n, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)
     needed = [gold_tokens(example, model.tokenizer) for example in examples]
     cut = sum(k > max_new_tokens for k in needed)
@@ -48,7 +49,8 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
                       f"--max-new-tokens", WorkbenchWarning, stacklevel=2)
     held = Checkpoint(checkpoint, {"dataset": dataset, "n": n, "max_new_tokens": max_new_tokens,
                                    "options": {k: str(v) for k, v in sorted(options.items())},
-                                   "model": model.describe()}) if checkpoint is not None else None
+                                   "model": model.describe(), **({} if stop_at_newline else {"stop_at_newline": False})}
+                      ) if checkpoint is not None else None
     done = held.rows() if held is not None else {}
     rows = []
     for example in tqdm(examples, desc=f"{dataset}: dense and splice", disable=not progress):
@@ -58,7 +60,7 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
         ctx = build_context(model, example)
         row = {"example_id": example.id, "n_tokens": ctx.layout.n_tokens}
         for name, cache in (("dense", ctx.dense), ("spliced", ctx.spliced)):
-            answer = ctx.generate(cache, max_new_tokens=max_new_tokens)
+            answer = ctx.generate(cache, max_new_tokens=max_new_tokens, stop_at_newline=stop_at_newline)
             em, f1, contains = example.score(answer.text)
             row |= {f"{name}_answer": answer.text, f"{name}_em": em, f"{name}_f1": f1, f"{name}_contains": contains,
                     f"{name}_retrieved": example.retrieved(answer.text), f"{name}_answer_tokens": len(answer.token_ids)}
