@@ -102,8 +102,9 @@ def open_run(folder: str | Path, kind: str) -> SweepRun | CurveRun | PipelineRun
 
 def make_command(kind: str, root: str | Path | None = None) -> str:
     """An example command that makes a run of `kind`, its folders under `root` (default: runs/)."""
-    command = KINDS[kind].make if kind in KINDS else "kvwb ..."
-    return command if root is None else command.replace(" runs/", f" {shlex.quote(str(root))}/")
+    if kind not in KINDS:
+        return "kvwb ..."
+    return KINDS[kind].command() if root is None else KINDS[kind].command(shlex.quote(str(root)))
 
 
 def save_diagnosis(out: Path, diagnosis: Diagnosis, model: LoadedModel) -> Path:

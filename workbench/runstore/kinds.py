@@ -36,7 +36,11 @@ class RunKind:
     name: str
     files: tuple[str, ...]  # required, relative to the run folder
     columns: dict[str, tuple[str, ...]]  # parquet file -> required columns
-    make: str  # an example command that writes one
+    make: str  # an example command that writes one, its folders under "{root}" (`command`)
+
+    def command(self, root: str = "runs") -> str:
+        """The example command with its folders under `root` (quoted by the caller where it needs it)."""
+        return self.make.format(root=root)
 
     def problems(self, folder: Path) -> list[str]:
         """What the folder lacks (files, columns), in words; empty when complete."""
@@ -45,7 +49,7 @@ class RunKind:
         out = []
         missing = [name for name in self.files if not (folder / name).exists()]
         if missing:
-            out.append(f"missing {', '.join(missing)} (re-run `{self.make}` with the same arguments to finish it)")
+            out.append(f"missing {', '.join(missing)} (re-run `{self.command()}` with the same arguments to finish it)")
         for name, needed in self.columns.items():
             path = folder / name
             if not path.is_file():
@@ -73,18 +77,18 @@ FIDELITY_TABLES = ("conditions", "anchors", "augmentation", "thresholds", "answe
 KINDS: dict[str, RunKind] = {kind.name: kind for kind in (
     RunKind("sweep", ("examples.parquet", "outcomes.parquet", DIAGNOSES),
             {"outcomes.parquet": OUTCOME_COLUMNS, "examples.parquet": EXAMPLE_COLUMNS},
-            "kvwb run --n 12 --out runs/NAME"),
+            "kvwb run --n 12 --out {root}/NAME"),
     RunKind("curve", ("curve.parquet", "summary.parquet"),
             {"summary.parquet": ("unit", "informed_error", "random_error", "unrepaired_error", "budget_share")},
-            "kvwb curve --tokens 512 --prompts 3 --out runs/NAME"),
+            "kvwb curve --tokens 512 --prompts 3 --out {root}/NAME"),
     RunKind("fidelity", tuple(f"{t}.parquet" for t in FIDELITY_TABLES if t != "thresholds"), {},
-            "kvwb fidelity --n 40 --out runs/NAME"),
+            "kvwb fidelity --n 40 --out {root}/NAME"),
     RunKind("diagnosis", ("diagnosis.json", *(f"{t}.parquet" for t in DIAGNOSIS_TABLES)), {},
-            "kvwb diagnose --example synthetic#3 --out runs/NAME"),
-    RunKind("report", ("index.html",), {}, "kvwb report runs/RUN --all --out runs/NAME"),
+            "kvwb diagnose --example synthetic#3 --out {root}/NAME"),
+    RunKind("report", ("index.html",), {}, "kvwb report {root}/RUN --all --out {root}/NAME"),
     RunKind("pipeline", ("requests.parquet", "calls.parquet", "requests"),
             {"requests.parquet": PIPELINE_REQUEST_COLUMNS, "calls.parquet": PIPELINE_CALL_COLUMNS},
-            "kvwb pipeline --agents 3 --n 12 --out runs/NAME"),
+            "kvwb pipeline --agents 3 --n 12 --out {root}/NAME"),
 )}
 
 
