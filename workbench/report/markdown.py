@@ -82,7 +82,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
               + (f"{', '.join(drawn)}: the mean over {int(table['draws'].max())} draws per example, its intervals "
                  "bootstrapped over examples and its tests exact sign-flip tests on those means (no b/c: they "
                  "belong to one draw; `kvwb summary --contrast` gives each draw's)." if len(drawn) else ""),
-              "", markdown_table(targets)]
+              "", markdown_table(targets.astype(object).where(targets.notna(), "not reached")),
+              "rows_to_*: 'not reached' where no budget of the run reaches the target."]
     cells = cell_anatomy(run.outcomes, ex)
     if not cells.empty:
         lines += ["", "What each answer's lost exact matches are (against dense, per budget): lost: lost the gold / "
