@@ -21,10 +21,11 @@ def example_fields(example: Example, example_id: str) -> dict:
 
 
 def open_in_live(d: Diagnosis) -> None:
-    """Live with `d`'s example, selectors, budgets and answer length in its fields (no run yet)."""
+    """Live with `d`'s example, selectors, budgets, answer length and answer rule in its fields (no run yet)."""
     st.session_state.update(example_fields(d.example, d.example_id),
                             live_selectors=list(d.config.selectors),
                             live_budgets=", ".join(f"{b:g}" for b in d.config.budgets),
-                            live_max_new=int(d.config.max_new_tokens), live_opened_from=d.example_id)
+                            live_max_new=int(d.config.max_new_tokens), live_whole=not d.config.stop_at_newline,
+                            live_opened_from=d.example_id)
     st.session_state.pop("live_diagnosis", None)  # the fields changed: an older result would mislead
     st.switch_page(PAGES["live"].path)

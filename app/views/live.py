@@ -97,7 +97,8 @@ def read_config() -> DiagnoseConfig | None:
         specs = parse_selectors(list(st.session_state.get("live_selectors") or []))
         return DiagnoseConfig(selectors=tuple(s.label for s in specs), budgets=budgets,
                               max_new_tokens=int(st.session_state.get("live_max_new", 16)),
-                              attribution=bool(st.session_state.get("live_attribution"))).checked()
+                              attribution=bool(st.session_state.get("live_attribution")),
+                              stop_at_newline=not st.session_state.get("live_whole", False)).checked()
     except WorkbenchError as err:
         st.warning("Choose at least one selector." if "no selectors" in str(err) else plain(err))
         return None
@@ -130,7 +131,7 @@ ASKED, USED = "live_asked", "live_used"  # the field values the run in flight / 
 FIELDS = {"model_spec": "model", "live_passages": "passages", "live_question": "question",
           "live_gold": "accepted answers", "live_system": "system prompt", "live_lead": "answer lead",
           "live_all": "every answer must be named", "live_selectors": "selectors", "live_budgets": "budgets",
-          "live_max_new": "answer tokens", "live_attribution": "attribution check"}
+          "live_max_new": "answer tokens", "live_whole": "answers scored whole", "live_attribution": "attribution check"}
 
 
 def field_values() -> dict:
@@ -292,7 +293,11 @@ with st.container(border=True):
     s2, s3 = st.columns([3, 1])
     s2.text_input("Budgets (fractions of the candidate rows, passages after the first, comma-separated)", value="0.1, 0.3", key="live_budgets")
     s3.number_input("Answer tokens", min_value=1, max_value=128, value=16, key="live_max_new")
-    st.checkbox("Also run the attribution check (3 x 64 patched forwards: slower)", key="live_attribution")
+    c1, c2 = st.columns(2)
+    c1.checkbox("Score the whole answer (decode past its first line break, as RULER does)", key="live_whole",
+                help="By default an answer ends at its first line break and that line is scored; a model that "
+                     "writes ':' and then a list on the next lines scores nothing so (kvwb --no-stop-at-newline).")
+    c2.checkbox("Also run the attribution check (3 x 64 patched forwards: slower)", key="live_attribution")
     b1, b2 = st.columns([1, 4])
     run_clicked = b1.button("Run diagnosis", type="primary", key="live_run", disabled=busy)
     if busy:

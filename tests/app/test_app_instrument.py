@@ -117,6 +117,7 @@ def test_open_in_live_fills_the_fields_with_the_example(world):
     assert at.text_input(key="live_question").value == d.example.question
     assert at.multiselect(key="live_selectors").value == list(d.config.selectors)
     assert at.text_input(key="live_budgets").value == ", ".join(f"{b:g}" for b in d.config.budgets)
+    assert at.checkbox(key="live_whole").value is False  # the record's answer rule: its first lines
     assert "example q2 from the explorer is in the fields" in unescape(texts(at))
 
 

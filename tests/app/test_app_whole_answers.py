@@ -28,3 +28,21 @@ def test_budget_curves_names_the_answer_rule_of_a_whole_answer_run(runs, monkeyp
     ok(at)
     header = [m.value for m in at.markdown if m.value.startswith(f"{name}:")]
     assert len(header) == 1 and ("answers scored whole" in header[0]) is said
+
+
+def test_open_in_live_keeps_a_whole_answer_records_rule(runs, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from apptest import HOME, TIMEOUT
+    from workbench.runstore import load_sweep
+
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    example = load_sweep(runs / "whole").example_ids[0]
+    at = AppTest.from_file(str(HOME), default_timeout=TIMEOUT)
+    at.query_params.update(run="whole", example=example)
+    at.run()
+    at.switch_page("views/explorer.py").run()
+    ok(at)
+    at.button(key="explorer_to_live").click().run()
+    ok(at)
+    assert at.checkbox(key="live_whole").value is True

@@ -76,7 +76,13 @@ def test_a_first_line_run_is_refused_with_the_reason(runs):
 def test_two_records_of_one_data_set_pair_cell_for_cell_and_a_changed_row_count_is_named(runs):
     paired = pairing(runs[False], runs[True])
     n_cells = 2 * 5 * len(BUDGETS)  # examples x (none, full, cacheblend and two coin draws) x budgets
-    assert paired["shared"] == n_cells and paired["differ"].empty and paired["same_first_line"] == 1.0
+    assert paired["shared"] == paired["expected"] == n_cells and paired["differ"].empty
+    assert paired["same_first_line"] == 1.0
+    fewer = runs[True].outcomes[runs[True].outcomes["selector"] != "full"]  # a cell the other lacks is not expected
+    other = type(runs[True])(runs[True].folder, runs[True].manifest, runs[True].examples, fewer)
+    assert pairing(runs[False], other)["expected"] == pairing(runs[False], other)["shared"] == n_cells * 4 // 5
+    keys = fewer.assign(example_id=fewer["example_id"].astype(str) + "x")  # ids that do not join: none expected
+    assert pairing(runs[False], type(other)(other.folder, other.manifest, other.examples, keys))["expected"] == 0
     changed = runs[True].outcomes.copy()
     changed.loc[(changed["selector"] == "cacheblend") & (changed["budget"] == 0.5), "n_recomputed"] += 1
     other = type(runs[True])(runs[True].folder, runs[True].manifest, runs[True].examples, changed)
@@ -107,8 +113,9 @@ def test_the_analysis_script_checks_the_pairing_first_then_reads_every_section(r
     assert done.returncode == 0, done.stderr
     heads = [done.stdout.index(f"## {k}.") for k in range(7)]
     assert heads == sorted(heads)
-    assert "shared cells: 20; cells whose rows differ: 0; share whose first line here is the other record's answer: 1.0000" \
-        in done.stdout
+    assert ("shared cells: 20 of the 20 expected; cells whose rows differ: 0; share whose first line here is the "
+            "other record's answer: 1.0000") in done.stdout
+    assert "Family A (A1), pre-registered" in done.stdout[heads[1]:heads[2]]
     assert "'A\\nBC'" in done.stdout[heads[6]:]  # the whole answers, as decoded
     broken = tmp_path / "broken"
     shutil.copytree(runs[True].folder, broken)
@@ -118,6 +125,18 @@ def test_the_analysis_script_checks_the_pairing_first_then_reads_every_section(r
     refused = subprocess.run(["bash", str(script), str(whole), str(broken)], capture_output=True, text=True,
                              env=env, timeout=600)
     assert refused.returncode == 1 and refused.stdout == "" and "the pairing is broken" in refused.stderr
+    assert "cells whose rows differ: 4" in refused.stderr and "| e0 | cacheblend |" in refused.stderr  # the cells
+    manifest = json.loads((whole / "manifest.json").read_text())
+    (whole / "manifest.json").write_text(json.dumps({**manifest, "args": {**manifest["args"], "n": 200}}))
+    assert subprocess.run(["bash", str(script), str(whole), str(first)], capture_output=True, text=True, env=env,
+                          timeout=600).returncode == 1  # short of its n: refused
+    partial = subprocess.run(["bash", str(script), str(whole), str(first)], capture_output=True, text=True,
+                             env={**env, "PARTIAL": "1"}, timeout=600)
+    assert partial.returncode == 0, partial.stderr
+    lines = partial.stdout
+    assert "(PARTIAL: 2 of 200 examples)" in lines.splitlines()[0]
+    assert "pre-registered" not in lines[lines.index("## 1."):lines.index("## 2.")]  # no family tested
+    assert "(not tested on a partial run)" in lines[lines.index("## 4."):]
 
 
 def test_the_summary_says_a_run_scored_whole_answers_and_only_then(runs, capsys):

@@ -86,7 +86,7 @@ def test_both_rules_recompute_the_same_rows_and_differ_only_in_the_answers_they_
     selectors, budgets = ("none", "cacheblend", "cadence-grad", "bcr", "coin:bcr"), (0.3, 0.6)
     made = {rule: diagnose(ctx.model, ctx.example, DiagnoseConfig.of(
         selectors=selectors, budgets=budgets, attribution=False, max_new_tokens=4, stop_at_newline=rule),
-        ctx=ctx, hooks=scripted_unembed(ctx, [A, NL, B, C], "cells"), progress=False) for rule in (True, False)}
+        ctx=ctx, hooks=scripted_unembed(ctx, [A, NL, B, C]), progress=False) for rule in (True, False)}
     first, whole = made[True], made[False]
     for selector in selectors[1:]:
         for b in budgets:

@@ -1,7 +1,8 @@
 """Graded outcomes of a repaired cell against the dense answer, beside the binary flip.
 
-A flip says only that the first line of the answer changed; these say by how much the receiver's
-decision moved (all against the dense cache's own answer, no gold needed):
+A flip says only that the scored answer (its first line, or all of it under `stop_at_newline=False`)
+changed; these say by how much the receiver's decision moved (all against the dense cache's own
+answer, no gold needed):
 
     dense_logprob_mean  mean log-probability per token of the dense answer, teacher-forced
     first_token_agree   the greedy first answer token is dense's

@@ -5,7 +5,7 @@ Its first line is what the default rule scores, so one record reads both ways, c
 
     first_line_table(run)     per selector x budget: `retrieved` of the first line and of the whole
                               answer, and the share of cells whose whole answer names more of the gold
-    pairing(run, other)       the cells two records share, those whose repaired rows differ
+    pairing(run, other)       the cells two records share (against those they should), those whose repaired rows differ
                               (`n_recomputed` or `evidence_recall`), and how often the first line of one
                               record's answer is the other's answer
 
@@ -81,19 +81,23 @@ def first_line_table(run: SweepRun) -> pd.DataFrame:
 
 
 def pairing(run: SweepRun, other: SweepRun) -> dict:
-    """The cells both records hold (`shared`), those whose repaired rows differ (`differ`, a table of
-    both records' `ROWS`), and the share of shared cells whose first line in `run` is `other`'s answer
-    (`same_first_line`; both records' answers read through `first_line`)."""
+    """The cells both records hold (`shared`) against those they should share (`expected`: `run`'s
+    cells of the examples and selectors `other` holds too: fewer shared means keys that did not
+    join), those whose repaired rows differ (`differ`, a table of both records' `ROWS`), and the
+    share of shared cells whose first line in `run` is `other`'s answer (`same_first_line`; both
+    records' answers read through `first_line`)."""
     keys = [run.outcomes.assign(example_id=run.outcomes["example_id"].astype(str)),
             other.outcomes.assign(example_id=other.outcomes["example_id"].astype(str))]
     for k in keys:
         k["draw"] = k["draw"].fillna(-1).astype(int)  # an undrawn cell's draw is missing: -1 joins it
     both = keys[0][[*CELL, *ROWS, "answer"]].merge(keys[1][[*CELL, *ROWS, "answer"]], on=CELL,
                                                    suffixes=("", "_other"))
+    expected = int((keys[0]["example_id"].isin(set(keys[1]["example_id"]))
+                    & keys[0]["selector"].isin(set(keys[1]["selector"]))).sum())
     same = pd.Series(True, index=both.index)
     for column in ROWS:
         a, b = both[column], both[f"{column}_other"]
         same &= (a == b) | (a.isna() & b.isna())
     lines = [first_line(a) == first_line(b) for a, b in zip(both["answer"], both["answer_other"])]
-    return {"shared": len(both), "differ": both.loc[~same, [*CELL, *ROWS, *(f"{c}_other" for c in ROWS)]],
+    return {"shared": len(both), "expected": expected, "differ": both.loc[~same, [*CELL, *ROWS, *(f"{c}_other" for c in ROWS)]],
             "same_first_line": float(np.mean(lines)) if lines else float("nan")}

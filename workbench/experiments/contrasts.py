@@ -48,7 +48,7 @@ class Measure:
 
 
 MEASURES = {m.name: m for m in (
-    Measure("flip", "flip", True, False, "output changed against dense (first line, SQuAD-normalised)"),
+    Measure("flip", "flip", True, False, "output changed against dense (the scored answer, SQuAD-normalised)"),
     Measure("em", "em", True, True, "exact match with a gold answer"),
     Measure("contains", "contains", True, True, "a gold answer occurs in the output as whole words"),
     Measure("first_token", "first_token_agree", True, True, "the first answer token is dense's"),
