@@ -148,3 +148,15 @@ def test_the_summary_says_a_run_scored_whole_answers_and_only_then(runs, capsys)
         assert ("answers scored whole (--no-stop-at-newline" in head) is (not rule)
         flips = next(line for line in rest if line.startswith("flips:"))
         assert ("(the whole answer differs" in flips) is (not rule) and ("(the first line differs" in flips) is rule
+
+
+def test_against_a_run_of_the_other_answer_rule_says_so(runs, capsys):
+    from workbench.cli.main import main as kvwb
+
+    assert kvwb(["summary", str(runs[False].folder), "--contrast", "cacheblend:coin@auc",
+                 "--against", str(runs[True].folder)]) == 0
+    err = capsys.readouterr().err
+    assert f"this run scores whole answers and --against {runs[True].folder} scores first lines" in err
+    assert kvwb(["summary", str(runs[True].folder), "--contrast", "cacheblend:coin@auc",
+                 "--against", str(runs[False].folder)]) == 0  # the other way round
+    assert f"this run scores first lines and --against {runs[False].folder} scores whole answers" in capsys.readouterr().err

@@ -166,11 +166,17 @@ def against_run(run, folder):
     that share examples (the same id, question and gold) under other settings (two models on one data
     set) are compared, with a note that the test takes them as independent (PROTOCOLS, "Across
     settings")."""
+    from workbench.experiments.answer_lines import whole_answers
     from workbench.runstore import identity_differences, load_sweep
 
     if Path(folder).resolve() == Path(run.folder).resolve():
         raise WorkbenchError(f"--against {folder} is the run itself: give a run of another setting")
     other = load_sweep(folder)
+    rules = [whole_answers(r) for r in (run, other)]
+    if rules[0] != rules[1]:
+        said = ["whole answers" if whole else "first lines" for whole in rules]
+        _say_on_stderr(f"note: this run scores {said[0]} and --against {folder} scores {said[1]}: the test compares "
+                       "two answer rules (--no-stop-at-newline) as well as two settings")
     shared = _example_keys(run) & _example_keys(other)
     if not shared:
         return other
