@@ -7,8 +7,7 @@ decoder runs this loop: the cells' answers (`engine.answers`), a cache's answer
 draft (`signals.attention`). HF's modules step nothing: they are the tests' oracle.
 
 The rule: an end-of-turn token stops (and is not kept); a newline in the answer ends it (when
-`stop_at_newline`); `max_new_tokens` tokens end it. The answer's text is its first line under the
-newline stop, and all it decoded (stripped) without it: the whole answer, as RULER scores it.
+`stop_at_newline`: the text scored is its first line, else all of it); `max_new_tokens` tokens end it.
 
 Steps: each cell's known rows (repair, suffix, answer so far) sit in preallocated buffers
 `[layer, cell, kv_head, capacity, d_head]`; a step runs one new row per cell through the layer
@@ -51,8 +50,7 @@ _capture_failed: list[str] = []  # why the first failed capture failed; no later
 
 @dataclass(frozen=True)
 class Answer:
-    """A greedy answer. `text`: what is scored, the first line stripped (or, where the rule did not stop
-    at a newline, all of it stripped); `raw` all that was decoded."""
+    """A greedy answer. `text`: what is scored (the first line, or all of it: `StopRule`), stripped; `raw` all."""
 
     text: str
     raw: str
@@ -103,9 +101,8 @@ class StopRule:
 
     def answer(self, walk: Walk) -> Answer:
         raw = self.tokenizer.decode(walk.generated)
-        text = raw.strip().split("\n")[0].strip() if self.stop_at_newline else raw.strip()
-        return Answer(text=text, raw=raw, token_ids=tuple(walk.generated),
-                      stopped=walk.stopped)
+        text = raw.strip().split("\n")[0].strip() if self.stop_at_newline else raw.strip()  # what is scored
+        return Answer(text=text, raw=raw, token_ids=tuple(walk.generated), stopped=walk.stopped)
 
 
 @dataclass
