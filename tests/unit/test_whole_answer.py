@@ -97,16 +97,25 @@ def test_both_rules_recompute_the_same_rows_and_differ_only_in_the_answers_they_
     assert first.answers.dense.text == whole.answers.dense.text.split("\n")[0]  # dense: unhooked, the model's own
 
 
+def newline_prone_model():
+    """A tiny model of its own whose unembedding makes a line break win wherever the third token of its
+    first synthetic example's dense answer would: answers that go on past a newline."""
+    from workbench.experiments.answerability import answerability
+
+    model = tiny_model("llama")
+    before = answerability(model, "synthetic", 1, max_new_tokens=8, progress=False)
+    third = TOK(before["dense_answer"][0], add_special_tokens=False)["input_ids"][2]
+    with torch.no_grad():
+        weight = model.hf.get_output_embeddings().weight
+        weight[NL] = weight[third] * 1.05
+    return model
+
+
 def test_answerability_reads_whole_answers_whose_first_lines_are_the_default_answers(tmp_path):
     from workbench.experiments.answer_lines import first_line
     from workbench.experiments.answerability import answerability
 
-    model = tiny_model("llama")  # its own: its unembedding is edited below
-    before = answerability(model, "synthetic", 3, max_new_tokens=8, progress=False)
-    third = TOK(before["dense_answer"][0], add_special_tokens=False)["input_ids"][2]
-    with torch.no_grad():  # a line break wherever that token would win: answers that go on past a newline
-        weight = model.hf.get_output_embeddings().weight
-        weight[NL] = weight[third] * 1.05
+    model = newline_prone_model()
     first, whole = (answerability(model, "synthetic", 3, max_new_tokens=8, progress=False, stop_at_newline=rule,
                                   checkpoint=tmp_path / f"{rule}.jsonl") for rule in (True, False))
     assert any("\n" in a for a in whole["dense_answer"]) and not any("\n" in a for a in first["dense_answer"])
@@ -118,7 +127,19 @@ def test_answerability_reads_whole_answers_whose_first_lines_are_the_default_ans
         answerability(model, "synthetic", 3, max_new_tokens=8, progress=False, checkpoint=tmp_path / "False.jsonl")
 
 
-def test_kvwb_answerability_and_diagnose_take_the_answer_rule():
-    for command in ("answerability", "diagnose"):
+def test_kvwb_answer_answerability_and_diagnose_take_the_answer_rule():
+    for command in ("answerability", "diagnose", "answer"):
         assert build_parser().parse_args([command]).stop_at_newline is True
         assert build_parser().parse_args([command, "--no-stop-at-newline"]).stop_at_newline is False
+
+
+def test_kvwb_answer_prints_the_whole_answer_when_asked(monkeypatch, capsys):
+    from conftest import run_cli
+
+    model = newline_prone_model()
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    printed = {}
+    for argv in ([], ["--no-stop-at-newline"]):
+        assert run_cli(["answer", "--example", "synthetic#0", "--max-new-tokens", "8", *argv]) == 0
+        printed[bool(argv)] = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("dense"))
+    assert "\\n" in printed[True] and "\\n" not in printed[False]

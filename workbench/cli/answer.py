@@ -5,7 +5,9 @@ from __future__ import annotations
 import textwrap
 import time
 
-from workbench.cli.common import add_dataset_options, add_model_options, answer_limit, load_example_for, printable
+from workbench.cli.common import (
+    add_answer_rule_option, add_dataset_options, add_model_options, answer_limit, load_example_for, printable,
+)
 
 NAME = "answer"
 
@@ -16,6 +18,7 @@ def add_arguments(p) -> None:
                    help="DATASET#ID: synthetic[:SEED]#ID, ruler:TASK#ID, hotpotqa:PATH#ID, 2wiki:PATH#ID, "
                         "musique:PATH#ID or jsonl:PATH#ID")
     p.add_argument("--max-new-tokens", type=answer_limit, default=24, help="greedy decoding limit (default 24)")
+    add_answer_rule_option(p)
     add_dataset_options(p)
 
 
@@ -43,7 +46,7 @@ def command(args) -> int:
           f"(float rounding allows {tol['k']:.1e} and {tol['v']:.1e})")
     for name, cache in (("dense", ctx.dense), ("spliced", ctx.spliced), ("repaired (all reused rows)", fixed)):
         t0 = time.perf_counter()
-        text = ctx.answer(cache, max_new_tokens=args.max_new_tokens)
+        text = ctx.generate(cache, args.max_new_tokens, stop_at_newline=args.stop_at_newline).text
         print(f"  {name:<28} {printable(repr(text)):<40} ({time.perf_counter() - t0:.2f} s to answer)")
     print(f"timings: build context (splice + dense) {t_build:.2f} s, repair of all reused rows {t_repair:.2f} s")
     return 0
