@@ -145,7 +145,7 @@ def computed_with(d, asked: dict | None) -> None:
     st.caption(f"Computed with: model {plain(d.model.get('name', '?'))}; example {plain(ex.id)} ({len(ex.passages)} "
                f"passages; question: {plain(ex.question)}); selectors {plain(', '.join(c.selectors))}; budgets "
                f"{', '.join(f'{b:g}' for b in c.budgets)}; {c.max_new_tokens} answer tokens"
-               f"{'; the attribution check' if c.attribution else ''}.")
+               f"{'' if c.stop_at_newline else ', scored whole'}{'; the attribution check' if c.attribution else ''}.")
     changed = [label for key, label in FIELDS.items() if asked is not None and asked.get(key) != st.session_state.get(key)]
     if changed:
         st.warning(f"The fields have changed since this diagnosis was computed ({', '.join(changed)}): it shows the "
@@ -294,9 +294,11 @@ with st.container(border=True):
     s2.text_input("Budgets (fractions of the candidate rows, passages after the first, comma-separated)", value="0.1, 0.3", key="live_budgets")
     s3.number_input("Answer tokens", min_value=1, max_value=128, value=16, key="live_max_new")
     c1, c2 = st.columns(2)
-    c1.checkbox("Score the whole answer (decode past its first line break, as RULER does)", key="live_whole",
-                help="By default an answer ends at its first line break and that line is scored; a model that "
-                     "writes ':' and then a list on the next lines scores nothing so (kvwb --no-stop-at-newline).")
+    c1.checkbox("Score the whole answer, past its first line break", key="live_whole",
+                help="By default an answer ends at its first line break and that line is scored: a model that "
+                     "writes ':' and then a list on the next lines scores nothing. Checked, the answer runs to "
+                     "the answer tokens or an end of turn and all of it is scored, as RULER reads a prediction "
+                     "(kvwb --no-stop-at-newline).")
     c2.checkbox("Also run the attribution check (3 x 64 patched forwards: slower)", key="live_attribution")
     b1, b2 = st.columns([1, 4])
     run_clicked = b1.button("Run diagnosis", type="primary", key="live_run", disabled=busy)
