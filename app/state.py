@@ -160,6 +160,16 @@ def run_evidence(folder: Path):
     return _evidence(str(folder), _sweep_stamp(folder))
 
 
+@st.cache_data(show_spinner="Reading the whole answers...", max_entries=8)
+def _first_lines(path: str, stamp: tuple):
+    return wb.first_line_table(_sweep(path, stamp))
+
+
+def run_first_lines(folder: Path):
+    """A whole-answer sweep's `first_line_table` (what each answer names beyond its first line)."""
+    return _first_lines(str(folder), _sweep_stamp(folder))
+
+
 @st.cache_data(show_spinner="Reading the curve...", max_entries=8)
 def _curve(path: str, stamp: tuple) -> CurveRun:
     return wb.open_run(path, "curve")

@@ -17,6 +17,7 @@ from workbench.app_api import (
     tokens_to_target, whole_answers,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
+from workbench.plots.answer_lines import first_line_figure
 from workbench.plots.curves import SPEND_TOLERANCE, off_budget
 from workbench.plots.forest import forest_figure
 
@@ -244,6 +245,17 @@ if not cells.empty:
                "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
+if whole_answers(sweep):
+    st.subheader("What the whole answers name beyond their first lines")
+    lines = state.run_first_lines(run.path)
+    budgets = sorted(float(b) for b in lines["budget"].dropna().unique())
+    ensure_choice("curves_lines_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
+    at = (st.select_slider("Budget of the repairs in the first-line figure", budgets, key="curves_lines_budget")
+          if len(budgets) > 1 else budgets[0])
+    show_figure(first_line_figure(lines, at, selectors=["none", *shown]), f"first-lines-{run.name}", "curves_lines")
+    st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
+               "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
+               "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
 ranking, attention = state.run_evidence(run.path)
 if not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())

@@ -28,6 +28,8 @@ def test_budget_curves_names_the_answer_rule_of_a_whole_answer_run(runs, monkeyp
     ok(at)
     header = [m.value for m in at.markdown if m.value.startswith(f"{name}:")]
     assert len(header) == 1 and ("answers scored whole" in header[0]) is said
+    section = "What the whole answers name beyond their first lines"
+    assert (section in [h.value for h in at.subheader]) is said  # the first-line figure: a whole-answer run's only
 
 
 def test_open_in_live_keeps_a_whole_answer_records_rule(runs, monkeypatch):

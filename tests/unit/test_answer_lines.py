@@ -160,3 +160,16 @@ def test_against_a_run_of_the_other_answer_rule_says_so(runs, capsys):
     assert kvwb(["summary", str(runs[True].folder), "--contrast", "cacheblend:coin@auc",
                  "--against", str(runs[False].folder)]) == 0  # the other way round
     assert f"this run scores first lines and --against {runs[False].folder} scores whole answers" in capsys.readouterr().err
+
+
+def test_the_first_line_figure_draws_both_readings_under_the_references(runs):
+    from workbench.plots.answer_lines import first_line_figure
+    from workbench.plots.axes import figure_problems
+
+    fig = first_line_figure(first_line_table(runs[False]), 0.2)
+    first, whole = fig.data
+    assert list(first.y) == ["dense", "splice", "none", "cacheblend", "coin:cacheblend"]  # full left out
+    assert list(whole.x[2:]) == [1.0, 1.0, 1.0] and list(first.x[2:]) == [0.0, 0.0, 0.0]  # the gold past the break
+    assert figure_problems(fig) == []
+    assert list(first_line_figure(first_line_table(runs[False]), 0.5, selectors=["cacheblend"]).data[0].y) == \
+        ["dense", "splice", "cacheblend"]

@@ -1,0 +1,42 @@
+"""What a whole answer names beyond its first line, at one budget (from
+`experiments.answer_lines.first_line_table`, a run made with `--no-stop-at-newline`): per selector two
+bars, `retrieved` of the first line (what the default rule scores) and of the whole answer, with the
+splice and dense above them. A selector whose bars part far has its evidence past a line break."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from workbench.plots.text import escape
+
+REFERENCES = ("dense", "splice")  # the table's references (budget NaN), drawn first at every budget
+SERIES = {  # column: (legend name, colour); colour-blind safe (Okabe-Ito)
+    "retrieved_first_line": ("first line (the default rule)", "#999999"),
+    "retrieved_whole": ("whole answer", "#0072B2"),
+}
+
+
+def first_line_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
+    """Grouped horizontal bars of `table` (selector, budget, cells, retrieved_first_line, retrieved_whole,
+    share_more) at `budget` for `selectors` (default: every one but `full`), under dense and the splice."""
+    refs = table[table["selector"].isin(REFERENCES)].set_index("selector").reindex(list(REFERENCES)).dropna(
+        subset=["cells"]).reset_index()
+    at = table[~table["selector"].isin(REFERENCES) & ((table["budget"].astype(float) - budget).abs() < 1e-9)]
+    at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
+    rows = pd.concat([refs, at], ignore_index=True)
+    names = [escape(s) for s in rows["selector"]]
+    fig = go.Figure()
+    for column, (label, colour) in SERIES.items():
+        fig.add_trace(go.Bar(y=names, x=rows[column].astype(float).to_numpy(), name=label, orientation="h",
+                             marker_color=colour, customdata=rows[["share_more", "cells"]].astype(float).to_numpy(),
+                             hovertemplate="%{y}: %{x:.3f} " + label + "<br>whole answer names more in "
+                                           "%{customdata[0]:.0%} of %{customdata[1]:.0f} cells<extra></extra>"))
+    top, bottom = 70, 120  # px; the legend sits a fixed 75 px under the plot, below the axis title
+    plot_px = max(140, 40 * len(names))
+    fig.update_layout(barmode="group", title=title or f"What the whole answer names beyond its first line, b = {budget:g}",
+                      height=plot_px + top + bottom, margin={"l": 110, "t": top, "b": bottom},
+                      legend={"orientation": "h", "y": -75 / plot_px, "yanchor": "top", "traceorder": "normal"})
+    fig.update_xaxes(title="retrieved (the task's rule), mean over cells", range=[0, 1.02])
+    fig.update_yaxes(autorange="reversed", title="")
+    return fig
