@@ -104,18 +104,11 @@ class LoadedModel:
 
     def describe(self) -> dict:
         """JSON-safe identity of this model, for run manifests and reports."""
-        return {
-            "name": self.name,
-            "source": self.source,
-            "family": self.adapter.family,
-            "n_layers": self.adapter.n_layers,
-            "n_heads": self.adapter.n_heads,
-            "n_kv_heads": self.adapter.n_kv_heads,
-            "head_dim": self.adapter.head_dim,
-            "layer_windows": list(self.adapter.windows),  # [layer] sliding window, None: full attention
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "device": str(self.device),
-        }
+        a = self.adapter
+        return {"name": self.name, "source": self.source, "family": a.family, "n_layers": a.n_layers,
+                "n_heads": a.n_heads, "n_kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
+                "layer_windows": list(a.windows),  # [layer] sliding window, None: full attention
+                "dtype": str(self.dtype).removeprefix("torch."), "device": str(self.device)}
 
 
 def cache_dir() -> Path:
@@ -158,6 +151,13 @@ def _parse_device(device: str | torch.device | None) -> torch.device:
     return device
 
 
+def model_name(spec: str) -> str:
+    """The name a model loaded from `spec` records: an embedded name, a hub id, a folder's name."""
+    if spec in EMBEDDED_MODELS:
+        return spec
+    return spec.removeprefix("hub:") if spec.startswith("hub:") else Path(spec).expanduser().name
+
+
 def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = None,
                dtype: str | torch.dtype | None = None) -> LoadedModel:
     """Load a model by spec (see the module docstring); fp32 on CPU and bf16 on CUDA by default."""
@@ -167,14 +167,12 @@ def load_model(spec: str = DEFAULT_MODEL, device: str | torch.device | None = No
     if not isinstance(spec, str) or not spec.strip():
         raise WorkbenchError(f"model spec must be a non-empty string, got {spec!r}")
     if spec in EMBEDDED_MODELS:
-        folder = prepare_embedded_model(spec)
-        return _load_folder(spec, folder, dev, dt, local_files_only=True)
+        return _load_folder(model_name(spec), prepare_embedded_model(spec), dev, dt, local_files_only=True)
     if spec.startswith("hub:"):
-        hub_id = spec.removeprefix("hub:")
-        return _load_folder(hub_id, hub_id, dev, dt, local_files_only=False)
+        return _load_folder(model_name(spec), spec.removeprefix("hub:"), dev, dt, local_files_only=False)
     path = Path(spec).expanduser()
     if path.is_dir():
-        return _load_folder(path.name, path, dev, dt, local_files_only=True)
+        return _load_folder(model_name(spec), path, dev, dt, local_files_only=True)
     if path.exists():
         raise WorkbenchError(f"{spec!r} is a file, not a model folder: pass the folder holding config.json")
     raise WorkbenchError(

@@ -205,3 +205,16 @@ def test_kv_bytes_per_position_is_one_cached_positions_bytes(family):
     cache = prefill(model, torch.arange(5))  # keys, values: [layer, kv_head, pos, d_head]
     one = (cache.keys.numel() + cache.values.numel()) * cache.keys.element_size() // cache.n_positions
     assert kv_bytes_per_position(model) == one
+
+
+def test_the_name_a_model_records_is_one_rule_before_and_after_it_loads(tiny_llama, tmp_path):
+    """`kvwb run` checks a resumed run's model by `model_name(spec)` before any weights load: the same
+    rule `load_model` names a loaded model by."""
+    from workbench.models import load_model, model_name
+
+    model_folder = tmp_path / "tiny-folder"
+    tiny_llama.hf.save_pretrained(model_folder)
+    tiny_llama.tokenizer.save_pretrained(model_folder)
+
+    assert load_model(str(model_folder)).name == model_name(str(model_folder)) == Path(model_folder).name
+    assert model_name("hub:org/tiny-x") == "org/tiny-x" and model_name("smollm2-135m") == "smollm2-135m"

@@ -70,6 +70,7 @@ def command(args) -> int:
     """Diagnose every example of a data set into a run folder (resumable; see docs/ARCHITECTURE.md)."""
     from workbench import runstore
     from workbench.experiments.sweep import run_sweep
+    from workbench.models import model_name
     from workbench.selectors import parse_selector
     from workbench.tasks import check_dataset
 
@@ -123,17 +124,6 @@ def ray_options(args) -> dict:
         raise WorkbenchError(f"--gpus-per-worker must be >= 0, got {args.gpus_per_worker:g}")
     return {name: default if getattr(args, name) is None else getattr(args, name)
             for name, default in RAY_OPTIONS.items()}
-
-
-def model_name(spec: str) -> str:
-    """The name a loaded model records for `spec` (an embedded name, a hub id, a folder's name)."""
-    from pathlib import Path
-
-    from workbench.models import EMBEDDED_MODELS
-
-    if spec in EMBEDDED_MODELS:
-        return spec
-    return spec.removeprefix("hub:") if spec.startswith("hub:") else Path(spec).expanduser().name
 
 
 def _standing(out, n: int) -> str:
