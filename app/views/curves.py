@@ -252,7 +252,7 @@ if whole_answers(sweep):
     ensure_choice("curves_lines_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
     at = (st.select_slider("Budget of the repairs in the first-line figure", budgets, key="curves_lines_budget")
           if len(budgets) > 1 else budgets[0])
-    show_figure(first_line_figure(lines, at, selectors=["none", *shown]), f"first-lines-{run.name}", "curves_lines")
+    show_figure(first_line_figure(lines, at, selectors=shown), f"first-lines-{run.name}", "curves_lines")
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")

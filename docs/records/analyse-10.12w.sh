@@ -5,8 +5,9 @@
 # RUN: the whole-answer record (study-10.12w-mv1024-smollm2); FIRST: the first-line record of the same
 # examples (study-10.12-mv1024-smollm2); `keep.py restore NAME` brings a kept one back. The pairing is
 # checked first: where the two records' cells repaired different rows, nothing else is read (exit 1).
-# Refuses a run short of its n; PARTIAL=1 reads one anyway, labelled partial, with no test of this run
-# (the entry tests no family on fewer than 200). KVWB names the command.
+# Refuses a run short of its n; PARTIAL=1 reads one anyway, labelled partial, and runs none of its
+# families or contrasts (the entry tests none on fewer than 200; the summary's per-budget b / c columns
+# are printed, and are not the entry's tests). KVWB names the command.
 set -euo pipefail
 [ $# -eq 2 ] || { echo "usage: analyse-10.12w.sh RUN FIRST" >&2; exit 2; }
 run=$(realpath "$1") first=$(realpath "$2")   # before the cd below
@@ -34,9 +35,10 @@ print(len(load_sweep(folder).examples), asked, ",".join(at02), named["A1"].split
 EOF
 )
 source docs/records/analyse-common.sh   # label, contrasts_only, em_contrasts
-# the entry tests no family on fewer than 200: a partial reading (PARTIAL=1) prints no test of this run
+# the entry tests no family on fewer than 200: a partial reading (PARTIAL=1) runs none of this run's
 families=(--preregistered --read 10)
-[ -z "$label" ] || families=()
+heading="the families on retrieved (whole answers) @auc, Holm within each; the summary on retrieved"
+[ -z "$label" ] || { families=(); heading="PARTIAL, no family tested: the summary on retrieved (whole answers)"; }
 
 out=$(mktemp)   # the readings are printed whole at the end, or not at all
 trap 'rm -f "$out"' EXIT
@@ -62,11 +64,11 @@ if paired["shared"] == 0 or paired["shared"] != paired["expected"] or len(paired
     sys.exit("the pairing is broken: nothing else is read (the entry's check)")
 EOF
 echo
-echo "## 1. Primary: the families on retrieved (whole answers) @auc, Holm within each; the summary on retrieved"
+echo "## 1. Primary: $heading"
 echo
-$KVWB summary "$run" --measure retrieved "${families[@]}"
+$KVWB summary "$run" --measure retrieved ${families[@]+"${families[@]}"}
 echo
-echo "## 2. Beside it: the first-line record's summary and families on retrieved (the same examples)"
+echo "## 2. Beside it: the first-line record's summary and families on retrieved (as RESULTS 8 reads them)"
 echo
 $KVWB summary "$first" --measure retrieved --preregistered
 echo

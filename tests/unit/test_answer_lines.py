@@ -136,6 +136,7 @@ def test_the_analysis_script_checks_the_pairing_first_then_reads_every_section(r
     lines = partial.stdout
     assert "(PARTIAL: 2 of 200 examples)" in lines.splitlines()[0]
     assert "pre-registered" not in lines[lines.index("## 1."):lines.index("## 2.")]  # no family tested
+    assert "## 1. Primary: PARTIAL, no family tested" in lines
     assert "(not tested on a partial run)" in lines[lines.index("## 4."):]
 
 
@@ -168,8 +169,8 @@ def test_the_first_line_figure_draws_both_readings_under_the_references(runs):
 
     fig = first_line_figure(first_line_table(runs[False]), 0.2)
     first, whole = fig.data
-    assert list(first.y) == ["dense", "splice", "none", "cacheblend", "coin:cacheblend"]  # full left out
-    assert list(whole.x[2:]) == [1.0, 1.0, 1.0] and list(first.x[2:]) == [0.0, 0.0, 0.0]  # the gold past the break
+    assert list(first.y) == ["dense", "splice", "cacheblend", "coin:cacheblend"]  # full and none: dense and splice
+    assert list(whole.x[1:]) == [1.0, 1.0, 1.0] and list(first.x[1:]) == [0.0, 0.0, 0.0]  # the gold past the break
     assert figure_problems(fig) == []
     assert list(first_line_figure(first_line_table(runs[False]), 0.5, selectors=["cacheblend"]).data[0].y) == \
         ["dense", "splice", "cacheblend"]

@@ -216,5 +216,6 @@ def test_the_name_a_model_records_is_one_rule_before_and_after_it_loads(tiny_lla
     tiny_llama.hf.save_pretrained(model_folder)
     tiny_llama.tokenizer.save_pretrained(model_folder)
 
-    assert load_model(str(model_folder)).name == model_name(str(model_folder)) == Path(model_folder).name
+    assert load_model(str(model_folder) + "/").name == model_name(str(model_folder) + "/") == "tiny-folder"
     assert model_name("hub:org/tiny-x") == "org/tiny-x" and model_name("smollm2-135m") == "smollm2-135m"
+    assert model_name("~/models/tiny-folder") == "tiny-folder"

@@ -120,6 +120,9 @@ def test_answerability_reads_whole_answers_whose_first_lines_are_the_default_ans
                                   checkpoint=tmp_path / f"{rule}.jsonl") for rule in (True, False))
     assert any("\n" in a for a in whole["dense_answer"]) and not any("\n" in a for a in first["dense_answer"])
     assert set(whole["answers_scored"]) == {"whole"} and "answers_scored" not in first  # the CSV says its rule
+    again = answerability(model, "synthetic", 3, max_new_tokens=8, progress=False, stop_at_newline=False,
+                          checkpoint=tmp_path / "False.jsonl")  # every row read back from the checkpoint
+    assert again.equals(whole)
     for side in ("dense", "spliced"):
         assert [first_line(a) for a in whole[f"{side}_answer"]] == list(first[f"{side}_answer"])
         assert (whole[f"{side}_answer_tokens"] >= first[f"{side}_answer_tokens"]).all()

@@ -64,15 +64,16 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
             em, f1, contains = example.score(answer.text)
             row |= {f"{name}_answer": answer.text, f"{name}_em": em, f"{name}_f1": f1, f"{name}_contains": contains,
                     f"{name}_retrieved": example.retrieved(answer.text), f"{name}_answer_tokens": len(answer.token_ids)}
-        if not stop_at_newline:  # the table (and its CSV) says which rule scored it; absent: the first line
-            row["answers_scored"] = "whole"
         row["splice_flip"] = is_flip(row["spliced_answer"], row["dense_answer"])
         row["spliced_ran_on"] = ran_on(row["spliced_answer"], row["spliced_answer_tokens"], row["dense_answer"],
                                        row["dense_answer_tokens"])
         rows.append(row)
         if held is not None:
             held.add(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if not stop_at_newline:  # the table (and its CSV) says which rule scored it, every row; absent: the first line
+        table["answers_scored"] = "whole"
+    return table
 
 
 class Checkpoint:

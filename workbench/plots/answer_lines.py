@@ -19,11 +19,12 @@ SERIES = {  # column: (legend name, colour); colour-blind safe (Okabe-Ito)
 
 def first_line_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
     """Grouped horizontal bars of `table` (selector, budget, cells, retrieved_first_line, retrieved_whole,
-    share_more) at `budget` for `selectors` (default: every one but `full`), under dense and the splice."""
+    share_more) at `budget` for `selectors` (default: every one but `full` and `none`, which are dense's
+    and the splice's caches again), under dense and the splice."""
     refs = table[table["selector"].isin(REFERENCES)].set_index("selector").reindex(list(REFERENCES)).dropna(
         subset=["cells"]).reset_index()
     at = table[~table["selector"].isin(REFERENCES) & ((table["budget"].astype(float) - budget).abs() < 1e-9)]
-    at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
+    at = at[~at["selector"].isin(["full", "none"])] if selectors is None else at[at["selector"].isin(list(selectors))]
     rows = pd.concat([refs, at], ignore_index=True)
     names = [escape(s) for s in rows["selector"]]
     fig = go.Figure()
