@@ -245,13 +245,18 @@ if not cells.empty:
                "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
-if whole_answers(sweep):
+try:
+    lines = state.run_first_lines(run.path) if whole_answers(sweep) else None
+except WorkbenchError as err:  # an example's diagnosis.json unreadable: the rest of the page stands
+    warn(err)
+    lines = None
+line_budgets = sorted(float(b) for b in lines["budget"].dropna().unique()) if lines is not None else []
+if line_budgets:
     st.subheader("What the whole answers name beyond their first lines")
-    lines = state.run_first_lines(run.path)
-    budgets = sorted(float(b) for b in lines["budget"].dropna().unique())
-    ensure_choice("curves_lines_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
-    at = (st.select_slider("Budget of the repairs in the first-line figure", budgets, key="curves_lines_budget")
-          if len(budgets) > 1 else budgets[0])
+    ensure_choice("curves_lines_budget", line_budgets,
+                  0.2 if 0.2 in line_budgets else line_budgets[len(line_budgets) // 2])
+    at = (st.select_slider("Budget of the repairs in the first-line figure", line_budgets, key="curves_lines_budget")
+          if len(line_budgets) > 1 else line_budgets[0])
     show_figure(first_line_figure(lines, at, selectors=shown), f"first-lines-{run.name}", "curves_lines")
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
