@@ -261,8 +261,12 @@ if line_budgets:
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
-ranking, attention = state.run_evidence(run.path)
-if not attention.empty:
+try:
+    ranking, attention = state.run_evidence(run.path)
+except WorkbenchError as err:  # as above: the rest of the page stands
+    warn(err)
+    ranking = attention = None
+if attention is not None and not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
     ensure_choice("curves_evidence_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
     at = (st.select_slider("Budget of the repairs in the attention figure", budgets, key="curves_evidence_budget")
