@@ -43,6 +43,7 @@ from workbench.engine.hooks import Hooks, Rows
 from workbench.engine.layers import final_logits, run_layers
 from workbench.kv import KVCache, kv_bytes_per_position
 from workbench.models import LoadedModel
+from workbench.tasks.metrics import first_line
 
 GRAPHS_ENV = "KVWB_CUDA_GRAPHS"  # "0" turns the captured decode off (to time or check against it)
 _capture_failed: list[str] = []  # why the first failed capture failed; no later step tries again
@@ -95,14 +96,13 @@ class StopRule:
         return not walk.done
 
     def decision(self, answer: Answer) -> list[int]:
-        """`answer` as a decision to teacher-force: its tokens, then the smallest end-of-turn id if it
-        stopped on one."""
+        """`answer` as a decision to teacher-force: its tokens, then the smallest end-of-turn id if it stopped on one."""
         return list(answer.token_ids) + ([min(self.stops)] if answer.stopped else [])
 
     def answer(self, walk: Walk) -> Answer:
-        raw = self.tokenizer.decode(walk.generated)
-        text = raw.strip().split("\n")[0].strip() if self.stop_at_newline else raw.strip()  # what is scored
-        return Answer(text=text, raw=raw, token_ids=tuple(walk.generated), stopped=walk.stopped)
+        raw = self.tokenizer.decode(walk.generated)  # the text scored: its first line, or all of it
+        return Answer(text=first_line(raw) if self.stop_at_newline else raw.strip(), raw=raw,
+                      token_ids=tuple(walk.generated), stopped=walk.stopped)
 
 
 @dataclass

@@ -24,19 +24,15 @@ from workbench.errors import WorkbenchError
 from workbench.runstore.kinds import DIAGNOSES
 from workbench.runstore.loaders import SweepRun
 from workbench.tasks import Example
+from workbench.tasks.metrics import first_line
 
 CELL = ["example_id", "selector", "budget", "draw"]  # one repaired cache of one example
 ROWS = ["n_recomputed", "evidence_recall"]  # what says two cells repaired the same rows
 
 
-def first_line(text) -> str:
-    """The answer the default rule keeps: the first line, stripped (`StopRule.answer`)."""
-    return str(text).strip().split("\n")[0].strip()
-
-
 def whole_answers(run: SweepRun) -> bool:
     """Whether `run` kept its answers whole (made with `--no-stop-at-newline`)."""
-    return run.manifest.args.get("diagnose", {}).get("stop_at_newline", True) is False
+    return run.manifest.diagnose_config.get("stop_at_newline", True) is False
 
 
 def run_examples(run: SweepRun) -> dict[str, Example]:

@@ -57,6 +57,11 @@ def f1_score(pred: str, gold: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def first_line(text) -> str:
+    """The part of an answer the default rule scores: its first line, stripped (`engine.decode.StopRule`)."""
+    return str(text).strip().split("\n")[0].strip()
+
+
 def is_flip(answer: str, dense_answer: str) -> bool:
     """The workbench's flip: the answer differs from the dense answer after normalization.
 
