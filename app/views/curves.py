@@ -56,6 +56,15 @@ def default_selectors(labels: list[str], pre) -> list[str]:
         return labels
 
 
+def read_or_warn(read, folder):
+    """`read(folder)`, or None after a warning when a record under it is unreadable: the rest of the page stands."""
+    try:
+        return read(folder)
+    except WorkbenchError as err:
+        warn(err)
+        return None
+
+
 def contrast_lines(text: str) -> dict:
     """The "chosen here" family from the text box: one contrast a line, `NAME: A:B@b` or `A:B@b`."""
     family = {}
@@ -245,11 +254,7 @@ if not cells.empty:
                "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
-try:
-    lines = state.run_first_lines(run.path) if whole_answers(sweep) else None
-except WorkbenchError as err:  # an example's diagnosis.json unreadable: the rest of the page stands
-    warn(err)
-    lines = None
+lines = read_or_warn(state.run_first_lines, run.path) if whole_answers(sweep) else None
 line_budgets = sorted(float(b) for b in lines["budget"].dropna().unique()) if lines is not None else []
 if line_budgets:
     st.subheader("What the whole answers name beyond their first lines")
@@ -261,11 +266,7 @@ if line_budgets:
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
-try:
-    ranking, attention = state.run_evidence(run.path)
-except WorkbenchError as err:  # as above: the rest of the page stands
-    warn(err)
-    ranking = attention = None
+ranking, attention = read_or_warn(state.run_evidence, run.path) or (None, None)
 if attention is not None and not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
     ensure_choice("curves_evidence_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apptest import ok, open_page
+from apptest import ok, open_page, unescape
 from workbench.diagnosis import DiagnoseConfig
 from workbench.experiments.sweep import SweepConfig, run_sweep
 
@@ -48,3 +48,20 @@ def test_open_in_live_keeps_a_whole_answer_records_rule(runs, monkeypatch):
     at.button(key="explorer_to_live").click().run()
     ok(at)
     assert at.checkbox(key="live_whole").value is True
+
+
+def test_an_unreadable_diagnosis_under_a_whole_answer_run_warns_and_the_page_stands(runs, monkeypatch, tmp_path):
+    import shutil
+
+    from workbench.runstore import load_sweep
+
+    root = tmp_path / "runs"
+    shutil.copytree(runs / "whole", root / "whole")
+    broken = load_sweep(root / "whole").diagnosis_folder(load_sweep(root / "whole").example_ids[0])
+    (broken / "diagnosis.json").write_text("{")
+    monkeypatch.setenv("KVWB_RUNS", str(root))
+    at = open_page("views/curves.py")
+    at.selectbox(key="curves_run").set_value("whole").run()
+    ok(at)
+    assert any("diagnosis.json is unreadable" in unescape(w.value) for w in at.warning)
+    assert "Summary" in [h.value for h in at.subheader]  # the rest of the page
