@@ -9,34 +9,9 @@
 # no family is tested on fewer than 200); PARTIAL=1 reads one anyway, labelled partial.
 # KVWB names the command, as in study-10.12.sh.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: analyse-10.12.sh RUN OTHER" >&2; exit 2; }
-run=$(realpath "$1") other=$(realpath "$2")   # before the cd below
-cd "$(dirname "$0")/../.."
-KVWB=${KVWB:-.venv/bin/kvwb}
-PY=${PY:-.venv/bin/python}
-
-# the run's n against the n its command asked for; the families' contrasts moved to b = 0.2; A1 and
-# B3 as the run's pre-registration names them (the test across settings, amendment 1's reading)
-read -r done asked at02 a1 b3 < <("$PY" - "$run" <<'EOF'
-import json, sys
-from pathlib import Path
-from workbench.experiments.families import read_preregistration
-from workbench.runstore import load_sweep
-
-folder = Path(sys.argv[1])
-asked = json.loads((folder / "manifest.json").read_text())["args"]["n"]
-pre = read_preregistration(folder)
-if pre is None:
-    sys.exit(f"{folder} keeps no preregistration.json: not a pre-registered study")
-named = {name: c for family in pre.families.values() for name, c in family.items()}
-missing = [name for name in ("A1", "B3") if name not in named]
-if missing:
-    sys.exit(f"{folder}'s pre-registration names no {' or '.join(missing)}: 10.12's readings need A1 and B3")
-at02 = [c.replace("@auc", "@0.2") for c in named.values()]
-print(len(load_sweep(folder).examples), asked, ",".join(at02), named["A1"], named["B3"])
-EOF
-)
-source docs/records/analyse-common.sh   # label, contrasts_only, em_contrasts
+usage="usage: analyse-10.12.sh RUN OTHER" need="A1 B3"
+source "$(dirname "$0")/analyse-common.sh" "$@"   # run, other, done, asked, at02, named, label, contrasts_only, em_contrasts
+read -r a1 b3 <<< "$named"
 
 out=$(mktemp)   # the readings are printed whole at the end, or not at all
 trap 'rm -f "$out"' EXIT

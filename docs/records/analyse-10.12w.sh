@@ -9,32 +9,10 @@
 # families or contrasts (the entry tests none on fewer than 200; the summary's per-budget b / c columns
 # are printed, and are not the entry's tests). KVWB names the command.
 set -euo pipefail
-[ $# -eq 2 ] || { echo "usage: analyse-10.12w.sh RUN FIRST" >&2; exit 2; }
-run=$(realpath "$1") first=$(realpath "$2")   # before the cd below
-cd "$(dirname "$0")/../.."
-KVWB=${KVWB:-.venv/bin/kvwb}
-PY=${PY:-.venv/bin/python}
-
-# the run's n against its command's; the families' contrasts moved to b = 0.2; A1's first selector
-read -r done asked at02 reader < <("$PY" - "$run" <<'EOF'
-import json, sys
-from pathlib import Path
-from workbench.experiments.families import read_preregistration
-from workbench.runstore import load_sweep
-
-folder = Path(sys.argv[1])
-asked = json.loads((folder / "manifest.json").read_text())["args"]["n"]
-pre = read_preregistration(folder)
-if pre is None:
-    sys.exit(f"{folder} keeps no preregistration.json: not a pre-registered study")
-named = {name: c for family in pre.families.values() for name, c in family.items()}
-if "A1" not in named:
-    sys.exit(f"{folder}'s pre-registration names no A1: its answers are read for filler")
-at02 = [c.replace("@auc", "@0.2") for c in named.values()]
-print(len(load_sweep(folder).examples), asked, ",".join(at02), named["A1"].split(":")[0])
-EOF
-)
-source docs/records/analyse-common.sh   # label, contrasts_only, em_contrasts
+usage="usage: analyse-10.12w.sh RUN FIRST" need="A1"
+source "$(dirname "$0")/analyse-common.sh" "$@"   # run, other, done, asked, at02, named, label, contrasts_only, em_contrasts
+first=$other a1=$named
+reader=${a1%%:*}   # A1's first selector: its whole answers are read for filler
 # the entry tests no family on fewer than 200: a partial reading (PARTIAL=1) runs none of this run's
 families=(--preregistered --read 10)
 heading="the families on retrieved (whole answers) @auc, Holm within each; the summary on retrieved"
