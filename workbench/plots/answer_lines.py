@@ -31,6 +31,7 @@ def first_line_figure(table: pd.DataFrame, budget: float, selectors=None, title:
     for column, (label, colour) in SERIES.items():
         fig.add_trace(go.Bar(y=names, x=rows[column].astype(float).to_numpy(), name=label, orientation="h",
                              marker_color=colour, customdata=rows[["share_more", "cells"]].astype(float).to_numpy(),
+                             texttemplate="%{x:.2f}", textposition="outside", cliponaxis=False,  # a zero reads "0.00"
                              hovertemplate="%{y}: %{x:.3f} " + label + "<br>whole answer names more in "
                                            "%{customdata[0]:.0%} of %{customdata[1]:.0f} cells<extra></extra>"))
     top, bottom = 70, 120  # px; the legend sits a fixed 75 px under the plot, below the axis title
