@@ -96,9 +96,14 @@ def _area_row(run, name: str, text: str, c, holm: bool) -> dict:
 @register_table("10.12-families", f"RESULTS 8 (10.12): the pre-registered families over the budget grid "
                                   f"(@auc), Holm within each ({RECORD})")
 def families(records) -> pd.DataFrame:
+    return families_table(records, RECORD)
+
+
+def families_table(records, name: str) -> pd.DataFrame:
+    """Record `name`'s pre-registered families on their measure over the budget grid, Holm within each."""
     from workbench.experiments.families import tested_families
 
-    run = complete_run(records, RECORD)
+    run = complete_run(records, name)
     pre = preregistration(run)
     rows = []
     for family, found in tested_families(run, pre.families, pre.measure).items():
@@ -110,9 +115,14 @@ def families(records) -> pd.DataFrame:
 @register_table("10.12-em", f"RESULTS 8 (10.12), secondary and uncorrected: the families' contrasts on em at "
                             f"b = {AT:g} ({RECORD})")
 def em_contrasts(records) -> pd.DataFrame:
+    return em_table(records, RECORD)
+
+
+def em_table(records, name: str) -> pd.DataFrame:
+    """Record `name`'s pre-registered contrasts on em at b = AT, uncorrected (exact McNemar b / c)."""
     from workbench.experiments.contrasts import contrast_family
 
-    run = complete_run(records, RECORD)
+    run = complete_run(records, name)
     named = named_contrasts(run)
     found = contrast_family(run, [text.replace("@auc", f"@{AT:g}") for text in named.values()], "em")
     return frame([{"contrast": _label(name, c), "test": c.test.split(" (")[0],
@@ -161,10 +171,15 @@ def share_rows(selectors) -> list[tuple[str, str]]:
 @register_table("10.12-shares", f"RESULTS 8 (10.12): the share of the {MEASURE} gap closed per budget [paired "
                                 f"bootstrap 95%] and the evidence recall per budget, per selector ({RECORD})")
 def shares(records) -> pd.DataFrame:
+    return shares_table(records, RECORD)
+
+
+def shares_table(records, name: str) -> pd.DataFrame:
+    """Per selector of record `name`: the share of the MEASURE gap closed and the evidence recall, per budget."""
     from workbench.experiments.evidence import evidence_recall_table
 
-    run = complete_run(records, RECORD)
-    table = records.summary(RECORD, MEASURE)
+    run = complete_run(records, name)
+    table = records.summary(name, MEASURE)
     budgets = sorted(table["budget"].unique())
     recall = evidence_recall_table(table)  # selector x budget: the pre-registration's "per budget"
     recall_header = "evidence recall, b = " + " / ".join(f"{b:g}" for b in recall.columns)
