@@ -12,8 +12,8 @@ from readable import against_itself_blank, compact, count, p_value, rate, show_t
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
-    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, cell_anatomy,
-    family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
+    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, blank_sentence, blank_table,
+    cell_anatomy, family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
     tokens_to_target, whole_answers,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
@@ -128,6 +128,9 @@ if anatomy:
     (st.warning if "Most of this EM gap" in anatomy else st.caption)(
         anatomy + (" Read the gap and tests on *retrieved* above, and see \"What the lost exact matches are\" "
                    "below." if "Most of this EM gap" in anatomy else ""))
+blank = blank_sentence(blank_table(sweep.outcomes, ex), whole_answers(sweep), name=plain)  # labels are data
+if blank:
+    (st.caption if whole_answers(sweep) else st.warning)(blank)
 
 labels = [s for s in dict.fromkeys(summary["selector"]) if s not in reference_selectors()]
 first = default_selectors(labels, pre)

@@ -65,3 +65,18 @@ def test_an_unreadable_diagnosis_under_a_whole_answer_run_warns_and_the_page_sta
     ok(at)
     assert any("diagnosis.json is unreadable" in unescape(w.value) for w in at.warning)
     assert "Summary" in [h.value for h in at.subheader]  # the rest of the page
+
+
+def test_budget_curves_warns_of_blank_answers_on_a_first_line_run_only(runs, monkeypatch):
+    from workbench.experiments import blank_answers
+
+    monkeypatch.setattr(blank_answers, "BLANK_SHARE", 0.0)  # every selector named, whatever its share
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    at = open_page("views/curves.py")
+    for name, warned in (("first", True), ("whole", False)):
+        at.selectbox(key="curves_run").set_value(name).run()
+        ok(at)
+        warnings = [unescape(w.value) for w in at.warning if "Blank answers" in unescape(w.value)]
+        captions = [unescape(c.value) for c in at.caption if "Blank answers" in unescape(c.value)]
+        assert (len(warnings), len(captions)) == ((1, 0) if warned else (0, 1))
+        assert ("--no-stop-at-newline" in (warnings or captions)[0]) is warned

@@ -30,12 +30,13 @@ def _examples() -> list[Example]:
                     question=f"What is thing {i}?", gold=["BC"]) for i in range(2)]
 
 
-def _scripted(first: int):
+def _scripted(first: int, script=(A, NL, B, C)):
+    """A hook_unembed that makes every answer of the splice and the repairs `script` (its tokens)."""
     def hook(logits, hook):
         if hook.pass_name != "cells":
             return None
         j = hook.positions - first  # [cell, row]: the answer token each row predicts
-        for k, token in enumerate((A, NL, B, C)):
+        for k, token in enumerate(script):
             logits[..., token] += 1e4 * (j == k).to(logits.dtype)
         return logits
     return {"hook_unembed": hook}

@@ -10,6 +10,7 @@ import pandas as pd
 
 from workbench.experiments.answer_lines import whole_answers
 from workbench.experiments.behind import behind_sentence
+from workbench.experiments.blank_answers import blank_sentence, blank_table
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.summary import attribution_table, run_caveats
 from workbench.runstore import SweepRun
@@ -50,6 +51,9 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     anatomy = anatomy_sentence(splice_anatomy(ex), hint=measure == "em")
     if anatomy:
         lines.insert(2, anatomy)
+    blank = blank_sentence(blank_table(run.outcomes, ex), whole)
+    if blank:
+        lines.insert(2, blank)
     if measure != "em" and f"dense_{measure}" in ex:
         dense, splice = (ex[f"{side}_{measure}"].astype(float).mean() for side in ("dense", "spliced"))
         lines.insert(2, f"the gap and the tests read {measure}: dense {dense:.3f}, splice {splice:.3f}")
