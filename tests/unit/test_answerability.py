@@ -106,3 +106,14 @@ def test_a_checkpoint_of_another_command_is_refused(model, tmp_path):
         answerability(model, "synthetic", 2, max_new_tokens=4, progress=False, checkpoint=path)
     table = answerability(model, "synthetic", 2, max_new_tokens=3, progress=False, checkpoint=path)
     assert len(table) == 2  # the same command reads its rows back
+
+
+def test_the_command_names_the_splices_blank_answers(model, monkeypatch, capsys):
+    from workbench.cli import main
+    from workbench.experiments import blank_answers
+
+    monkeypatch.setattr("workbench.models.load_model", lambda *a, **k: model)
+    monkeypatch.setattr(blank_answers, "BLANK_SHARE", 0.0)  # named whatever its share
+    assert main(["answerability", "--n", "2", "--max-new-tokens", "3"]) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if "Blank answers" in s)
+    assert "splice" in line and "--no-stop-at-newline" in line

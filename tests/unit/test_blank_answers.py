@@ -109,3 +109,9 @@ def test_a_first_line_runs_summary_names_its_blank_answers(runs):
     assert blank["cacheblend"] == 1 and blank["splice"] == 1
     assert "cacheblend 100% at b = 0.2" in _summary(run) and "--no-stop-at-newline" in _summary(run)
     assert "Blank answers" not in _summary(runs[False])  # ":\nBC" names the gold: not blank
+
+
+def test_a_table_without_cells_has_the_splices_row_alone():
+    _, examples = _cells()
+    table = blank_table(pd.DataFrame(), examples)
+    assert list(table["selector"]) == ["splice"] and table["blank_share"].iloc[0] == 0.5

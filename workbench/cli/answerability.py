@@ -43,8 +43,11 @@ def command(args) -> int:
     """Where a model answers: dense and splice exact match and retrieval (the task's string match) of
     the first n examples, each gap with its paired test, and how often the splice's answer ran on past
     dense's, before a selector study is set on that data (no signals, no repairs)."""
+    import pandas as pd
+
     from workbench.atomic import write_text
     from workbench.experiments.answerability import answerability, answerability_summary
+    from workbench.experiments.blank_answers import blank_sentence, blank_table
     from workbench.experiments.gap_anatomy import anatomy_sentence, splice_anatomy
     from workbench.runstore import check_out
     from workbench.tasks import check_dataset
@@ -69,6 +72,9 @@ def command(args) -> int:
     anatomy = anatomy_sentence(splice_anatomy(table), hint=False)
     if anatomy:
         say("  " + anatomy)
+    blank = blank_sentence(blank_table(pd.DataFrame(), table), whole=not args.stop_at_newline)
+    if blank:
+        say("  " + blank)
     if args.csv:
         write_text(args.csv, table.to_csv(index=False), make_folders=True)
         checkpoint.unlink(missing_ok=True)  # the table is whole: its rows live in the CSV now

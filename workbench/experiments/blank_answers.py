@@ -34,13 +34,14 @@ def _share(answers: pd.Series, dense: pd.Series) -> float:
 
 def blank_table(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
     """Per selector and budget (`none` and `full` left out: the splice's and dense's caches again),
-    then the splice (budget NaN): cells and the share answering blank where dense's answer is not."""
-    if "answer" not in outcomes or "dense_answer" not in outcomes:
-        return pd.DataFrame(columns=COLUMNS)
-    cells = outcomes[~outcomes["selector"].isin(["none", "full"])].dropna(subset=["answer", "dense_answer"])
-    rows = [{"selector": selector, "budget": budget, "cells": len(cell),
-             "blank_share": _share(cell["answer"], cell["dense_answer"])}
-            for (selector, budget), cell in cells.groupby(["selector", "budget"], sort=False)]
+    then the splice (budget NaN): cells and the share answering blank where dense's answer is not.
+    `outcomes` without cells (`kvwb answerability`'s table has none): the splice's row alone."""
+    rows = []
+    if {"selector", "budget", "answer", "dense_answer"} <= set(outcomes.columns):  # no cells: the splice alone
+        cells = outcomes[~outcomes["selector"].isin(["none", "full"])].dropna(subset=["answer", "dense_answer"])
+        rows = [{"selector": selector, "budget": budget, "cells": len(cell),
+                 "blank_share": _share(cell["answer"], cell["dense_answer"])}
+                for (selector, budget), cell in cells.groupby(["selector", "budget"], sort=False)]
     ex = examples.dropna(subset=["spliced_answer", "dense_answer"]) if "spliced_answer" in examples else examples.iloc[:0]
     if len(ex):
         rows.append({"selector": "splice", "budget": float("nan"), "cells": len(ex),
