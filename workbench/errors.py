@@ -9,9 +9,14 @@ class WorkbenchError(ValueError):
     """
 
 
-class RecordShortError(WorkbenchError):
+class TableRefusedError(WorkbenchError):
+    """The records cannot give a RESULTS table (a study short of its n, or a check its pre-registration
+    makes before any reading failed): `kvwb results --out` leaves it out with a warning rather than stop."""
+
+
+class RecordShortError(TableRefusedError):
     """A kept record holds fewer examples than its study is read at (a study still running): its
-    tables are refused, and `kvwb results --out` leaves them out with a warning rather than stop."""
+    tables are refused (a TableRefusedError)."""
 
 
 class WorkbenchWarning(UserWarning):

@@ -160,3 +160,20 @@ def test_either_record_short_of_its_n_is_refused_by_every_table(kept, tmp_path, 
     for name in NAMES:
         with pytest.raises(RecordShortError, match=f"{short} holds 2 of its 200"):
             TABLES.get(name).build(records)
+
+
+def test_writing_every_table_leaves_a_broken_pairings_tables_out_by_name(kept, tmp_path, monkeypatch):
+    from workbench.errors import WorkbenchWarning
+    from workbench.registry import Registry
+    from workbench.results import check, write_all
+
+    broken = tmp_path / "records"
+    shutil.copytree(kept, broken)
+    _edit_outcomes(broken, RECORD, lambda t: t.__setitem__("n_recomputed", t["n_recomputed"] + 1))
+    # these tables alone (the real records' are not in the fixture), the registries themselves untouched
+    monkeypatch.setattr(check, "TABLES", Registry(TABLES.what, items=[(name, TABLES[name]) for name in NAMES]))
+    monkeypatch.setattr(check, "FIGURES", Registry("results figure"))
+    with pytest.warns(WorkbenchWarning) as warned:
+        written = write_all(tmp_path / "out", Records(broken, tmp_path / "scratch"), progress=False)
+    assert written == []
+    assert [str(w.message).split(":")[0] for w in warned] == [f"table {name} not written" for name in NAMES]

@@ -15,7 +15,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.errors import RecordShortError, WorkbenchError, WorkbenchWarning
+from workbench.errors import TableRefusedError, WorkbenchError, WorkbenchWarning
 from workbench.results.cells import cell_difference
 from workbench.results.markdown import Table, tables, to_markdown
 from workbench.results.registry import FIGURES, TABLES
@@ -99,8 +99,9 @@ def _progress(items, on: bool, desc: str):
 def write_all(out: Path, records, force: bool = False, progress: bool = True, names=None) -> list[str]:
     """Each registered table as OUT/NAME.md and OUT/NAME.csv and each figure as OUT/NAME.html, built
     in a temporary folder beside OUT and renamed into place whole; a non-empty OUT is refused
-    without `force` (then replaced whole). Writing every one (`names` None), one whose record is
-    short of its study's n (a RecordShortError) is left out with a WorkbenchWarning naming it; one
+    without `force` (then replaced whole). Writing every one (`names` None), one the records refuse
+    (a TableRefusedError: a study short of its n, a failed pre-registered check) is left out with a
+    WorkbenchWarning naming it; one
     asked for by name is not, nor any other error. Returns the files written."""
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -117,7 +118,7 @@ def write_all(out: Path, records, force: bool = False, progress: bool = True, na
             entry = (TABLES if kind == "table" else FIGURES).get_or_raise(name)
             try:
                 built = entry.build(records)
-            except RecordShortError as err:  # the records cannot give it yet (a study short of its n)
+            except TableRefusedError as err:  # the records cannot give it (a study short of its n, a failed check)
                 if names is not None:
                     raise
                 warnings.warn(WorkbenchWarning(f"{kind} {name} not written: {err}"), stacklevel=2)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.errors import TableRefusedError, WorkbenchError
 from workbench.results.cells import fmt
 from workbench.results.registry import frame, register_table
 from workbench.results.studies import _holm
@@ -38,7 +38,7 @@ def paired_runs(records):
     run, first = complete_run(records, RECORD), complete_run(records, FIRST)
     paired = pairing(run, first)
     if paired["shared"] == 0 or paired["shared"] != paired["expected"] or len(paired["differ"]):
-        raise WorkbenchError(f"the pairing of {RECORD} with {FIRST} is broken ({paired['shared']} of "
+        raise TableRefusedError(f"the pairing of {RECORD} with {FIRST} is broken ({paired['shared']} of "
                              f"{paired['expected']} cells shared, {len(paired['differ'])} repaired other rows): "
                              "its pre-registration reads nothing else")
     return run, first, paired
