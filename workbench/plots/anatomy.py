@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from workbench.plots.bars import rows_layout
 from workbench.plots.text import escape
 
 KIND_STYLE = {  # kind: (legend name, colour); colour-blind safe (Okabe-Ito)
@@ -27,11 +28,6 @@ def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title
     for kind, (label, colour) in KIND_STYLE.items():
         fig.add_trace(go.Bar(y=names, x=at[kind].to_numpy(), name=label, orientation="h", marker_color=colour,
                              hovertemplate="%{y}: %{x:g} " + label + "<extra></extra>"))
-    top, bottom = 70, 120  # px; the legend sits a fixed 75 px under the plot, below the axis title
-    plot_px = max(120, 24 * len(names))
-    fig.update_layout(barmode="stack", title=title or f"What each answer's lost exact matches are, b = {budget:g}",
-                      height=plot_px + top + bottom, margin={"l": 110, "t": top, "b": bottom},
-                      legend={"orientation": "h", "y": -75 / plot_px, "yanchor": "top", "traceorder": "normal"})
+    rows_layout(fig, len(names), 24, 120, "stack", title or f"What each answer's lost exact matches are, b = {budget:g}")
     fig.update_xaxes(title="examples where dense is right and the answer is wrong", rangemode="tozero")
-    fig.update_yaxes(autorange="reversed", title="")
     return fig

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from workbench.plots.bars import rows_layout
 from workbench.plots.text import escape
 
 REFERENCES = ("dense", "splice")  # the table's references (budget NaN), drawn first at every budget
@@ -34,11 +35,7 @@ def first_line_figure(table: pd.DataFrame, budget: float, selectors=None, title:
                              texttemplate="%{x:.2f}", textposition="outside", cliponaxis=False,  # a zero reads "0.00"
                              hovertemplate="%{y}: %{x:.3f} " + label + "<br>whole answer names more in "
                                            "%{customdata[0]:.0%} of %{customdata[1]:.0f} cells<extra></extra>"))
-    top, bottom = 70, 120  # px; the legend sits a fixed 75 px under the plot, below the axis title
-    plot_px = max(140, 40 * len(names))
-    fig.update_layout(barmode="group", title=title or f"What the whole answer names beyond its first line, b = {budget:g}",
-                      height=plot_px + top + bottom, margin={"l": 110, "t": top, "b": bottom},
-                      legend={"orientation": "h", "y": -75 / plot_px, "yanchor": "top", "traceorder": "normal"})
+    rows_layout(fig, len(names), 40, 140, "group",
+                title or f"What the whole answer names beyond its first line, b = {budget:g}")
     fig.update_xaxes(title="retrieved (the task's rule), mean over cells", range=[0, 1.02])
-    fig.update_yaxes(autorange="reversed", title="")
     return fig
