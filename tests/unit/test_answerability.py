@@ -116,4 +116,4 @@ def test_the_command_names_the_splices_blank_answers(model, monkeypatch, capsys)
     monkeypatch.setattr(blank_answers, "BLANK_SHARE", 0.0)  # named whatever its share
     assert main(["answerability", "--n", "2", "--max-new-tokens", "3"]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if "Blank answers" in s)
-    assert "splice" in line and "--no-stop-at-newline" in line
+    assert "splice" in line and "--no-stop-at-newline" in line and "kvwb summary" not in line  # no run to read

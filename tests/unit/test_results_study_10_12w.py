@@ -83,8 +83,9 @@ def _table(records, name: str) -> list[dict]:
 def test_the_pairing_check_counts_every_shared_cell(records):
     (row,) = _table(records, "10.12w-pairing")
     n_cells = 2 * (len(SELECTORS) + 1) * len(BUDGETS)  # examples x (selectors, coin:bcr's two draws) x budgets
-    assert row == {"cells shared / expected": f"{n_cells} / {n_cells}", "cells whose rows differ": "0",
-                   "first line here is the first record's answer": "1.0000"}
+    assert row == {"check": "holds", "cells shared / expected": f"{n_cells} / {n_cells}", "cells whose rows differ": "0",
+                   "cells: first line here is the first record's answer": "1.0000",
+                   "dense / splice: the same first line": "2 / 2 and 2 / 2"}
 
 
 def test_the_rules_read_each_record_under_its_own_rule(records):
@@ -124,10 +125,17 @@ def test_the_lengths_count_the_scripted_answers_four_tokens(records):
     assert rows["cadence-grad"]["answer tokens, b = 0.2 / 0.5"] == "4.00 / 4.00"
     assert rows["splice"]["answer tokens, b = 0.2 / 0.5"] == "4.00"
     assert rows["dense"]["ran on, b = 0.2 / 0.5"] == "–"
+    cells = records.run(RECORD).outcomes
+    ran_on = cells[cells["selector"] == "coin:bcr"].groupby("budget")["ran_on"].mean()
+    assert rows["coin:bcr"]["ran on, b = 0.2 / 0.5"] == f"{ran_on[0.2]:.3f} / {ran_on[0.5]:.3f}"
 
 
-def test_shares_and_em_build_on_the_whole_answer_record(records):
-    assert [r["selector"] for r in _table(records, "10.12w-shares")][:1] and len(_table(records, "10.12w-em")) == 6
+def test_shares_and_em_read_the_whole_answer_record(records):
+    from workbench.results.study_10_12 import em_table, shares_table
+
+    for name, table in (("10.12w-shares", shares_table), ("10.12w-em", em_table)):
+        built = pd.DataFrame(_table(records, name))
+        assert built.equals(table(records, RECORD).astype(str)) and not built.equals(table(records, FIRST).astype(str))
 
 
 def _edit_outcomes(folder: Path, name: str, edit) -> None:
@@ -137,17 +145,31 @@ def _edit_outcomes(folder: Path, name: str, edit) -> None:
     table.to_parquet(path)
 
 
-def test_a_broken_pairing_is_refused_by_every_table(kept, tmp_path):
+def _one_more_row(table):
+    table.loc[table["selector"] == "cacheblend", "n_recomputed"] += 1
+
+
+def _other_recall(table):
+    table.loc[table["selector"] == "cadence", "evidence_recall"] = 0.5
+
+
+def _one_cell_fewer(table):
+    table.drop(index=table.index[table["selector"] == "epic"][:1], inplace=True)
+
+
+@pytest.mark.parametrize("name, edit, said", [(RECORD, _one_more_row, "example e0 cacheblend b = 0.2: rows 6 / 5"),
+                                              (RECORD, _other_recall, "recall 0.5000 / "),
+                                              (FIRST, _one_cell_fewer, "0")])
+def test_a_broken_pairing_is_shown_and_refused_by_every_reading(kept, tmp_path, name, edit, said):
     broken = tmp_path / "records"
     shutil.copytree(kept, broken)
-
-    def one_more_row(table):
-        table.loc[table["selector"] == "cacheblend", "n_recomputed"] += 1
-    _edit_outcomes(broken, RECORD, one_more_row)
+    _edit_outcomes(broken, name, edit)
     records = Records(broken, tmp_path / "scratch")
-    for name in NAMES:
+    (row,) = _table(records, "10.12w-pairing")  # the check itself is shown, whether it holds or not
+    assert row["check"] == "broken" and said in row["cells whose rows differ"], row
+    for table in NAMES[1:]:
         with pytest.raises(WorkbenchError, match="pairing .* is broken"):
-            TABLES.get(name).build(records)
+            TABLES.get(table).build(records)
 
 
 @pytest.mark.parametrize("short", [RECORD, FIRST])
@@ -175,5 +197,5 @@ def test_writing_every_table_leaves_a_broken_pairings_tables_out_by_name(kept, t
     monkeypatch.setattr(check, "FIGURES", Registry("results figure"))
     with pytest.warns(WorkbenchWarning) as warned:
         written = write_all(tmp_path / "out", Records(broken, tmp_path / "scratch"), progress=False)
-    assert written == []
-    assert [str(w.message).split(":")[0] for w in warned] == [f"table {name} not written" for name in NAMES]
+    assert written == ["10.12w-pairing.md", "10.12w-pairing.csv"]  # the check, broken, is written
+    assert [str(w.message).split(":")[0] for w in warned] == [f"table {name} not written" for name in NAMES[1:]]

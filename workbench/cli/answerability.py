@@ -72,7 +72,7 @@ def command(args) -> int:
     anatomy = anatomy_sentence(splice_anatomy(table), hint=False)
     if anatomy:
         say("  " + anatomy)
-    blank = blank_sentence(blank_table(pd.DataFrame(), table), whole=not args.stop_at_newline)
+    blank = blank_sentence(blank_table(pd.DataFrame(), table), whole=not args.stop_at_newline, read=False)
     if blank:
         say("  " + blank)
     if args.csv:

@@ -8,9 +8,9 @@ none of what follows, so EM and `retrieved` count a change of format as lost evi
 
     blank_table(outcomes, examples)   per selector x budget, and the splice: the share of cells whose
                                       answer is blank where dense's names something (draws pooled)
-    blank_sentence(table, whole)      the selectors (and the splice) that answer blank that often, in
-                                      at least BLANK_SHARE of their cells at some budget, with what to
-                                      do about it; "" where none does
+    blank_sentence(table, whole)      the selectors (and the splice) that answer blank in at least
+                                      BLANK_SHARE of their cells at some budget (the SHOWN most blank
+                                      named, the rest counted), with what to do about it; "" where none does
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def blank_table(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
     then the splice (budget NaN): cells and the share answering blank where dense's answer is not.
     `outcomes` without cells (`kvwb answerability`'s table has none): the splice's row alone."""
     rows = []
-    if {"selector", "budget", "answer", "dense_answer"} <= set(outcomes.columns):  # no cells: the splice alone
+    if {"selector", "budget", "answer", "dense_answer"} <= set(outcomes.columns):  # else no cells: the splice alone
         cells = outcomes[~outcomes["selector"].isin(["none", "full"])].dropna(subset=["answer", "dense_answer"])
         rows = [{"selector": selector, "budget": budget, "cells": len(cell),
                  "blank_share": _share(cell["answer"], cell["dense_answer"])}
@@ -49,10 +49,11 @@ def blank_table(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def blank_sentence(table: pd.DataFrame, whole: bool, name=str) -> str:
+def blank_sentence(table: pd.DataFrame, whole: bool, name=str, read: bool = True) -> str:
     """One line naming who answers blank in at least BLANK_SHARE of its cells at some budget (its
-    largest share and where), and, for a run that scored first lines, how to read past the line;
-    `name` writes a selector's label (the app escapes it: labels are data)."""
+    largest share and where; the SHOWN largest, the rest counted), and, for a run that scored first
+    lines, how to read past the line (`read`: and `kvwb summary --read`, for a sweep); `name` writes a
+    selector's label (the app escapes it: labels are data)."""
     if table.empty:
         return ""
     worst = table.sort_values("blank_share", ascending=False, kind="stable").drop_duplicates("selector")
@@ -67,5 +68,6 @@ def blank_sentence(table: pd.DataFrame, whole: bool, name=str) -> str:
     if whole:
         return line + " These answers were scored whole: they name nothing at all."
     return line + (" Under the first-line rule a blank answer can be a label before a line break (\":\", then "
-                   "a list), which every measure counts as lost: read a few (`kvwb summary --read`), or rerun "
-                   "with `--no-stop-at-newline` to score the whole answer.")
+                   "a list), which EM and retrieved count as lost: " + ("read a few (`kvwb summary --read`), or "
+                                                                       if read else "") +
+                   "rerun with `--no-stop-at-newline` to score the whole answer.")

@@ -31,26 +31,64 @@ RULES = {FIRST: "first line", RECORD: "whole answer"}
 REFERENCES = {"dense": "dense", "splice": "spliced"}  # label: the examples table's prefix
 
 
-def paired_runs(records):
-    """Both records, complete; refused where the pairing is broken (the entry reads nothing then)."""
+def _paired(records):
+    """Both records, complete, and their pairing (`experiments.answer_lines.pairing`)."""
     from workbench.experiments.answer_lines import pairing
 
     run, first = complete_run(records, RECORD), complete_run(records, FIRST)
-    paired = pairing(run, first)
-    if paired["shared"] == 0 or paired["shared"] != paired["expected"] or len(paired["differ"]):
+    return run, first, pairing(run, first)
+
+
+def _holds(paired) -> bool:
+    return paired["shared"] > 0 and paired["shared"] == paired["expected"] and paired["differ"].empty
+
+
+def paired_runs(records):
+    """Both records, complete; refused where the pairing is broken (the entry reads nothing then)."""
+    run, first, paired = _paired(records)
+    if not _holds(paired):
         raise TableRefusedError(f"the pairing of {RECORD} with {FIRST} is broken ({paired['shared']} of "
-                             f"{paired['expected']} cells shared, {len(paired['differ'])} repaired other rows): "
-                             "its pre-registration reads nothing else")
+                                f"{paired['expected']} cells shared, {len(paired['differ'])} repaired other rows): "
+                                "its pre-registration reads nothing else")
     return run, first, paired
 
 
+def _same_first_lines(run, first, side: str) -> tuple[int, int]:
+    """Examples whose `side` answer's first line here is the first record's answer, of those both hold."""
+    from workbench.tasks.metrics import first_line
+
+    here = dict(zip(run.examples["example_id"].astype(str), run.examples[f"{side}_answer"]))
+    there = dict(zip(first.examples["example_id"].astype(str), first.examples[f"{side}_answer"]))
+    both = [i for i in here if i in there]
+    return sum(first_line(str(here[i])) == first_line(str(there[i])) for i in both), len(both)
+
+
+def _plain(text) -> str:
+    """A name set into a `fmt` template as text (its braces doubled)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
+SHOWN_CELLS = 5  # differing cells listed in the pairing table, the rest counted
+
+
 @register_table("10.12w-pairing", f"RESULTS 8 (10.12w): the check before any reading, both records' shared cells "
-                                  f"repaired the same rows ({RECORD} against {FIRST})")
+                                  f"repaired the same rows ({RECORD} against {FIRST}); shown whether it holds or not")
 def pairing_check(records) -> pd.DataFrame:
-    _, _, paired = paired_runs(records)
-    return frame([{"cells shared / expected": fmt("{} / {}", paired["shared"], paired["expected"]),
-                   "cells whose rows differ": fmt("{}", len(paired["differ"])),
-                   "first line here is the first record's answer": fmt("{:.4f}", paired["same_first_line"])}])
+    run, first, paired = _paired(records)
+    differ = paired["differ"]
+    shown = differ.head(SHOWN_CELLS)
+    template = "{}" + "".join(  # a cell's names in the text, its numbers kept by `fmt`
+        (": " if i == 0 else "; ") + f"example {_plain(r.example_id)} {_plain(r.selector)} b = {{:g}}: rows {{}} / {{}}, "
+        "recall {:.4f} / {:.4f}" for i, r in enumerate(shown.itertuples()))
+    values = [len(differ)] + [v for r in shown.itertuples() for v in (r.budget, r.n_recomputed, r.n_recomputed_other,
+                                                                      r.evidence_recall, r.evidence_recall_other)]
+    more = f" (+{len(differ) - SHOWN_CELLS} more)" if len(differ) > SHOWN_CELLS else ""
+    dense, splice = _same_first_lines(run, first, "dense"), _same_first_lines(run, first, "spliced")
+    return frame([{"check": "holds" if _holds(paired) else "broken",
+                   "cells shared / expected": fmt("{} / {}", paired["shared"], paired["expected"]),
+                   "cells whose rows differ": fmt(template + more, *values),
+                   "cells: first line here is the first record's answer": fmt("{:.4f}", paired["same_first_line"]),
+                   "dense / splice: the same first line": fmt("{} / {} and {} / {}", *dense, *splice)}])
 
 
 @register_table("10.12w-families", f"RESULTS 8 (10.12w): the first record's families on {MEASURE} of the whole "
