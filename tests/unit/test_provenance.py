@@ -109,7 +109,7 @@ def test_a_resumed_run_on_other_code_keeps_both_environments(model, tmp_path, mo
     run_in(monkeypatch, old)
     killed_sweep(model, tmp_path / "r", monkeypatch)
     run_in(monkeypatch, new)
-    with pytest.warns(WorkbenchWarning, match=r"resumes on other code .*code\.revision: 'aaaa.* in the run vs 'bbbb"):
+    with pytest.warns(WorkbenchWarning, match=r"resumes on other code, packages or hardware .*code\.revision: 'aaaa.* in the run vs 'bbbb"):
         run_sweep(model, CONFIG, tmp_path / "r", progress=False)
     manifest = manifest_of(tmp_path / "r")
     assert manifest["status"] == "complete" and manifest["environment"] == old  # the run's first environment
@@ -117,6 +117,18 @@ def test_a_resumed_run_on_other_code_keeps_both_environments(model, tmp_path, mo
     typed = load_manifest(tmp_path / "r")
     assert typed.environment_of("q1") == old and typed.environment_of("q3") == new
     assert typed.to_dict() == manifest
+
+
+def test_a_resume_on_another_cpu_is_warned_and_keeps_both_environments(model, tmp_path, monkeypatch):
+    here = environment()
+    other = {**here, "device": {**here["device"], "cpu": "Another CPU"}}
+    run_in(monkeypatch, other)
+    killed_sweep(model, tmp_path / "r", monkeypatch)
+    run_in(monkeypatch, here)
+    with pytest.warns(WorkbenchWarning, match=r"or hardware .*device\.cpu: 'Another CPU' in the run vs"):
+        run_sweep(model, CONFIG, tmp_path / "r", progress=False)
+    assert [s["environment"]["device"]["cpu"] for s in manifest_of(tmp_path / "r")["segments"]] == [
+        "Another CPU", here["device"]["cpu"]]
 
 
 def test_a_resume_in_the_same_environment_adds_no_segment(model, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@
 
 A sweep (example ids) and a pipeline ("METHOD/00012" per request) hold them. `open_segment`
 starts a session: it continues the last segment when the environment is the same, else appends
-a new one, with a warning when the `code` or `versions` differ. `record` lists each result as it
+a new one, with a warning when the `code`, `versions` or `device` differ. `record` lists each result as it
 is saved under the current (last) segment, and takes a recomputed one out of the segment that
 made it before. A run made before segments resumes as one segment of unknown environment (None)
 holding what it had done; a result saved but never listed (the process died between the two
@@ -16,15 +16,15 @@ from __future__ import annotations
 import warnings
 
 from workbench.errors import WorkbenchWarning
-from workbench.runstore.environment import COMPARED, environment
+from workbench.runstore.environment import WARNED, environment
 from workbench.runstore.manifest import identity_differences, now
 
 
 def differences(recorded: dict | None, current: dict) -> list[str]:
-    """How the `code` and `versions` of a recorded environment differ from `current`, in words."""
+    """How the `code`, `versions` and `device` of a recorded environment differ from `current`, in words."""
     if recorded is None:
         return ["the environment of its earlier examples was not recorded"]
-    return identity_differences({k: recorded.get(k) for k in COMPARED}, {k: current.get(k) for k in COMPARED})
+    return identity_differences({k: recorded.get(k) for k in WARNED}, {k: current.get(k) for k in WARNED})
 
 
 def open_segment(manifest: dict, done, where, current: dict | None = None) -> dict:
@@ -44,8 +44,9 @@ def open_segment(manifest: dict, done, where, current: dict | None = None) -> di
         return {**manifest, "segments": segments}
     diffs = differences(segments[-1]["environment"], current) if segments else []
     if diffs:
-        warnings.warn(f"{where} resumes on other code or packages than its last session; each example keeps the "
-                      f"environment that computed it (the manifest's segments). Differences: " + "; ".join(diffs),
+        warnings.warn(f"{where} resumes on other code, packages or hardware than its last session; each example keeps "
+                      f"the environment that computed it (the manifest's segments; on another CPU a near-tie in a "
+                      f"selector's scores can pick other rows). Differences: " + "; ".join(diffs),
                       WorkbenchWarning, stacklevel=3)
     return {**manifest, "segments": [*segments, {"environment": current, "started": now(), "examples": []}]}
 
