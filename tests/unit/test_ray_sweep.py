@@ -203,3 +203,17 @@ def test_executor_throughput_times_local_and_each_worker_count(cluster, model_fo
     with pytest.raises(WorkbenchError, match=r"failed examples in the local run \(1 workers\), 1 of 2"):  # a throughput of failures means nothing
         executor_throughput(str(model_folder), n=2, workers=(1,), dataset=data(tmp_path / "e.jsonl", ["a"], "long"),
                             diagnose=DIAGNOSE, progress=False)
+
+
+def test_workers_on_other_code_packages_or_hardware_are_refused():
+    from workbench.errors import WorkbenchError
+    from workbench.experiments.ray_sweep import check_environments
+    from workbench.runstore.environment import environment
+
+    here = environment()
+    check_environments([here, dict(here)])  # the same: nothing to say
+    for key, value, said in (("code", {"revision": "b" * 40}, "workbench code"),
+                             ("versions", {"torch": "0.0"}, "package versions"),
+                             ("device", {"cpu": "Another CPU", "gpu": None}, "CPU or GPU")):
+        with pytest.raises(WorkbenchError, match=f"different {said}"):
+            check_environments([here, {**here, key: value}])

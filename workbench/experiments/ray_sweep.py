@@ -40,7 +40,7 @@ from workbench.experiments.sweep import SweepConfig, check_some_done, place_prer
 from workbench.models import load_model, model_identity
 from workbench.runstore import DIAGNOSES, SweepStore, check_out, folder_name, run_lock
 from workbench.runstore.lock import lock_holder, process_state
-from workbench.runstore.environment import COMPARED, environment
+from workbench.runstore.environment import WARNED, environment
 from workbench.tasks import Example
 
 RAY_MISSING = "the Ray executor needs Ray: pip install 'kv-repair-workbench[ray]' (or pip install ray)"
@@ -230,7 +230,7 @@ class SweepWorker:
 def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float, device, dtype,
                    timeout: float | None) -> tuple[list, dict, dict]:
     """The actors, the model identity they all share and the first one's environment (refused if
-    the models, or the code and package versions, differ)."""
+    the models, or the code, package versions or hardware, differ: `check_environments`)."""
     remote = ray.remote(num_cpus=cpus, num_gpus=gpus)(SweepWorker)
     driver = (os.getpid(), socket.gethostname())  # the process that takes the run's lock (`run_lock` writes these)
     actors = [remote.remote(model_spec, device, dtype, max(1, int(cpus)), driver) for _ in range(workers)]
@@ -244,10 +244,21 @@ def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float,
         raise WorkbenchError(f"the workers loaded different models ({len(prints)} fingerprints): give every node the "
                              f"same weights, dtype and device kind")
     environments = ray.get([a.environment.remote() for a in actors])
-    if len({repr([e.get(k) for k in COMPARED]) for e in environments}) > 1:
-        raise WorkbenchError("the workers run different workbench code or package versions: give every node the same "
-                             "checkout and packages")
+    check_environments(environments)
     return actors, identities[0], environments[0]
+
+
+def check_environments(environments: list[dict]) -> None:
+    """Refuse workers that run other code, packages or hardware (`runstore.environment.WARNED`): the
+    run records the first worker's environment for every example, and on another CPU a near-tie in a
+    selector's scores can pick other rows."""
+    names = {"code": "workbench code", "versions": "package versions", "device": "CPU or GPU"}
+    for key in WARNED:
+        what = names.get(key, key)
+        seen = sorted({repr(e.get(key)) for e in environments})
+        if len(seen) > 1:
+            raise WorkbenchError(f"the workers run on different {what} ({'; '.join(seen)}): give every node the same "
+                                 "checkout, packages and hardware kind")
 
 
 def run_sweep_ray(model_spec: str, config: SweepConfig, out: str | Path, *, workers: int = 2,

@@ -25,10 +25,9 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1]  # the imported workbench package
 _PACKAGES = ("kv-repair-workbench", "torch", "transformers", "numpy", "pandas", "pyarrow", "scipy")
 _CORE = ("torch", "transformers", "numpy")  # what `environment()["versions"]` holds beside python
-COMPARED = ("code", "versions")  # what Ray's workers must share
-# What a resume is warned about: the code and packages, and the hardware, since on another CPU a near-tie
-# in a selector's scores can break the other way (10.12w's pairing, RESULTS 12)
-WARNED = (*COMPARED, "device")
+# What a resume is warned about and Ray's workers must share: the code and packages, and the hardware,
+# since on another CPU a near-tie in a selector's scores can break the other way (10.12w's pairing, RESULTS 12)
+WARNED = ("code", "versions", "device")
 
 
 def package_versions(names=_PACKAGES) -> dict[str, str]:
