@@ -129,6 +129,24 @@ def test_a_resume_on_another_cpu_is_warned_and_keeps_both_environments(model, tm
         run_sweep(model, CONFIG, tmp_path / "r", progress=False)
     assert [s["environment"]["device"]["cpu"] for s in manifest_of(tmp_path / "r")["segments"]] == [
         "Another CPU", here["device"]["cpu"]]
+    from workbench.experiments.summary import summarize, tokens_to_target
+    from workbench.report import sweep_summary_markdown
+    from workbench.runstore import load_sweep
+    from workbench.runstore.segments import hardware
+
+    run = load_sweep(tmp_path / "r")
+    assert hardware(run.manifest.segments) == {here["device"]["cpu"]: 2, "Another CPU": 1}
+    table = summarize(run)
+    header = sweep_summary_markdown(run, table, tokens_to_target(table, run.examples, 0.9, 0.1)).splitlines()[1]
+    assert header.startswith(f"computed on {here['device']['cpu']} (2 examples), Another CPU (1 examples)")
+
+
+def test_hardware_counts_an_unrecorded_environment_and_a_gpu():
+    from workbench.runstore.segments import hardware
+
+    segments = [{"environment": None, "examples": ["a"]},
+                {"environment": {"device": {"cpu": "C", "gpu": "G"}}, "examples": ["b", "c"]}]
+    assert hardware(segments) == {"C + G": 2, "not recorded": 1} and hardware(None) == {}
 
 
 def test_a_resume_in_the_same_environment_adds_no_segment(model, tmp_path, monkeypatch):

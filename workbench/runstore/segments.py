@@ -64,3 +64,15 @@ def record(manifest: dict, result_id: str, computed: bool = True) -> None:
         segments[-1]["examples"].append(result_id)
     manifest["segments"] = [s for s in segments[:-1] if s["examples"]] + [segments[-1]]
 
+
+def hardware(segments) -> dict[str, int]:
+    """{CPU (and GPU, where one ran) that computed them: examples} over a manifest's `segments`, most first;
+    an unrecorded environment counts as "not recorded"."""
+    counts: dict[str, int] = {}
+    for segment in segments or ():
+        device = (segment.get("environment") or {}).get("device") or {}
+        name = device.get("cpu") or "not recorded"
+        name += f" + {device['gpu']}" if device.get("gpu") else ""
+        counts[name] = counts.get(name, 0) + len(segment.get("examples") or [])
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
