@@ -80,3 +80,26 @@ def test_budget_curves_warns_of_blank_answers_on_a_first_line_run_only(runs, mon
         captions = [unescape(c.value) for c in at.caption if "Blank answers" in unescape(c.value)]
         assert (len(warnings), len(captions)) == ((1, 0) if warned else (0, 1))
         assert ("--no-stop-at-newline" in (warnings or captions)[0]) is warned
+
+
+def test_budget_curves_names_the_cpus_of_a_run_computed_on_several(runs, monkeypatch, tmp_path):
+    import json
+    import shutil
+
+    root = tmp_path / "runs"
+    for name in ("first", "whole"):
+        shutil.copytree(runs / name, root / name)
+    manifest = json.loads((root / "first" / "manifest.json").read_text())
+    (segment,) = manifest["segments"]
+    other = {**segment, "environment": {**segment["environment"], "device": {"cpu": "Another CPU", "gpu": None}},
+             "examples": segment["examples"][:1]}
+    manifest["segments"] = [other, {**segment, "examples": segment["examples"][1:]}]
+    (root / "first" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("KVWB_RUNS", str(root))
+    at = open_page("views/curves.py")
+    at.selectbox(key="curves_run").set_value("first").run()
+    ok(at)
+    said = [unescape(c.value) for c in at.caption if "Computed on" in unescape(c.value)]
+    assert len(said) == 1 and "Another CPU (1 examples)" in said[0]
+    at.selectbox(key="curves_run").set_value("whole").run()  # one CPU: nothing said
+    assert not [c for c in at.caption if "Computed on" in unescape(c.value)]
