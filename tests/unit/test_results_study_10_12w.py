@@ -101,9 +101,9 @@ def test_the_first_lines_name_nothing_the_whole_answers_name_the_gold(records):
     assert list(rows)[:2] == ["dense", "splice"] and "none" not in rows and "full" not in rows
     whole = first_line_table(records.run(RECORD)).set_index(["selector", "budget"])
     for selector in ("cadence-grad", "coin:bcr", "epic"):
-        assert rows[selector]["first line, b = 0.2"] == "0.000"
-        assert rows[selector]["whole, b = 0.2"] == f"{whole.loc[(selector, 0.2), 'retrieved_whole']:.3f}"
-    assert {r["whole, b = 0.2"] for r in rows.values()} >= {"0.000", "1.000"}  # some cells name the gold, some not
+        assert rows[selector]["first line (cells at b = 0.2)"] == "0.000"
+        assert rows[selector]["whole (cells at b = 0.2)"] == f"{whole.loc[(selector, 0.2), 'retrieved_whole']:.3f}"
+    assert {r["whole (cells at b = 0.2)"] for r in rows.values()} >= {"0.000", "1.000"}  # some cells name the gold, some not
     assert rows["splice"]["whole names more, b = 0.2 / 0.5"] == "1.000 (every budget)"
 
 
@@ -122,12 +122,12 @@ def test_both_rules_set_each_records_own_families_side_by_side(records):
 
 def test_the_lengths_count_the_scripted_answers_four_tokens(records):
     rows = {row["selector"]: row for row in _table(records, "10.12w-lengths")}
-    assert rows["cadence-grad"]["answer tokens, b = 0.2 / 0.5"] == "4.00 / 4.00"
-    assert rows["splice"]["answer tokens, b = 0.2 / 0.5"] == "4.00"
-    assert rows["dense"]["ran on, b = 0.2 / 0.5"] == "–"
+    assert rows["cadence-grad"]["answer tokens (cells at b = 0.2 / 0.5)"] == "4.00 / 4.00"
+    assert rows["splice"]["answer tokens (cells at b = 0.2 / 0.5)"] == "4.00 (no budget)"
+    assert rows["dense"]["ran on (cells at b = 0.2 / 0.5)"] == "–"
     cells = records.run(RECORD).outcomes
     ran_on = cells[cells["selector"] == "coin:bcr"].groupby("budget")["ran_on"].mean()
-    assert rows["coin:bcr"]["ran on, b = 0.2 / 0.5"] == f"{ran_on[0.2]:.3f} / {ran_on[0.5]:.3f}"
+    assert rows["coin:bcr"]["ran on (cells at b = 0.2 / 0.5)"] == f"{ran_on[0.2]:.3f} / {ran_on[0.5]:.3f}"
 
 
 def test_shares_and_em_read_the_whole_answer_record(records):

@@ -161,14 +161,15 @@ def first_lines(records) -> pd.DataFrame:
     rows = []
     for label in REFERENCES:
         ref = table[table["selector"] == label].iloc[0]
-        rows.append({"selector": label, f"first line, b = {AT:g}": fmt("{:.3f}", ref["retrieved_first_line"]),
-                     f"whole, b = {AT:g}": fmt("{:.3f}", ref["retrieved_whole"]),
+        rows.append({"selector": label,
+                     f"first line (cells at b = {AT:g})": fmt("{:.3f} (no budget)", ref["retrieved_first_line"]),
+                     f"whole (cells at b = {AT:g})": fmt("{:.3f} (no budget)", ref["retrieved_whole"]),
                      more_header: fmt("{:.3f} (every budget)", ref["share_more"])})
     for selector in dict.fromkeys(s for s in table["selector"] if s not in REFERENCES and s not in ("none", "full")):
         cells = table[table["selector"] == selector].set_index("budget")
         at = cells.loc[AT]
-        rows.append({"selector": selector, f"first line, b = {AT:g}": fmt("{:.3f}", at["retrieved_first_line"]),
-                     f"whole, b = {AT:g}": fmt("{:.3f}", at["retrieved_whole"]),
+        rows.append({"selector": selector, f"first line (cells at b = {AT:g})": fmt("{:.3f}", at["retrieved_first_line"]),
+                     f"whole (cells at b = {AT:g})": fmt("{:.3f}", at["retrieved_whole"]),
                      more_header: _per_budget([cells.loc[b, "share_more"] for b in budgets])})
     return frame(rows)
 
@@ -187,14 +188,16 @@ def lengths(records) -> pd.DataFrame:
     examples, cells = run.examples, run.outcomes
     budgets = sorted(cells["budget"].dropna().unique())
     span = " / ".join(f"{b:g}" for b in budgets)
-    rows = [{"selector": "dense", f"answer tokens, b = {span}": fmt("{:.2f}", examples["dense_answer_tokens"].mean()),
-             f"ran on, b = {span}": fmt("–")},
-            {"selector": "splice", f"answer tokens, b = {span}": fmt("{:.2f}", examples["spliced_answer_tokens"].mean()),
-             f"ran on, b = {span}": fmt("{:.3f}", examples["spliced_ran_on"].astype(float).mean())}]
+    rows = [{"selector": "dense",
+             f"answer tokens (cells at b = {span})": fmt("{:.2f} (no budget)", examples["dense_answer_tokens"].mean()),
+             f"ran on (cells at b = {span})": fmt("–")},
+            {"selector": "splice",
+             f"answer tokens (cells at b = {span})": fmt("{:.2f} (no budget)", examples["spliced_answer_tokens"].mean()),
+             f"ran on (cells at b = {span})": fmt("{:.3f} (no budget)", examples["spliced_ran_on"].astype(float).mean())}]
     for selector in dict.fromkeys(s for s in cells["selector"] if s not in ("none", "full")):
         by = cells[cells["selector"] == selector].groupby("budget")
         tokens, ran_on = by["answer_tokens"].mean(), by["ran_on"].mean()
         rows.append({"selector": selector,
-                     f"answer tokens, b = {span}": fmt(" / ".join("{:.2f}" for _ in budgets), *tokens.loc[budgets]),
-                     f"ran on, b = {span}": _per_budget(list(ran_on.loc[budgets].astype(float)))})
+                     f"answer tokens (cells at b = {span})": fmt(" / ".join("{:.2f}" for _ in budgets), *tokens.loc[budgets]),
+                     f"ran on (cells at b = {span})": _per_budget(list(ran_on.loc[budgets].astype(float)))})
     return frame(rows)
