@@ -47,7 +47,7 @@ from workbench.runstore import (
     inspect_folder, load_curve, load_fidelity, load_pipeline, load_sweep, natural_key, scan_runs,
     write_diagnosis_run,
 )
-from workbench.runstore.segments import hardware
+from workbench.runstore.segments import hardware_sentence
 from workbench.selectors import (
     SelectorInfo, get_selector, parse_selector, parse_selectors, reference_selectors, selector_names,
 )
@@ -75,7 +75,7 @@ __all__ = [
     "anatomy_sentence", "cell_anatomy", "splice_anatomy", "behind_sentence", "examples_behind",
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "gate_reasons", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target", "whole_answers",
-    "first_line_table", "blank_sentence", "blank_table", "hardware",
+    "first_line_table", "blank_sentence", "blank_table", "hardware_sentence",
 ]
 
 # ----------------------------------------------------------------------------- runs

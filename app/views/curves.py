@@ -14,7 +14,7 @@ from workbench import plots
 from workbench.app_api import (
     CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, blank_sentence, blank_table,
     cell_anatomy, family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
-    hardware, tokens_to_target, whole_answers,
+    hardware_sentence, tokens_to_target, whole_answers,
 )
 from workbench.plots.anatomy import gap_anatomy_figure
 from workbench.plots.answer_lines import first_line_figure
@@ -123,10 +123,9 @@ st.markdown(f"{plain(run.name)}: {len(ex)} examples, model {plain(manifest.model
                if "dense_retrieved" in ex else "")
             + (" · answers scored whole (made with `--no-stop-at-newline`: decoded past the first line break, "
                "as RULER reads a prediction)" if whole_answers(sweep) else ""))
-machines = hardware(manifest.segments)
-if len(machines) > 1:
-    st.caption("Computed on " + ", ".join(f"{plain(name)} ({k} examples)" for name, k in machines.items())
-               + ": on another CPU a selector's near-tie can pick other rows (the manifest's segments).")
+machines = hardware_sentence(manifest.segments, name=plain)  # CPU names are data
+if machines:
+    st.caption(machines[0].upper() + machines[1:] + ".")
 anatomy = anatomy_sentence(splice_anatomy(ex), hint=False)
 if anatomy:
     (st.warning if "Most of this EM gap" in anatomy else st.caption)(

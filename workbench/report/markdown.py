@@ -14,7 +14,7 @@ from workbench.experiments.blank_answers import blank_sentence, blank_table
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
 from workbench.experiments.summary import attribution_table, run_caveats
 from workbench.runstore import SweepRun
-from workbench.runstore.segments import hardware
+from workbench.runstore.segments import hardware_sentence
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
@@ -52,10 +52,9 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
     anatomy = anatomy_sentence(splice_anatomy(ex), hint=measure == "em")
     if anatomy:
         lines.insert(2, anatomy)
-    machines = hardware(run.manifest.segments)
-    if len(machines) > 1:  # a near-tie in a selector's scores can break the other way on another CPU
-        lines.insert(1, "computed on " + ", ".join(f"{name} ({k} examples)" for name, k in machines.items())
-                     + ": a selector's near-tie can pick other rows on another CPU (the manifest's segments)")
+    machines = hardware_sentence(run.manifest.segments)
+    if machines:
+        lines.insert(1, machines)
     blank = blank_sentence(blank_table(run.outcomes, ex), whole)
     if blank:
         lines.insert(2, blank)

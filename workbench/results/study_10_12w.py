@@ -53,6 +53,12 @@ def paired_runs(records):
     return run, first, paired
 
 
+def _after_pairing(records, build) -> pd.DataFrame:
+    """`build(records, RECORD)`, one of `study_10_12`'s tables of a record, refused on a broken pairing."""
+    paired_runs(records)
+    return build(records, RECORD)
+
+
 def _same_first_lines(run, first, side: str) -> tuple[int, int]:
     """Examples whose `side` answer's first line here is the first record's answer, of those both hold."""
     from workbench.tasks.metrics import first_line
@@ -94,8 +100,7 @@ def pairing_check(records) -> pd.DataFrame:
 @register_table("10.12w-families", f"RESULTS 8 (10.12w): the first record's families on {MEASURE} of the whole "
                                   f"answer over the budget grid (@auc), Holm within each ({RECORD})")
 def families(records) -> pd.DataFrame:
-    paired_runs(records)
-    return families_table(records, RECORD)
+    return _after_pairing(records, families_table)
 
 
 @register_table("10.12w-rules", f"RESULTS 8 (10.12w): dense's and the splice's {MEASURE} and the gap, under the "
@@ -141,8 +146,7 @@ def both_rules(records) -> pd.DataFrame:
 @register_table("10.12w-shares", f"RESULTS 8 (10.12w): the share of the {MEASURE} gap (whole answers) closed per "
                                  f"budget [paired bootstrap 95%] and the evidence recall, per selector ({RECORD})")
 def shares(records) -> pd.DataFrame:
-    paired_runs(records)
-    return shares_table(records, RECORD)
+    return _after_pairing(records, shares_table)
 
 
 def _per_budget(values) -> object:
@@ -177,8 +181,7 @@ def first_lines(records) -> pd.DataFrame:
 @register_table("10.12w-em", f"RESULTS 8 (10.12w), secondary and uncorrected: the families' contrasts on em of the "
                              f"whole answer at b = {AT:g} ({RECORD})")
 def em_contrasts(records) -> pd.DataFrame:
-    paired_runs(records)
-    return em_table(records, RECORD)
+    return _after_pairing(records, em_table)
 
 
 @register_table("10.12w-lengths", f"RESULTS 8 (10.12w), secondary: the whole answers' mean length in tokens and "

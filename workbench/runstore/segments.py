@@ -76,3 +76,13 @@ def hardware(segments) -> dict[str, int]:
         counts[name] = counts.get(name, 0) + len(segment.get("examples") or [])
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
+
+def hardware_sentence(segments, name=str) -> str:
+    """"computed on A (k examples), B (m examples): …" where a run's segments name several CPUs, else "";
+    `name` writes a CPU's name (the app escapes it: it is data)."""
+    machines = hardware(segments)
+    if len(machines) < 2:
+        return ""
+    return ("computed on " + ", ".join(f"{name(cpu)} ({k} examples)" for cpu, k in machines.items())
+            + ": on another CPU a selector's near-tie can pick other rows (the manifest's segments)")
+
