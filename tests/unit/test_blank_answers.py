@@ -1,7 +1,8 @@
 """`experiments.blank_answers`: answers that name nothing, the artefact a first-line rule can hide.
 On tables by hand, then on two tiny sweeps of the same data whose cells answer a scripted ":", line
 break, "BC" (gold "BC"): under the first-line rule every cell's answer is ":" and the summary says
-so, with the option that reads past the line; scored whole, no cell is blank."""
+so, with the option that reads past the line; scored whole, no cell is blank. A third sweep's cells
+end at once (an end-of-turn token first): blank under any rule, and the summary says that instead."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import workbench as wb
 from test_answer_lines import _scripted
 from test_whole_answer import B, C, NL, TOK
 from workbench.diagnosis import DiagnoseConfig
-from workbench.experiments.blank_answers import BLANK_SHARE, blank_sentence, blank_table, is_blank
+from workbench.engine.decode import stop_token_ids
+from workbench.experiments.blank_answers import BLANK_SHARE, blank_sentence, blank_table, ended_at_once, is_blank
 from workbench.experiments.summary import summarize, tokens_to_target
 from workbench.experiments.sweep import SweepConfig, run_sweep
 from workbench.report import sweep_summary_markdown
@@ -31,13 +33,13 @@ def test_a_blank_answer_has_no_letter_or_digit(text, blank):
 
 
 def _cells():
-    """Two examples; `a` answers ":" once and "x" once, `b` never blank; a drawn `c` whose draw 1 is
-    blank on both examples; dense names something on example 0 only."""
+    """Two examples; `a` answers ":" (two tokens) once and "x" once, `b` never blank; a drawn `c` whose
+    draw 1 ends at once (no token) on both examples; dense names something on example 0 only."""
     dense = {"e0": "x", "e1": ""}
-    rows = [("a", 0.2, None, "e0", ":"), ("a", 0.2, None, "e1", "x"), ("b", 0.2, None, "e0", "x"),
-            ("b", 0.2, None, "e1", "x"), ("c", 0.2, 0, "e0", "x"), ("c", 0.2, 0, "e1", "x"),
-            ("c", 0.2, 1, "e0", ""), ("c", 0.2, 1, "e1", ""), ("none", 0.2, None, "e0", ":")]
-    outcomes = pd.DataFrame(rows, columns=["selector", "budget", "draw", "example_id", "answer"])
+    rows = [("a", 0.2, None, "e0", ":", 2), ("a", 0.2, None, "e1", "x", 1), ("b", 0.2, None, "e0", "x", 1),
+            ("b", 0.2, None, "e1", "x", 1), ("c", 0.2, 0, "e0", "x", 1), ("c", 0.2, 0, "e1", "x", 1),
+            ("c", 0.2, 1, "e0", "", 0), ("c", 0.2, 1, "e1", "", 0), ("none", 0.2, None, "e0", ":", 2)]
+    outcomes = pd.DataFrame(rows, columns=["selector", "budget", "draw", "example_id", "answer", "answer_tokens"])
     outcomes["dense_answer"] = outcomes["example_id"].map(dense)
     examples = pd.DataFrame({"example_id": ["e0", "e1"], "dense_answer": ["x", ""], "spliced_answer": [":", ":"]})
     return outcomes, examples
@@ -49,6 +51,21 @@ def test_the_table_counts_blank_answers_where_dense_names_something():
     assert table.loc["a", "blank_share"] == 0.5 and table.loc["b", "blank_share"] == 0
     assert table.loc["c", "blank_share"] == 0.25 and table.loc["c", "cells"] == 4  # e1's blank: dense's is too
     assert table.loc["splice", "blank_share"] == 0.5 and pd.isna(table.loc["splice", "budget"])
+    # of the blank cells, those that ended at once: a's ":" did not, c's "" did; the splice's tokens unknown
+    assert table.loc["a", "ended_share"] == 0 and table.loc["c", "ended_share"] == 1
+    assert pd.isna(table.loc["b", "ended_share"]) and pd.isna(table.loc["splice", "ended_share"])
+    assert ended_at_once(table.reset_index()) == 0.5  # one blank cell each in a and c
+
+
+def test_the_sentence_says_which_blank_answers_ended_at_once():
+    outcomes, examples = _cells()
+    mixed = blank_sentence(blank_table(outcomes, examples), whole=False)
+    assert "50% of the blank answers ended at once" in mixed and "--no-stop-at-newline" in mixed
+    unknown = blank_sentence(blank_table(outcomes.drop(columns="answer_tokens"), examples), whole=False)
+    assert "ended at once" not in unknown and "--no-stop-at-newline" in unknown  # an older record
+    ended = blank_table(outcomes.assign(answer_tokens=0), examples.assign(spliced_answer_tokens=0))
+    line = blank_sentence(ended, whole=False)
+    assert "Every blank answer here ended at once" in line and "--no-stop-at-newline" not in line
 
 
 def test_the_sentence_names_who_answers_blank_most_and_how_to_read_past_the_line():
@@ -86,13 +103,14 @@ def runs(tmp_path_factory, tiny_llama):
                                            "answers": list(e.gold)}) for e in examples))
     first = wb.build_context(tiny_llama, examples[0]).layout.n_tokens - 1
     made = {}
-    for rule in (True, False):
+    end = min(stop_token_ids(tiny_llama))
+    for name, rule, script in ((True, True, (COLON, NL, B, C)), (False, False, (COLON, NL, B, C)),
+                               ("ended", True, (end,))):
         config = SweepConfig(dataset=f"jsonl:{data}", n=2, diagnose=DiagnoseConfig(
             selectors=("none", "full", "cacheblend"), budgets=(0.2,), max_new_tokens=4, attribution=False,
             stop_at_newline=rule))
-        run_sweep(tiny_llama, config, root / f"stop-{rule}", progress=False,
-                  hooks=_scripted(first, (COLON, NL, B, C)))
-        made[rule] = load_sweep(root / f"stop-{rule}")
+        run_sweep(tiny_llama, config, root / f"stop-{name}", progress=False, hooks=_scripted(first, script))
+        made[name] = load_sweep(root / f"stop-{name}")
     return made
 
 
@@ -109,6 +127,18 @@ def test_a_first_line_runs_summary_names_its_blank_answers(runs):
     assert blank["cacheblend"] == 1 and blank["splice"] == 1
     assert "cacheblend 100% at b = 0.2" in _summary(run) and "--no-stop-at-newline" in _summary(run)
     assert "Blank answers" not in _summary(runs[False])  # ":\nBC" names the gold: not blank
+    assert blank_table(run.outcomes, run.examples)["ended_share"].eq(0).all()  # ":" is a token, then a line break
+
+
+def test_a_runs_summary_says_its_blank_answers_ended_at_once(runs):
+    """Cells whose first token ends the turn: blank under either rule, and reading past the line break
+    would change nothing, so the summary says so rather than offering --no-stop-at-newline."""
+    run = runs["ended"]
+    assert set(run.outcomes["answer"]) == {""} and run.outcomes["answer_tokens"].eq(0).all()
+    table = blank_table(run.outcomes, run.examples).set_index("selector")
+    assert table.loc["cacheblend", "ended_share"] == 1 and table.loc["splice", "ended_share"] == 1
+    summary = _summary(run)
+    assert "Every blank answer here ended at once" in summary and "--no-stop-at-newline" not in summary
 
 
 def test_a_table_without_cells_has_the_splices_row_alone():
