@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.app_api import Diagnosis
+from workbench.app_api import ENDED_AT_ONCE, Diagnosis
 
 
 def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:
@@ -24,14 +24,16 @@ def _draws_word(flips: int, draws: int) -> str:
 def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
     """Dense, spliced and each selector's repaired answer at a budget; flips as recorded, with the
     graded outcomes against dense beside them (a drawn control, the coin: the answer of its first
-    draw, flips counted and scores averaged over draws)."""
+    draw, flips counted and scores averaged over draws). An answer of no token says it ended at once,
+    so that an empty cell does not read as a value missing."""
     dense, spliced = d.answers.dense, d.answers.spliced
     rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
              "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "retrieved": dense.retrieved,
-             "F1": dense.f1, "note": ""},
+             "F1": dense.f1, "note": ENDED_AT_ONCE if dense.n_tokens == 0 else ""},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
              "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "retrieved": spliced.retrieved,
-             "ran on": float(d.answers.splice_ran_on), "F1": spliced.f1, "note": ""}]
+             "ran on": float(d.answers.splice_ran_on), "F1": spliced.f1,
+             "note": ENDED_AT_ONCE if spliced.n_tokens == 0 else ""}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
     for name in selectors:
         cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]
@@ -40,6 +42,8 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
         first, draws, notes = cell.iloc[0], len(cell), []
         if draws > 1:
             notes.append(f"answer of draw {first['draw']}; scores averaged over {draws} draws")
+        if first.get("answer_tokens") == 0:
+            notes.append(ENDED_AT_ONCE)
         if not picked.empty and bool(picked.iloc[0].get("skipped", False)):
             notes.append("skipped: budget under one chunk")
         elif not picked.empty and not bool(picked.iloc[0].get("budget_matched", True)):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+ENDED_AT_ONCE = "ended at once (an end of turn first)"  # a note beside an answer of no token
 BLANK_SHARE = 0.1  # a display rule (it tests nothing): from this share of cells a selector is named
 SHOWN = 4  # selectors named in the sentence, the most blank first
 COLUMNS = ["selector", "budget", "cells", "blank_share", "ended_share"]

@@ -1,0 +1,45 @@
+"""An answer of no token (an end of turn first) is an empty string: the explorer's answers table says
+it ended at once, so that the empty cell does not read as a value missing (the splice of ten HotpotQA
+paragraphs answers so in most examples, RESULTS 9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from apptest import ok, open_page, seen
+from test_app_readable_views import shown_frame
+from workbench.app_api import ENDED_AT_ONCE
+from workbench.diagnosis import DiagnoseConfig
+from workbench.engine.decode import stop_token_ids
+from workbench.experiments.sweep import SweepConfig, run_sweep
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_llama):
+    """One synthetic example whose splice and repairs end their turn at once (the end-of-turn logit
+    raised on the cells' pass; dense's own answer untouched)."""
+    end = min(stop_token_ids(tiny_llama))
+
+    def ended(logits, hook):
+        if hook.pass_name != "cells":
+            return None
+        logits[..., end] += 1e4
+        return logits
+
+    root = tmp_path_factory.mktemp("ended") / "runs"
+    config = SweepConfig(dataset="synthetic", n=1, diagnose=DiagnoseConfig(
+        selectors=("none", "full", "cacheblend"), budgets=(0.2,), max_new_tokens=3, attribution=False))
+    run_sweep(tiny_llama, config, root / "ended", progress=False, hooks={"hook_unembed": ended})
+    return root
+
+
+def test_the_answers_table_says_an_empty_answer_ended_at_once(runs, monkeypatch):
+    monkeypatch.setenv("KVWB_RUNS", str(runs))
+    at = open_page("views/explorer.py")
+    at.selectbox(key="explorer_run").set_value("ended").run()
+    at.multiselect(key="explorer_selectors").set_value(["cacheblend"]).run()
+    ok(at)
+    rows = seen(shown_frame(at, "cache", "answer", "note")[0]).set_index("cache")
+    assert rows.loc["spliced", "answer"] == "" and rows.loc["spliced", "note"] == ENDED_AT_ONCE
+    assert rows.loc["repaired: cacheblend", "note"] == ENDED_AT_ONCE
+    assert rows.loc["dense", "answer"] != "" and rows.loc["dense", "note"] == ""  # dense answered: no note
