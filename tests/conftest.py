@@ -116,6 +116,21 @@ def small_example(n_passages: int = 3, example_id: str = "t0") -> Example:
     return Example(example_id, passages, "In which city was the coach of Varek Olundi born?", ("Tressamor",))
 
 
+def ended_at_once(model) -> dict:
+    """Hooks under which every answer of the splice and the repairs ends its turn at once (the
+    end-of-turn logit raised on the cells' pass); dense's own answer is untouched."""
+    from workbench.engine.decode import stop_token_ids
+
+    end = min(stop_token_ids(model))
+
+    def hook(logits, hook):
+        if hook.pass_name != "cells":
+            return None
+        logits[..., end] += 1e4
+        return logits
+    return {"hook_unembed": hook}
+
+
 def same_layer_effects(batched, serial) -> None:
     """Equal up to batched-vs-serial rounding: the same rows in the same order and top tokens; log-probs
     within 1e-4 relative; distances (already relative to dense's norm) within 1e-4 relative plus 1e-5

@@ -7,29 +7,20 @@ from __future__ import annotations
 import pytest
 
 from apptest import ok, open_page, seen
+from conftest import ended_at_once
 from test_app_readable_views import shown_frame
 from workbench.app_api import ENDED_AT_ONCE
 from workbench.diagnosis import DiagnoseConfig
-from workbench.engine.decode import stop_token_ids
 from workbench.experiments.sweep import SweepConfig, run_sweep
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_llama):
-    """One synthetic example whose splice and repairs end their turn at once (the end-of-turn logit
-    raised on the cells' pass; dense's own answer untouched)."""
-    end = min(stop_token_ids(tiny_llama))
-
-    def ended(logits, hook):
-        if hook.pass_name != "cells":
-            return None
-        logits[..., end] += 1e4
-        return logits
-
+    """One synthetic example whose splice and repairs end their turn at once (dense's answer untouched)."""
     root = tmp_path_factory.mktemp("ended") / "runs"
     config = SweepConfig(dataset="synthetic", n=1, diagnose=DiagnoseConfig(
         selectors=("none", "full", "cacheblend"), budgets=(0.2,), max_new_tokens=3, attribution=False))
-    run_sweep(tiny_llama, config, root / "ended", progress=False, hooks={"hook_unembed": ended})
+    run_sweep(tiny_llama, config, root / "ended", progress=False, hooks=ended_at_once(tiny_llama))
     return root
 
 

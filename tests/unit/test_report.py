@@ -13,7 +13,7 @@ from urllib.parse import unquote
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
-from conftest import small_example, tiny_model
+from conftest import ended_at_once, small_example, tiny_model
 from plotly.offline import get_plotlyjs
 
 import workbench.atomic
@@ -158,6 +158,24 @@ def test_html_content(page, diagnosis):
     shown = re.findall(r'<td class="answer">(.*?)</td>', rest, flags=re.DOTALL)  # dense, spliced, each repair
     assert shown[2:] == [e(a) for a in diagnosis.outcomes["answer"]]
     assert shown[0] == e(diagnosis.answers.dense.text) and shown[1] == e(diagnosis.answers.spliced.text)
+
+
+def test_an_answer_of_no_token_says_it_ended_at_once(model, run):
+    """The splice and the repairs end their turn at once (the end-of-turn logit raised on the cells'
+    pass): their empty answers read as ended at once, on the page and in a run's index; dense's not."""
+    from workbench.experiments.blank_answers import ENDED_AT_ONCE
+    from workbench.report.index import index_html
+
+    d = diagnose(model, small_example(), selectors=("none", "full", "cacheblend"), budgets=(0.3,), attribution=False,
+                 max_new_tokens=4, progress=False, hooks=ended_at_once(model))
+    assert d.answers.spliced.text == "" and d.answers.dense.token_ids  # dense answered; the splice ended at once
+    shown = re.findall(r'<td class="answer">(.*?)</td>', _without_plotlyjs(report.diagnosis_to_html(d)), flags=re.DOTALL)
+    assert shown[0] == e(d.answers.dense.text)
+    assert shown[1:] == [f"<i>{ENDED_AT_ONCE}</i>"] * (1 + len(d.outcomes))  # the splice, then each repair
+    row = {"id": "x", "stem": "x", "question": "q", "gold": "g", "dense": d.answers.dense.text, "spliced": "",
+           "spliced_flip": True, "n_flipped": 2, "n_repairs": 2, "dense_tokens": 2, "spliced_tokens": 0}
+    index = index_html(run, runstore.load_sweep(run).manifest, [row], {})
+    assert index.count(ENDED_AT_ONCE) == 1 and e(d.answers.dense.text) in index
 
 
 def test_the_per_layer_recovery_section_appears_only_when_the_diagnosis_holds_it(page):

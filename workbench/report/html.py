@@ -10,7 +10,7 @@ from __future__ import annotations
 from workbench.diagnosis import Diagnosis
 from workbench.plots import diagnosis as figures
 from workbench.plots.embed import figure_div
-from workbench.report.page import e, flip_cells, kv_table, num, page
+from workbench.report.page import answer_cell, e, flip_cells, kv_table, num, page
 from workbench.report.schema import diagnosis_to_json, table
 from workbench.runstore import Manifest
 
@@ -57,14 +57,14 @@ def _answers(doc: dict) -> str:
             "<th>token ids vs dense</th><th>F1 to dense</th><th>first token = dense's</th>"
             "<th>log p(dense answer) per token</th><th>EM</th><th>F1</th></tr>")
     dense, spliced = a["dense"], a["spliced"]
-    rows = [(f'<tr class="ref"><td>dense (reference)</td><td>–</td><td>all</td><td class="answer">{e(dense["text"])}</td>'
-             f'<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td>'
+    rows = [(f'<tr class="ref"><td>dense (reference)</td><td>–</td><td>all</td>'
+             f'{answer_cell(dense["text"], len(dense["token_ids"]))}<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td>'
              f'<td>{num(dense["f1"])}</td></tr>'),
-            (f'<tr class="ref"><td>spliced (no repair)</td><td>–</td><td>0</td><td class="answer">{e(spliced["text"])}</td>'
-             f'{flip_cells(spliced["flip"], spliced["flip_strict"])}<td>–</td><td>–</td><td>–</td>'
+            (f'<tr class="ref"><td>spliced (no repair)</td><td>–</td><td>0</td>'
+             f'{answer_cell(spliced["text"], len(spliced["token_ids"]))}{flip_cells(spliced["flip"], spliced["flip_strict"])}<td>–</td><td>–</td><td>–</td>'
              f'<td>{num(spliced["em"])}</td><td>{num(spliced["f1"])}</td></tr>')]
     rows += [f'<tr><td>{e(_label(r))}</td><td>{num(r.get("budget"))}</td><td>{num(r.get("n_recomputed"))}</td>'
-             f'<td class="answer">{e(r.get("answer"))}</td>{flip_cells(r.get("flip"), r.get("flip_strict"))}'
+             f'{answer_cell(r.get("answer"), r.get("answer_tokens"))}{flip_cells(r.get("flip"), r.get("flip_strict"))}'
              f'<td>{num(r.get("f1_to_dense"))}</td><td>{_yes(r.get("first_token_agree"))}</td>'
              f'<td>{num(r.get("dense_logprob_mean"), 4)}</td><td>{num(r.get("em"))}</td><td>{num(r.get("f1"))}</td></tr>'
              for r in a["repairs"]]

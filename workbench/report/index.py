@@ -6,7 +6,7 @@ import html
 from pathlib import Path
 from urllib.parse import quote
 
-from workbench.report.page import e, kv_table, page
+from workbench.report.page import answer_cell, e, kv_table, page
 from workbench.runstore import Manifest
 
 
@@ -18,7 +18,8 @@ def _href(name: str) -> str:
 def index_html(run: Path, manifest: Manifest, rows: list[dict], failures: dict[str, dict]) -> str:
     """The index: the run's facts, then per example its question, answers, flips and files.
 
-    rows: {id, stem, question, gold, dense, spliced, spliced_flip, n_flipped, n_repairs}."""
+    rows: {id, stem, question, gold, dense, spliced, spliced_flip, n_flipped, n_repairs[, dense_tokens,
+    spliced_tokens]}: an answer of no token says it ended at once."""
     head = ("<tr><th>example</th><th>question</th><th>gold</th><th>dense answer</th><th>spliced answer</th>"
             "<th>splice flips</th><th>repairs that flip</th><th>files</th></tr>")
     body = []
@@ -26,8 +27,8 @@ def index_html(run: Path, manifest: Manifest, rows: list[dict], failures: dict[s
         page_link, json_link = _href(r["stem"] + ".html"), _href(r["stem"] + ".json")
         flip = '<td class="flip">flip</td>' if r["spliced_flip"] else '<td class="same">same</td>'
         body.append(f'<tr><td class="text"><a href="{page_link}">{e(r["id"])}</a></td><td>{e(r["question"])}</td>'
-                    f'<td>{e(r["gold"])}</td><td class="answer">{e(r["dense"])}</td>'
-                    f'<td class="answer">{e(r["spliced"])}</td>{flip}<td>{r["n_flipped"]} / {r["n_repairs"]}</td>'
+                    f'<td>{e(r["gold"])}</td>{answer_cell(r["dense"], r.get("dense_tokens"))}'
+                    f'{answer_cell(r["spliced"], r.get("spliced_tokens"))}{flip}<td>{r["n_flipped"]} / {r["n_repairs"]}</td>'
                     f'<td><a href="{page_link}">html</a> · <a href="{json_link}">json</a></td></tr>')
     failed = ""
     if failures:

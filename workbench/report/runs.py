@@ -126,6 +126,8 @@ def _write_all(run: Path, sweep: runstore.SweepRun, ids: list[str], out: str | P
                 rows.append({"id": example_id, "stem": stems[example_id], "question": ex["question"],
                              "gold": " | ".join(ex["gold"]) or "(none)", "dense": answers["dense"]["text"],
                              "spliced": answers["spliced"]["text"], "spliced_flip": flips["spliced"],
+                             "dense_tokens": len(answers["dense"]["token_ids"]),
+                             "spliced_tokens": len(answers["spliced"]["token_ids"]),
                              "n_flipped": flips["n_flipped"], "n_repairs": flips["n_repairs"]})
             (tmp / "index.html").write_text(index_html(run, sweep.manifest, rows, {**sweep.failures, **unreadable}),
                                             encoding="utf-8")
