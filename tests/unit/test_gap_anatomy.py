@@ -41,6 +41,19 @@ def test_the_splice_split_counts_each_kind_once():
                                         "gained": 1}
 
 
+def test_lost_gold_answers_of_no_token_count_as_silent_and_the_sentence_says_so():
+    """With the answers' token counts recorded, the lost-gold answers that ended at once are counted
+    apart (`silent`), and the sentence says how many of the lost gold named nothing."""
+    assert "silent" not in splice_anatomy(EXAMPLES)  # no token counts: nothing said of them
+    tokens = EXAMPLES.assign(spliced_answer_tokens=0)  # every answer ended at once
+    counts = splice_anatomy(tokens)
+    assert counts["silent"] == counts["lost_gold"] == 1  # only a lost-gold answer counts
+    assert "1 lost the gold (1 of them ended at once, naming nothing)" in anatomy_sentence(counts)
+    assert "ended at once" not in anatomy_sentence(splice_anatomy(EXAMPLES.assign(spliced_answer_tokens=3)))
+    cells = cell_anatomy(_outcomes().assign(answer_tokens=0), EXAMPLES).set_index("selector")
+    assert (cells["silent"] == cells["lost_gold"]).all()
+
+
 def test_without_whole_word_contains_a_number_glued_to_digits_counts_as_kept():
     """Runs without `contains` cannot tell a glued number apart: it lands in `other`."""
     counts = splice_anatomy(EXAMPLES.drop(columns=["dense_contains", "spliced_contains"]))

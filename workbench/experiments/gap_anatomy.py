@@ -12,7 +12,9 @@ example:
     ran_on      it retrieves as much, and ran on past where dense's answer ended (`graded.ran_on`)
     other       it retrieves as much and did not run on (another wording, a cut, a prefix)
 
-`gained` counts the other way (dense wrong, the answer right). Cells of runs recorded before
+`gained` counts the other way (dense wrong, the answer right); `silent`, where the answers' token
+counts are recorded, counts the `lost_gold` answers that ended at once (no token: an end of turn
+first), the receiver naming nothing rather than something else. Cells of runs recorded before
 `ran_on` was (their outcomes lack the column) use its text half, `graded.continues_past`; the
 table says so in `attrs["ran_on_rule"]`.
 """
@@ -29,13 +31,16 @@ KINDS = ("lost_gold", "in_word", "ran_on", "other")
 MOSTLY = 0.5
 
 
-def _split(dense_em, em, dense_retrieved, retrieved, ran_on, dense_contains=None, contains=None) -> dict:
-    """Counts of one answer set against dense's (aligned pandas Series; `contains` optional)."""
+def _split(dense_em, em, dense_retrieved, retrieved, ran_on, dense_contains=None, contains=None,
+           tokens=None) -> dict:
+    """Counts of one answer set against dense's (aligned pandas Series; `contains` and the answers'
+    token counts `tokens` optional: with them, `silent`)."""
     lost = (dense_em >= 1) & (em < 1)
     lost_gold = lost & (retrieved < dense_retrieved)
     in_word = lost & ~lost_gold & ((contains < dense_contains) if contains is not None else False)
     kept = lost & ~lost_gold & ~in_word
-    return {"lost": int(lost.sum()), "lost_gold": int(lost_gold.sum()), "in_word": int(in_word.sum()),
+    silent = {} if tokens is None or tokens.isna().any() else {"silent": int((lost_gold & (tokens == 0)).sum())}
+    return {"lost": int(lost.sum()), "lost_gold": int(lost_gold.sum()), **silent, "in_word": int(in_word.sum()),
             "ran_on": int((kept & ran_on.astype(bool)).sum()), "other": int((kept & ~ran_on.astype(bool)).sum()),
             "gained": int(((dense_em < 1) & (em >= 1)).sum())}
 
@@ -55,12 +60,13 @@ def splice_anatomy(examples: pd.DataFrame) -> dict | None:
         return None
     ex = examples.dropna(subset=["dense_em", "spliced_em", "dense_retrieved", "spliced_retrieved"])
     return _split(ex["dense_em"], ex["spliced_em"], ex["dense_retrieved"], ex["spliced_retrieved"],
-                  ex["spliced_ran_on"].fillna(False), *_pair(ex, "dense_contains", "spliced_contains"))
+                  ex["spliced_ran_on"].fillna(False), *_pair(ex, "dense_contains", "spliced_contains"),
+                  ex.get("spliced_answer_tokens"))
 
 
 def cell_anatomy(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
     """Per selector and budget, its lost exact matches split (mean counts per draw for drawn
-    controls). Columns: selector, budget, draws, lost, lost_gold, in_word, ran_on, other, gained."""
+    controls). Columns: selector, budget, draws, lost, lost_gold[, silent], in_word, ran_on, other, gained."""
     if "retrieved" not in outcomes.columns or "dense_retrieved" not in examples.columns:
         return pd.DataFrame(columns=["selector", "budget", "draws", "lost", *KINDS, "gained"])
     dense = examples.set_index("example_id")[[c for c in ("dense_em", "dense_retrieved", "dense_contains")
@@ -73,7 +79,7 @@ def cell_anatomy(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame
     for (selector, budget), cell in cells.groupby(["selector", "budget"], sort=False):
         draws = max(int(cell["draw"].nunique()), 1) if "draw" in cell and cell["draw"].notna().any() else 1
         counts = _split(cell["dense_em"], cell["em"], cell["dense_retrieved"], cell["retrieved"], ran.loc[cell.index],
-                        *_pair(cell, "dense_contains", "contains"))
+                        *_pair(cell, "dense_contains", "contains"), cell.get("answer_tokens"))
         rows.append({"selector": selector, "budget": budget, "draws": draws,
                      **{k: v / draws for k, v in counts.items()}})
     table = pd.DataFrame(rows)
@@ -90,7 +96,8 @@ def anatomy_sentence(counts: dict | None, who: str = "the splice", hint: bool = 
     if lost == 0:
         return f"{who} loses no exact match that dense has ({counts['gained']} gained)."
     glued = f"{counts['in_word']} name it only inside a longer word, " if counts.get("in_word") else ""
-    line = (f"Of {who}'s {lost} lost exact matches (dense right, {who} wrong): {counts['lost_gold']} lost the gold, "
+    silent = f" ({counts['silent']} of them ended at once, naming nothing)" if counts.get("silent") else ""
+    line = (f"Of {who}'s {lost} lost exact matches (dense right, {who} wrong): {counts['lost_gold']} lost the gold{silent}, "
             f"{glued}{counts['ran_on']} name it and ran on past dense's answer, {counts['other']} name it and end "
             f"otherwise ({counts['gained']} gained).")
     if (counts["lost_gold"] + counts.get("in_word", 0)) / lost < MOSTLY:
