@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.app_api import ENDED_AT_ONCE, Diagnosis
+from workbench.app_api import ENDED_AT_ONCE, Diagnosis, no_token
 
 
 def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:
@@ -42,7 +42,7 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
         first, draws, notes = cell.iloc[0], len(cell), []
         if draws > 1:
             notes.append(f"answer of draw {first['draw']}; scores averaged over {draws} draws")
-        if first.get("answer_tokens") == 0:
+        if no_token(first.get("answer_tokens")):
             notes.append(ENDED_AT_ONCE)
         if not picked.empty and bool(picked.iloc[0].get("skipped", False)):
             notes.append("skipped: budget under one chunk")
@@ -67,13 +67,16 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
 
 def draws_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:
     """Each draw of the drawn controls (the coin) among `selectors` at a budget: its rows, answer,
-    flip and graded outcomes, one row per draw."""
+    flip and graded outcomes, one row per draw, and a note where the answer ended at once."""
     cells = _at(d.outcomes, budget)
     cells = cells[cells["selector"].isin(selectors)]
     drawn = cells.groupby("selector")["selector"].transform("size") > 1
     columns = [c for c in ("selector", "draw", "n_recomputed", "answer", "flip", "f1_to_dense", "first_token_agree",
                            "em", "f1") if c in cells]
-    return cells[drawn][columns].rename(columns={"n_recomputed": "rows recomputed"}).reset_index(drop=True)
+    table = cells[drawn][columns].rename(columns={"n_recomputed": "rows recomputed"}).reset_index(drop=True)
+    if "answer_tokens" in cells:  # an answer of no token says it ended at once
+        table["note"] = [ENDED_AT_ONCE if no_token(n) else "" for n in cells[drawn]["answer_tokens"]]
+    return table
 
 
 def picks_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFrame:

@@ -4,6 +4,8 @@ paragraphs answers so in most examples, RESULTS 9)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from apptest import ok, open_page, seen
@@ -34,3 +36,20 @@ def test_the_answers_table_says_an_empty_answer_ended_at_once(runs, monkeypatch)
     assert rows.loc["spliced", "answer"] == "" and rows.loc["spliced", "note"] == ENDED_AT_ONCE
     assert rows.loc["repaired: cacheblend", "note"] == ENDED_AT_ONCE
     assert rows.loc["dense", "answer"] != "" and rows.loc["dense", "note"] == ""  # dense answered: no note
+
+
+def test_each_draw_of_a_coin_says_when_its_answer_ended_at_once(monkeypatch):
+    """The per-draw table (`answer_tables.draws_table`) notes a draw whose answer has no token."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "app"))
+    from answer_tables import draws_table
+
+    outcomes = pd.DataFrame({"selector": ["coin:bcr"] * 3 + ["bcr"], "budget": 0.2, "draw": [0, 1, 2, None],
+                             "n_recomputed": 8, "answer": ["", "x", "", ""], "answer_tokens": [0, 1, None, 0],
+                             "flip": True, "em": 0.0, "f1": 0.0})
+    table = draws_table(SimpleNamespace(outcomes=outcomes), ["coin:bcr", "bcr"], 0.2)
+    assert list(table["selector"]) == ["coin:bcr"] * 3  # bcr is not drawn
+    assert list(table["note"]) == [ENDED_AT_ONCE, "", ""]  # a missing count says nothing

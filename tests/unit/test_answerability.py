@@ -117,3 +117,32 @@ def test_the_command_names_the_splices_blank_answers(model, monkeypatch, capsys)
     assert main(["answerability", "--n", "2", "--max-new-tokens", "3"]) == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if "Blank answers" in s)
     assert "splice" in line and "--no-stop-at-newline" in line and "kvwb summary" not in line  # no run to read
+
+
+def test_an_answer_limit_of_zero_is_refused(model):
+    """An answer of no token must mean an end of turn first (blank answers, the anatomy read it so)."""
+    from workbench.errors import WorkbenchError
+
+    with pytest.raises(WorkbenchError, match="max_new_tokens"):
+        answerability(model, "synthetic", 1, max_new_tokens=0, progress=False)
+
+
+def test_kvwb_answer_says_an_answer_of_no_token_ended_at_once(model, monkeypatch, capsys):
+    """`kvwb answer` prints '' and says it ended at once where the splice's first token ends the turn."""
+    from conftest import small_example
+
+    from workbench import cli
+    from workbench.cli import answer as answer_cli
+    from workbench.context import Context
+    from workbench.experiments.blank_answers import ENDED_AT_ONCE
+
+    monkeypatch.setattr(answer_cli, "load_example_for", lambda args: (model, small_example()))
+    generate = Context.generate
+
+    def ended_on_the_splice(self, cache, *args, **kwargs):
+        answer = generate(self, cache, *args, **kwargs)
+        return answer if cache is not self.spliced else type(answer)(text="", raw="", token_ids=(), stopped=True)
+    monkeypatch.setattr(Context, "generate", ended_on_the_splice)
+    assert cli.main(["answer", "--max-new-tokens", "3"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert f"'' ({ENDED_AT_ONCE})" in lines["spliced"] and ENDED_AT_ONCE not in lines["dense"]

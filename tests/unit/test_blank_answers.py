@@ -41,7 +41,8 @@ def _cells():
             ("c", 0.2, 1, "e0", "", 0), ("c", 0.2, 1, "e1", "", 0), ("none", 0.2, None, "e0", ":", 2)]
     outcomes = pd.DataFrame(rows, columns=["selector", "budget", "draw", "example_id", "answer", "answer_tokens"])
     outcomes["dense_answer"] = outcomes["example_id"].map(dense)
-    examples = pd.DataFrame({"example_id": ["e0", "e1"], "dense_answer": ["x", ""], "spliced_answer": [":", ":"]})
+    examples = pd.DataFrame({"example_id": ["e0", "e1"], "dense_answer": ["x", ""], "spliced_answer": [":", ":"],
+                             "spliced_answer_tokens": [2, 2]})
     return outcomes, examples
 
 
@@ -51,21 +52,30 @@ def test_the_table_counts_blank_answers_where_dense_names_something():
     assert table.loc["a", "blank_share"] == 0.5 and table.loc["b", "blank_share"] == 0
     assert table.loc["c", "blank_share"] == 0.25 and table.loc["c", "cells"] == 4  # e1's blank: dense's is too
     assert table.loc["splice", "blank_share"] == 0.5 and pd.isna(table.loc["splice", "budget"])
-    # of the blank cells, those that ended at once: a's ":" did not, c's "" did; the splice's tokens unknown
+    # of the blank cells, those that ended at once: a's and the splice's ":" did not, c's "" did
     assert table.loc["a", "ended_share"] == 0 and table.loc["c", "ended_share"] == 1
-    assert pd.isna(table.loc["b", "ended_share"]) and pd.isna(table.loc["splice", "ended_share"])
-    assert ended_at_once(table.reset_index()) == 0.5  # one blank cell each in a and c
+    assert pd.isna(table.loc["b", "ended_share"]) and table.loc["splice", "ended_share"] == 0
+    assert ended_at_once(table.reset_index()) == pytest.approx(1 / 3)  # one blank cell each in a, c and the splice
 
 
 def test_the_sentence_says_which_blank_answers_ended_at_once():
     outcomes, examples = _cells()
     mixed = blank_sentence(blank_table(outcomes, examples), whole=False)
-    assert "50% of the blank answers ended at once" in mixed and "--no-stop-at-newline" in mixed
-    unknown = blank_sentence(blank_table(outcomes.drop(columns="answer_tokens"), examples), whole=False)
+    assert "33% of the blank answers ended at once" in mixed and "--no-stop-at-newline" in mixed
+    unknown = blank_sentence(blank_table(outcomes.drop(columns="answer_tokens"),
+                                         examples.drop(columns="spliced_answer_tokens")), whole=False)
     assert "ended at once" not in unknown and "--no-stop-at-newline" in unknown  # an older record
     ended = blank_table(outcomes.assign(answer_tokens=0), examples.assign(spliced_answer_tokens=0))
     line = blank_sentence(ended, whole=False)
     assert "Every blank answer here ended at once" in line and "--no-stop-at-newline" not in line
+    # the splice's count known, the cells' not (a record from before `answer_tokens`): nothing pooled
+    splice_only = blank_table(outcomes.drop(columns="answer_tokens"), examples.assign(spliced_answer_tokens=0))
+    assert pd.isna(ended_at_once(splice_only))
+    line = blank_sentence(splice_only, whole=False)
+    assert "ended at once" not in line and "--no-stop-at-newline" in line
+    # a blank cell whose count is missing (a resumed run's older cells): its row's share is unknown
+    partial = outcomes.assign(answer_tokens=outcomes["answer_tokens"].where(outcomes["selector"] != "c"))
+    assert pd.isna(blank_table(partial, examples).set_index("selector").loc["c", "ended_share"])
 
 
 def test_the_sentence_names_who_answers_blank_most_and_how_to_read_past_the_line():

@@ -55,11 +55,11 @@ def page(diagnosis) -> str:
     return report.diagnosis_to_html(diagnosis)
 
 
-def _sweep(model, out: Path, dataset: str, n: int) -> Path:
+def _sweep(model, out: Path, dataset: str, n: int, hooks=None) -> Path:
     config = SweepConfig(dataset=dataset, n=n, diagnose=DiagnoseConfig(selectors=("none", "full", "random"),
                                                                        budgets=(0.5,), max_new_tokens=4,
                                                                        attribution=False))
-    run_sweep(model, config, out, progress=False)
+    run_sweep(model, config, out, progress=False, hooks=hooks)
     return out
 
 
@@ -160,11 +160,10 @@ def test_html_content(page, diagnosis):
     assert shown[0] == e(diagnosis.answers.dense.text) and shown[1] == e(diagnosis.answers.spliced.text)
 
 
-def test_an_answer_of_no_token_says_it_ended_at_once(model, run):
+def test_an_answer_of_no_token_says_it_ended_at_once(model, tmp_path):
     """The splice and the repairs end their turn at once (the end-of-turn logit raised on the cells'
     pass): their empty answers read as ended at once, on the page and in a run's index; dense's not."""
     from workbench.experiments.blank_answers import ENDED_AT_ONCE
-    from workbench.report.index import index_html
 
     d = diagnose(model, small_example(), selectors=("none", "full", "cacheblend"), budgets=(0.3,), attribution=False,
                  max_new_tokens=4, progress=False, hooks=ended_at_once(model))
@@ -172,10 +171,10 @@ def test_an_answer_of_no_token_says_it_ended_at_once(model, run):
     shown = re.findall(r'<td class="answer">(.*?)</td>', _without_plotlyjs(report.diagnosis_to_html(d)), flags=re.DOTALL)
     assert shown[0] == e(d.answers.dense.text)
     assert shown[1:] == [f"<i>{ENDED_AT_ONCE}</i>"] * (1 + len(d.outcomes))  # the splice, then each repair
-    row = {"id": "x", "stem": "x", "question": "q", "gold": "g", "dense": d.answers.dense.text, "spliced": "",
-           "spliced_flip": True, "n_flipped": 2, "n_repairs": 2, "dense_tokens": 2, "spliced_tokens": 0}
-    index = index_html(run, runstore.load_sweep(run).manifest, [row], {})
-    assert index.count(ENDED_AT_ONCE) == 1 and e(d.answers.dense.text) in index
+    run = _sweep(model, tmp_path / "ended", f"jsonl:{FIXTURE}", 2, hooks=ended_at_once(model))
+    index = (report.report_run(run, all=True, out=tmp_path / "site") / "index.html").read_text()
+    assert index.count(f"<i>{ENDED_AT_ONCE}</i>") == 2  # each example's splice; dense's answers shown
+    assert all(e(text) in index for text in runstore.load_sweep(run).examples["dense_answer"])
 
 
 def test_the_per_layer_recovery_section_appears_only_when_the_diagnosis_holds_it(page):

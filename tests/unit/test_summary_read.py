@@ -82,3 +82,20 @@ def test_a_bar_inside_a_cell_keeps_the_markdown_table_whole():
 
     row = markdown_table(pd.DataFrame({"gold": ["Heskara Mills | Heskara"], "n": [1]})).splitlines()[2]
     assert row == "| Heskara Mills \\| Heskara | 1 |"  # three cells' bars, the gold's escaped
+
+
+def test_an_answer_of_no_token_is_shown_as_ended_at_once():
+    """`kvwb summary --read` shows a cell that ended at once (an end of turn first) as such, not as an
+    empty cell, which reads as a value missing; a draw-less missing count shows the text."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from workbench.experiments.behind import _answer
+    from workbench.experiments.blank_answers import ENDED_AT_ONCE
+
+    outcomes = pd.DataFrame({"selector": ["a", "b", "c"], "example_id": "e0", "budget": 0.2,
+                             "answer": ["", "x", ""], "answer_tokens": [0, 1, None]})
+    run = SimpleNamespace(outcomes=outcomes)
+    assert _answer(run, "a", "e0", 0.2) == f"({ENDED_AT_ONCE})"
+    assert _answer(run, "b", "e0", 0.2) == "x" and _answer(run, "c", "e0", 0.2) == ""

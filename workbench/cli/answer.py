@@ -25,6 +25,7 @@ def add_arguments(p) -> None:
 def command(args) -> int:
     """Dense, spliced and fully repaired answers of one example, with timings."""
     from workbench.context import build_context
+    from workbench.experiments.blank_answers import ENDED_AT_ONCE
 
     model, example = load_example_for(args)
     t0 = time.perf_counter()
@@ -46,7 +47,8 @@ def command(args) -> int:
           f"(float rounding allows {tol['k']:.1e} and {tol['v']:.1e})")
     for name, cache in (("dense", ctx.dense), ("spliced", ctx.spliced), ("repaired (all reused rows)", fixed)):
         t0 = time.perf_counter()
-        text = ctx.generate(cache, args.max_new_tokens, stop_at_newline=args.stop_at_newline).text
-        print(f"  {name:<28} {printable(repr(text)):<40} ({time.perf_counter() - t0:.2f} s to answer)")
+        answer = ctx.generate(cache, args.max_new_tokens, stop_at_newline=args.stop_at_newline)
+        shown = printable(repr(answer.text)) + ("" if answer.token_ids else f" ({ENDED_AT_ONCE})")
+        print(f"  {name:<28} {shown:<40} ({time.perf_counter() - t0:.2f} s to answer)")
     print(f"timings: build context (splice + dense) {t_build:.2f} s, repair of all reused rows {t_repair:.2f} s")
     return 0

@@ -25,6 +25,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from workbench import stats
+from workbench.checks import check_int
 from workbench.context import build_context
 from workbench.diagnosis.graded import ran_on
 from workbench.errors import WorkbenchError, WorkbenchWarning
@@ -40,6 +41,7 @@ def answerability(model: LoadedModel, dataset: str, n: int, max_new_tokens: int 
     finished row is appended to it, and a call with the same arguments reads the rows it holds back
     instead of answering those examples again (`Checkpoint`); the table is the same either way.
     `stop_at_newline=False`: each answer decoded past its first line break and scored whole (`StopRule`)."""
+    check_int(max_new_tokens, "max_new_tokens")  # an answer of no token must mean an end of turn first
     examples = load_dataset(dataset, n=n, tokenizer=model.tokenizer, max_positions=model.max_positions, **options)
     needed = [gold_tokens(example, model.tokenizer) for example in examples]
     cut = sum(k > max_new_tokens for k in needed)

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from workbench.experiments.areas import budget_grid
+from workbench.experiments.blank_answers import ENDED_AT_ONCE, no_token
 from workbench.experiments.contrasts import _cells, _sides, get_measure, parse_contrast, resolve_coin
 from workbench.runstore import SweepRun, natural_key
 
@@ -61,7 +62,8 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
         gaps = [abs(values[a, bud].get(example, np.nan) - values[b, bud].get(example, np.nan)) for bud in grid]
         at = grid[int(np.nanargmax(gaps))] if over else grid[0]  # at @auc: where the two differ most
         rows.append({"example_id": example, "budget": at, "gold": _field(examples, example, "gold"),
-                     "dense": _field(examples, example, "dense_answer"),
+                     "dense": (f"({ENDED_AT_ONCE})" if no_token(_raw(examples, example, "dense_answer_tokens"))
+                               else _field(examples, example, "dense_answer")),
                      a: _answer(run, a, example, at), f"{a} {m.name}": values[a, at].get(example, np.nan),
                      b: _answer(run, b, example, at), f"{b} {m.name}": values[b, at].get(example, np.nan)})
     at_text = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
@@ -76,14 +78,22 @@ def _field(examples: pd.DataFrame, example, column: str) -> str:
     return _short(examples.at[example, column]) if column in examples else ""
 
 
+def _raw(examples: pd.DataFrame, example, column: str):
+    """One example's value of `column`, None where the run's table has no such column."""
+    return examples.at[example, column] if column in examples else None
+
+
 def _answer(run: SweepRun, label: str, example, budget: float) -> str:
-    """A selector's answer for one example at one budget (a drawn control: its first draw's)."""
+    """A selector's answer for one example at one budget (a drawn control: its first draw's); one of
+    no token says it ended at once."""
     o = run.outcomes
     rows = o[(o["selector"] == label) & (o["example_id"] == example) & ((o["budget"] - budget).abs() < 1e-9)]
     if rows.empty or "answer" not in rows:
         return ""
     if "draw" in rows and rows["draw"].notna().any():
         rows = rows.sort_values("draw")
+    if "answer_tokens" in rows and no_token(rows["answer_tokens"].iloc[0]):
+        return f"({ENDED_AT_ONCE})"  # not an empty cell, which reads as a value missing
     return _short(rows["answer"].iloc[0])
 
 

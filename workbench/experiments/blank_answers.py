@@ -33,11 +33,20 @@ def is_blank(text) -> bool:
     return isinstance(text, str) and not any(ch.isalnum() for ch in text)
 
 
+def no_token(n_tokens) -> bool:
+    """Whether an answer's recorded token count says it ended at once (0: an end of turn first);
+    False where the count is missing (None, NaN, pd.NA)."""
+    return bool(pd.notna(n_tokens) and n_tokens == 0)
+
+
 def _shares(answers: pd.Series, dense: pd.Series, tokens: pd.Series | None) -> dict:
     """The share of `answers` that are blank where the aligned `dense` answer is not, and the share of
-    those whose answer generated no token (`tokens` 0: an end of turn first; NaN without `tokens`)."""
+    those whose answer generated no token (`tokens` 0: an end of turn first); NaN where a blank
+    answer's count is missing (no `tokens`, or a resumed run's older cells without them)."""
     blank = answers.map(is_blank) & ~dense.map(is_blank)
-    ended = float("nan") if tokens is None or not blank.any() else float((tokens[blank] == 0).mean())
+    counts = None if tokens is None else tokens[blank]
+    ended = (float("nan") if counts is None or counts.empty or counts.isna().any()
+             else float((counts == 0).mean()))
     return {"blank_share": float(blank.mean()), "ended_share": ended}
 
 
@@ -91,8 +100,12 @@ def blank_sentence(table: pd.DataFrame, whole: bool, name=str, read: bool = True
 
 
 def ended_at_once(table: pd.DataFrame) -> float:
-    """Of every blank cell in `table` (each row's cells x blank share), the share that ended at once;
-    NaN where no row knows (a record without `answer_tokens`) or none is blank."""
-    known = table.dropna(subset=["ended_share"]) if "ended_share" in table else table.iloc[:0]
-    blank = known["cells"] * known["blank_share"]
-    return float((blank * known["ended_share"]).sum() / blank.sum()) if blank.sum() > 0 else float("nan")
+    """Of every blank cell in `table` (each row's cells x blank share; a drawn control's draws are
+    cells), the share that ended at once; NaN where none is blank or a row with blank cells does not
+    know (a record without `answer_tokens`, or cells without them beside a splice with them)."""
+    if "ended_share" not in table:
+        return float("nan")
+    blank = table["cells"] * table["blank_share"]
+    if blank.sum() == 0 or table.loc[blank > 0, "ended_share"].isna().any():
+        return float("nan")
+    return float((blank * table["ended_share"].fillna(0)).sum() / blank.sum())

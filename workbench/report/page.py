@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from workbench.experiments.blank_answers import ENDED_AT_ONCE
+from workbench.experiments.blank_answers import ENDED_AT_ONCE, no_token
 from workbench.plots.embed import plotly_script
 from workbench.plots.text import visible
 
@@ -58,7 +58,7 @@ def kv_table(rows: list[tuple[str, str]]) -> str:
 def answer_cell(text, n_tokens) -> str:
     """An answer's cell: its text, or, for an answer of no token (`n_tokens` 0: an end of turn first),
     a note that it ended at once, so that the empty cell does not read as a value missing."""
-    if n_tokens == 0:
+    if no_token(n_tokens):
         return f'<td class="answer"><i>{ENDED_AT_ONCE}</i></td>'
     return f'<td class="answer">{e(text)}</td>'
 
