@@ -258,6 +258,8 @@ if not cells.empty:
                "against dense's answer: it lost the gold; it names the gold only inside a longer word (RULER's "
                "substring match still counts it retrieved); it names the gold and ran on past where dense stopped; "
                "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
+               + (" Of the lost gold, the answers of no token (the first token an end of turn: the receiver named "
+                  "nothing) are drawn apart." if "silent" in cells else "")
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
 lines = read_or_warn(state.run_first_lines, run.path) if whole_answers(sweep) else None
@@ -280,9 +282,10 @@ if attention is not None and not attention.empty:
           if len(budgets) > 1 else budgets[0])
     show_figure(plots.evidence_attention_figure(attention, at, selectors=shown), f"evidence-{run.name}",
                 "curves_evidence")
-    st.caption("Where the repaired lines climb from the splice's toward dense's, the repair gave the question back "
-               "its view of the gold evidence (RULER's needles, HotpotQA's supporting sentences). Each selector's "
-               "average precision against the evidence rows, beside chance:")
+    st.caption("Where the repaired lines move from the splice's toward dense's (up or down: the splice can "
+               "attend to the evidence more than dense does), the repair gave the question back its view of the "
+               "gold evidence (RULER's needles, HotpotQA's supporting sentences). Each selector's average "
+               "precision against the evidence rows, beside chance:")
     show_table(ranking[ranking["selector"].isin(shown)] if "selector" in ranking else ranking,
                {"scorer": "scorer", "selector": "selector", "kind": "kind", "n": "examples",
                 "average_precision": "average precision", "chance": "chance", "lift": "lift (AP / chance)"},

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from workbench.plots import figure_problems
-from workbench.plots.anatomy import KIND_STYLE, gap_anatomy_figure
+from workbench.plots.anatomy import KIND_STYLE, SILENT_STYLE, gap_anatomy_figure
 
 TABLE = pd.DataFrame({"selector": ["none", "full", "cacheblend", "none", "cacheblend"],
                       "budget": [0.2, 0.2, 0.2, 0.5, 0.5], "draws": 1,
@@ -25,3 +25,12 @@ def test_a_chosen_subset_and_another_budget():
     fig = gap_anatomy_figure(TABLE, 0.5, selectors=["cacheblend"])
     assert [list(t.y) for t in fig.data] == [["cacheblend"]] * 4 and fig.data[2].x[0] == 1
     assert "b = 0.5" in fig.layout.title.text
+
+
+def test_lost_gold_answers_that_ended_at_once_are_a_segment_of_their_own():
+    table = TABLE.assign(lost_gold=[3, 0, 1, 0, 0], ran_on=[76, 0, 4, 79, 1], silent=[2, 0, 0, 0, 0])
+    fig = gap_anatomy_figure(table, 0.2)
+    assert [t.name for t in fig.data] == [SILENT_STYLE[0]] + [name for name, _ in KIND_STYLE.values()]
+    assert list(fig.data[0].x) == [2, 0] and list(fig.data[1].x) == [1, 1]  # lost the gold, less the silent
+    assert sum(t.x[0] for t in fig.data) == 79  # the bar is still the selector's lost exact matches
+    assert figure_problems(fig) == []
