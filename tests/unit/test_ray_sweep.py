@@ -217,3 +217,16 @@ def test_workers_on_other_code_packages_or_hardware_are_refused():
                              ("device", {"cpu": "Another CPU", "gpu": None}, "CPU or GPU")):
         with pytest.raises(WorkbenchError, match=f"different {said}"):
             check_environments([here, {**here, key: value}])
+
+
+def test_workers_that_import_other_code_than_the_driver_are_refused():
+    """Ray puts the driver's working directory first on its workers' import path: a run started in one
+    checkout with another on PYTHONPATH (a frozen worktree) would run the first's code in its workers."""
+    from workbench.errors import WorkbenchError
+    from workbench.experiments.ray_sweep import check_environments
+    from workbench.runstore.environment import environment
+
+    here = environment()
+    check_environments([here, dict(here)], driver=here["code"])  # the workers run the driver's code
+    with pytest.raises(WorkbenchError, match="working directory"):
+        check_environments([here, dict(here)], driver={**here["code"], "revision": "b" * 40})

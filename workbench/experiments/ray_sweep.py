@@ -244,14 +244,21 @@ def _start_workers(ray, model_spec: str, workers: int, cpus: float, gpus: float,
         raise WorkbenchError(f"the workers loaded different models ({len(prints)} fingerprints): give every node the "
                              f"same weights, dtype and device kind")
     environments = ray.get([a.environment.remote() for a in actors])
-    check_environments(environments)
+    check_environments(environments, driver=environment()["code"])
     return actors, identities[0], environments[0]
 
 
-def check_environments(environments: list[dict]) -> None:
+def check_environments(environments: list[dict], driver: dict | None = None) -> None:
     """Refuse workers that run other code, packages or hardware (`runstore.environment.WARNED`): the
     run records the first worker's environment for every example, and on another CPU a near-tie in a
-    selector's scores can pick other rows."""
+    selector's scores can pick other rows. `driver`: this process's `code`, which the workers must run
+    too: Ray puts the driver's working directory on the workers' import path ahead of PYTHONPATH, so a
+    run started outside the checkout it imports (a frozen worktree on PYTHONPATH) would run the
+    working directory's code in its workers."""
+    if driver is not None and any(e.get("code") != driver for e in environments):
+        raise WorkbenchError(f"the Ray workers import other workbench code ({environments[0].get('code')}) than this "
+                             f"process ({driver}): Ray puts the working directory ({os.getcwd()}) first on the "
+                             f"workers' import path; start the run from inside the checkout it should run")
     names = {"code": "workbench code", "versions": "package versions", "device": "CPU or GPU"}
     for key in WARNED:
         what = names.get(key, key)
