@@ -73,7 +73,8 @@ test: model gemma browser
 results: install
 	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md \
 		--results docs/results-log/2026-12-06-10.12-grid-table.md \
-		--results docs/results-log/2026-12-06-10.12-smollm2-study-readings.md
+		--results docs/results-log/2026-12-06-10.12-smollm2-study-readings.md \
+		--results docs/results-log/2026-12-07-10.14-readings.md
 
 bench: model
 	$(BIN)/kvwb bench repair
