@@ -29,11 +29,11 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
     dense, spliced = d.answers.dense, d.answers.spliced
     rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
              "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "retrieved": dense.retrieved,
-             "F1": dense.f1, "note": ENDED_AT_ONCE if dense.n_tokens == 0 else ""},
+             "F1": dense.f1, "note": ENDED_AT_ONCE if no_token(dense.n_tokens) else ""},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
              "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "retrieved": spliced.retrieved,
              "ran on": float(d.answers.splice_ran_on), "F1": spliced.f1,
-             "note": ENDED_AT_ONCE if spliced.n_tokens == 0 else ""}]
+             "note": ENDED_AT_ONCE if no_token(spliced.n_tokens) else ""}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
     for name in selectors:
         cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]

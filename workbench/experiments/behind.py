@@ -62,8 +62,8 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
         gaps = [abs(values[a, bud].get(example, np.nan) - values[b, bud].get(example, np.nan)) for bud in grid]
         at = grid[int(np.nanargmax(gaps))] if over else grid[0]  # at @auc: where the two differ most
         rows.append({"example_id": example, "budget": at, "gold": _field(examples, example, "gold"),
-                     "dense": (f"({ENDED_AT_ONCE})" if no_token(_raw(examples, example, "dense_answer_tokens"))
-                               else _field(examples, example, "dense_answer")),
+                     "dense": _shown(_raw(examples, example, "dense_answer"),
+                                     _raw(examples, example, "dense_answer_tokens")),
                      a: _answer(run, a, example, at), f"{a} {m.name}": values[a, at].get(example, np.nan),
                      b: _answer(run, b, example, at), f"{b} {m.name}": values[b, at].get(example, np.nan)})
     at_text = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
@@ -92,9 +92,13 @@ def _answer(run: SweepRun, label: str, example, budget: float) -> str:
         return ""
     if "draw" in rows and rows["draw"].notna().any():
         rows = rows.sort_values("draw")
-    if "answer_tokens" in rows and no_token(rows["answer_tokens"].iloc[0]):
-        return f"({ENDED_AT_ONCE})"  # not an empty cell, which reads as a value missing
-    return _short(rows["answer"].iloc[0])
+    return _shown(rows["answer"].iloc[0], rows["answer_tokens"].iloc[0] if "answer_tokens" in rows else None)
+
+
+def _shown(text, n_tokens) -> str:
+    """An answer shortened, or, where it has no token, that it ended at once (an empty cell would read
+    as a value missing)."""
+    return f"({ENDED_AT_ONCE})" if no_token(n_tokens) else _short(text)
 
 
 def _short(text) -> str:

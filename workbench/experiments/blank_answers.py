@@ -70,8 +70,9 @@ def blank_table(outcomes: pd.DataFrame, examples: pd.DataFrame) -> pd.DataFrame:
 def blank_sentence(table: pd.DataFrame, whole: bool, name=str, read: bool = True) -> str:
     """One line naming who answers blank in at least BLANK_SHARE of its cells at some budget (its
     largest share and where; the SHOWN largest, the rest counted), the share of blank answers that
-    ended at once (`ended_at_once`), and, for a run that scored first lines, how to read past the line (`read`: and `kvwb summary --read`, for a sweep); `name` writes a
-    selector's label (the app escapes it: labels are data)."""
+    ended at once (`ended_at_once`), and, for a run that scored first lines, how to read past the line
+    (`read`: and `kvwb summary --read`, for a sweep); `name` writes a selector's label (the app escapes
+    it: labels are data)."""
     if table.empty:
         return ""
     worst = table.sort_values("blank_share", ascending=False, kind="stable").drop_duplicates("selector")

@@ -58,11 +58,11 @@ def _answers(doc: dict) -> str:
             "<th>log p(dense answer) per token</th><th>EM</th><th>F1</th></tr>")
     dense, spliced = a["dense"], a["spliced"]
     rows = [(f'<tr class="ref"><td>dense (reference)</td><td>–</td><td>all</td>'
-             f'{answer_cell(dense["text"], len(dense["token_ids"]))}<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td>'
-             f'<td>{num(dense["f1"])}</td></tr>'),
+             f'{answer_cell(dense["text"], len(dense["token_ids"]))}'
+             f'<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td><td>{num(dense["f1"])}</td></tr>'),
             (f'<tr class="ref"><td>spliced (no repair)</td><td>–</td><td>0</td>'
-             f'{answer_cell(spliced["text"], len(spliced["token_ids"]))}{flip_cells(spliced["flip"], spliced["flip_strict"])}<td>–</td><td>–</td><td>–</td>'
-             f'<td>{num(spliced["em"])}</td><td>{num(spliced["f1"])}</td></tr>')]
+             f'{answer_cell(spliced["text"], len(spliced["token_ids"]))}{flip_cells(spliced["flip"], spliced["flip_strict"])}'
+             f'<td>–</td><td>–</td><td>–</td><td>{num(spliced["em"])}</td><td>{num(spliced["f1"])}</td></tr>')]
     rows += [f'<tr><td>{e(_label(r))}</td><td>{num(r.get("budget"))}</td><td>{num(r.get("n_recomputed"))}</td>'
              f'{answer_cell(r.get("answer"), r.get("answer_tokens"))}{flip_cells(r.get("flip"), r.get("flip_strict"))}'
              f'<td>{num(r.get("f1_to_dense"))}</td><td>{_yes(r.get("first_token_agree"))}</td>'
