@@ -19,6 +19,11 @@ class RecordShortError(TableRefusedError):
     tables are refused (a TableRefusedError)."""
 
 
+class RecordMissingError(TableRefusedError):
+    """The records hold no folder of a study's name (a study not started or not kept yet): its tables
+    are refused (a TableRefusedError), as a record short of its n is."""
+
+
 class WorkbenchWarning(UserWarning):
     """Something the user should know that did not stop the work (a damaged file moved aside and
     recomputed, an example skipped); `kvwb` prints each as one `kvwb: warning:` line."""

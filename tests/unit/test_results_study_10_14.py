@@ -27,10 +27,10 @@ import pytest
 import torch
 
 from workbench.cli.main import main as kvwb
-from workbench.errors import WorkbenchError
+from workbench.errors import RecordMissingError, WorkbenchError
 from workbench.results import FIGURES, TABLES, Records
 from workbench.results.cells import cell_difference, same_number
-from workbench.results.study_10_14 import RECORD
+from workbench.results.study_10_14 import GEMMA3, RECORD
 from workbench.runstore import load_sweep
 
 from test_results_study_10_12 import _keep, _sweep, _write  # the tiny sweep and its keeping, as 10.12's tests make them
@@ -247,3 +247,43 @@ def test_a_record_without_its_evidence_tables_is_refused_by_those_that_read_them
                                                  r"per-layer reading needs it$"):
             TABLES[name].build(bare)
     assert len(TABLES["10.14-recall"].build(bare)) == len(SELECTORS)  # recall and precision are the outcomes'
+
+
+def _twin(name: str) -> str:
+    """The Gemma twin of a SmolLM2 table or figure name (10.14-recall -> 10.14g-recall)."""
+    return name.replace("10.14-", f"{GEMMA3.prefix}-", 1)
+
+
+def test_gemmas_twins_read_its_own_record_alike_and_a_missing_one_is_refused(kept, records, tmp_path):
+    folder = _copy(kept, tmp_path / "records")
+    (folder / RECORD).rename(folder / GEMMA3.record)  # the tiny record kept under Gemma's name alone
+    gemma = Records(folder, tmp_path / "scratch")
+    for name in NAMES:
+        ours, twin = TABLES[name].build(records), TABLES[_twin(name)].build(gemma)
+        assert twin.shape == ours.shape and list(twin.columns) == list(ours.columns)
+        assert [[str(c) for c in row] for row in twin.itertuples(index=False)] == \
+            [[str(c) for c in row] for row in ours.itertuples(index=False)], name
+        assert GEMMA3.record in TABLES[_twin(name)].description and "Gemma 3 270M" in TABLES[_twin(name)].description
+        with pytest.raises(RecordMissingError, match=rf"has no record {re.escape(repr(RECORD))} \(not kept yet\)$"):
+            TABLES[name].build(gemma)  # SmolLM2's tables read SmolLM2's record, not any that is there
+    figure = FIGURES[_twin("10.14-attention")].build(gemma)
+    assert figure.layout.title.text.startswith("10.14, Gemma 3 270M: ")
+    assert [t.y.tolist() for t in figure.data] == [t.y.tolist() for t in FIGURES["10.14-attention"].build(records).data]
+
+
+def test_writing_every_table_leaves_out_a_study_not_kept_yet_by_name(kept, tmp_path, monkeypatch):
+    from workbench.errors import WorkbenchWarning
+    from workbench.registry import Registry
+    from workbench.results import check, write_all
+
+    ours = [n for n in TABLES.names() if n.startswith("10.14")]
+    assert sorted(ours) == sorted([*NAMES, *map(_twin, NAMES)])
+    monkeypatch.setattr(check, "TABLES", Registry(TABLES.what, items=[(n, TABLES[n]) for n in ours]))
+    monkeypatch.setattr(check, "FIGURES", Registry(FIGURES.what, items=[(n, FIGURES[n]) for n in FIGURES.names()
+                                                                          if n.startswith("10.14")]))
+    with pytest.warns(WorkbenchWarning) as warned:
+        written = write_all(tmp_path / "out", Records(kept, tmp_path / "scratch"), progress=False)
+    assert sorted(written) == sorted([f"{n}.{x}" for n in NAMES for x in ("md", "csv")] + ["10.14-attention.html"])
+    assert sorted(str(w.message) for w in warned) == sorted(
+        f"{kind} {_twin(n)} not written: {kept} has no record {GEMMA3.record!r} (not kept yet)"
+        for kind, n in [*(("table", n) for n in NAMES), ("figure", "10.14-attention")])

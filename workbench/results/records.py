@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.errors import WorkbenchError
+from workbench.errors import RecordMissingError, WorkbenchError
 
 
 class Records:
@@ -41,7 +41,7 @@ class Records:
     def path(self, name: str) -> Path:
         path = self.folder / name
         if not path.exists():
-            raise WorkbenchError(f"{self.folder} has no record {name!r}")
+            raise RecordMissingError(f"{self.folder} has no record {name!r} (not kept yet)")
         return path
 
     def run(self, name: str):
