@@ -106,6 +106,14 @@ def test_the_grid_is_selector_rows_by_budget_columns():
     assert grid.set_index("selector").loc["coin:bcr", "b=0.2"] == "1.0: 0.0 / 0.0 / 0.5 / 0.5"
 
 
+def test_the_grid_says_how_many_of_the_lost_gold_ended_at_once_where_any_did():
+    silent = anatomy_grid(cell_anatomy(_outcomes().assign(answer_tokens=0), EXAMPLES)).set_index("selector")
+    assert silent.loc["none", "b=0.2"] == "4: 1 (1 ended at once) / 1 / 1 / 1"
+    assert silent.loc["coin:bcr", "b=0.2"] == "1.0: 0.0 / 0.0 / 0.5 / 0.5"  # none of its lost gold: nothing said
+    spoken = anatomy_grid(cell_anatomy(_outcomes().assign(answer_tokens=3), EXAMPLES)).set_index("selector")
+    assert spoken.loc["none", "b=0.2"] == "4: 1 / 1 / 1 / 1"
+
+
 def test_the_grid_answers_read_as_kvwb_answerability_prints_them():
     """`kvwb answerability --csv` tables carry every column the anatomy needs (10.12's kept grid):
     Gemma's niah_single at 512 loses 6 exact matches, all run-ons; SmolLM2's niah_multivalue at

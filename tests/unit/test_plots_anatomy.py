@@ -34,3 +34,10 @@ def test_lost_gold_answers_that_ended_at_once_are_a_segment_of_their_own():
     assert list(fig.data[0].x) == [2, 0] and list(fig.data[1].x) == [1, 1]  # lost the gold, less the silent
     assert sum(t.x[0] for t in fig.data) == 79  # the bar is still the selector's lost exact matches
     assert figure_problems(fig) == []
+
+
+def test_counted_silent_answers_none_of_which_ended_at_once_draw_no_legend_entry():
+    """`silent` counted but 0 in every bar of the budget: no segment, so the legend names no kind absent."""
+    fig = gap_anatomy_figure(TABLE.assign(lost_gold=[3, 0, 1, 0, 0], silent=[0, 0, 0, 2, 0]), 0.2)
+    assert [t.name for t in fig.data] == [name for name, _ in KIND_STYLE.values()]
+    assert list(fig.data[0].x) == [3, 1]

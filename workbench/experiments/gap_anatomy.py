@@ -107,12 +107,15 @@ def anatomy_sentence(counts: dict | None, who: str = "the splice", hint: bool = 
 
 
 def anatomy_grid(table: pd.DataFrame) -> pd.DataFrame:
-    """`cell_anatomy` as selector rows × budget columns of "lost: gold / in word / ran on / other"."""
+    """`cell_anatomy` as selector rows × budget columns of "lost: gold / in word / ran on / other", the
+    gold's answers that ended at once beside it where counted and any ("4: 3 (2 ended at once) / ...")."""
     if table.empty:
         return pd.DataFrame()
     def text(r):
         fmt = (lambda v: f"{v:g}") if r.draws == 1 else (lambda v: f"{v:.1f}")
-        return f"{fmt(r.lost)}: {fmt(r.lost_gold)} / {fmt(r.in_word)} / {fmt(r.ran_on)} / {fmt(r.other)}"
+        silent = getattr(r, "silent", float("nan"))
+        gold = fmt(r.lost_gold) + (f" ({fmt(silent)} ended at once)" if silent > 0 else "")
+        return f"{fmt(r.lost)}: {gold} / {fmt(r.in_word)} / {fmt(r.ran_on)} / {fmt(r.other)}"
     shown = table.assign(cell=[text(r) for r in table.itertuples()])
     grid = shown.pivot(index="selector", columns="budget", values="cell")
     grid = grid.reindex(table["selector"].drop_duplicates())

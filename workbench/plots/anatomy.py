@@ -23,12 +23,12 @@ KIND_STYLE = {  # kind: (legend name, colour); colour-blind safe (Okabe-Ito)
 def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
     """Stacked bars of `table` (selector, budget, lost_gold, in_word, ran_on, other; a drawn control's mean per
     draw) at `budget`, for `selectors` (default: every one but `full`), in the table's order. Where the
-    table counts `silent` (lost-gold answers of no token), they are a segment of their own, first, and
-    the lost-gold segment holds the rest."""
+    table counts `silent` (lost-gold answers of no token) and some bar has any, they are a segment of
+    their own, first, and the lost-gold segment holds the rest."""
     at = table[(table["budget"].astype(float) - budget).abs() < 1e-9]
     at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
     names = [escape(s) for s in at["selector"]]
-    silent = at["silent"].fillna(0) if "silent" in at else None
+    silent = at["silent"].fillna(0) if "silent" in at and at["silent"].fillna(0).sum() > 0 else None
     segments = ([(SILENT_STYLE, silent), (KIND_STYLE["lost_gold"], at["lost_gold"] - silent)] if silent is not None
                 else [(KIND_STYLE["lost_gold"], at["lost_gold"])])
     segments += [(KIND_STYLE[kind], at[kind]) for kind in KIND_STYLE if kind != "lost_gold"]

@@ -94,7 +94,8 @@ def sweep_summary_markdown(run: SweepRun, table: pd.DataFrame, targets: pd.DataF
               "rows_to_*: 'not reached' where no budget of the run reaches the target."]
     cells = cell_anatomy(run.outcomes, ex)
     if not cells.empty:
-        lines += ["", "What each answer's lost exact matches are (against dense, per budget): lost: lost the gold / "
+        lines += ["", "What each answer's lost exact matches are (against dense, per budget): lost: lost the gold (those "
+                  "that ended at once, an end of turn first, beside it where any did) / "
                   "named it only inside a longer word (RULER's substring match counts it) / named it and ran on "
                   "past dense's answer / named it and ended otherwise"
                   + (" (ran on read from the text: this run's cells predate the recorded run-on)"
