@@ -16,7 +16,7 @@ from workbench.app_api import (
     cell_anatomy, family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
     hardware_sentence, tokens_to_target, whole_answers,
 )
-from workbench.plots.anatomy import gap_anatomy_figure
+from workbench.plots.anatomy import gap_anatomy_figure, silent_drawn
 from workbench.plots.answer_lines import first_line_figure
 from workbench.plots.curves import SPEND_TOLERANCE, off_budget
 from workbench.plots.forest import forest_figure
@@ -258,8 +258,10 @@ if not cells.empty:
                "against dense's answer: it lost the gold; it names the gold only inside a longer word (RULER's "
                "substring match still counts it retrieved); it names the gold and ran on past where dense stopped; "
                "it ends otherwise. Mostly \"ran on\" means a gap in stopping, not in the evidence."
-               + (" Of the lost gold, the answers of no token (the first token an end of turn: the receiver named "
-                  "nothing) are drawn apart." if "silent" in cells else "")
+               + {True: " Of the lost gold, the answers of no token (the first token an end of turn: the receiver "
+                        "named nothing) are drawn apart.",
+                  False: " None of the lost gold here ended at once (an end of turn first).",
+                  None: ""}[silent_drawn(cells, at, ["none", *shown])]
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
 lines = read_or_warn(state.run_first_lines, run.path) if whole_answers(sweep) else None

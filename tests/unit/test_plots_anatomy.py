@@ -41,3 +41,13 @@ def test_counted_silent_answers_none_of_which_ended_at_once_draw_no_legend_entry
     fig = gap_anatomy_figure(TABLE.assign(lost_gold=[3, 0, 1, 0, 0], silent=[0, 0, 0, 2, 0]), 0.2)
     assert [t.name for t in fig.data] == [name for name, _ in KIND_STYLE.values()]
     assert list(fig.data[0].x) == [3, 1]
+
+
+def test_silent_drawn_says_whether_the_segment_is_drawn_and_unknown_where_not_counted():
+    from workbench.plots.anatomy import silent_drawn
+
+    assert silent_drawn(TABLE, 0.2) is None  # no token counts
+    counted = TABLE.assign(silent=[0, 0, 0, 2, 0])
+    assert silent_drawn(counted, 0.2) is False and silent_drawn(counted, 0.5) is True
+    assert silent_drawn(counted, 0.5, selectors=["cacheblend"]) is False  # only the bars drawn
+    assert silent_drawn(TABLE.assign(silent=[0, 0, float("nan"), 2, 0]), 0.2) is None  # a bar not counted

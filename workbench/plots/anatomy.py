@@ -20,15 +20,32 @@ KIND_STYLE = {  # kind: (legend name, colour); colour-blind safe (Okabe-Ito)
 }
 
 
+def _at(table: pd.DataFrame, budget: float, selectors=None) -> pd.DataFrame:
+    """The rows of `table` the figure draws: at `budget`, `selectors` (default: every one but `full`)."""
+    at = table[(table["budget"].astype(float) - budget).abs() < 1e-9]
+    return at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
+
+
+def silent_drawn(table: pd.DataFrame, budget: float, selectors=None) -> bool | None:
+    """Whether the figure draws a 'named nothing' segment: None where the table does not count
+    `silent` (no token counts) or counts none but not every bar at the budget, False where every bar
+    counts none."""
+    if "silent" not in table:
+        return None
+    silent = _at(table, budget, selectors)["silent"]
+    if (silent.fillna(0) > 0).any():
+        return True
+    return None if silent.isna().any() else False
+
+
 def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title: str = "") -> go.Figure:
     """Stacked bars of `table` (selector, budget, lost_gold, in_word, ran_on, other; a drawn control's mean per
     draw) at `budget`, for `selectors` (default: every one but `full`), in the table's order. Where the
     table counts `silent` (lost-gold answers of no token) and some bar has any, they are a segment of
     their own, first, and the lost-gold segment holds the rest."""
-    at = table[(table["budget"].astype(float) - budget).abs() < 1e-9]
-    at = at[at["selector"] != "full"] if selectors is None else at[at["selector"].isin(list(selectors))]
+    at = _at(table, budget, selectors)
     names = [escape(s) for s in at["selector"]]
-    silent = at["silent"].fillna(0) if "silent" in at and at["silent"].fillna(0).sum() > 0 else None
+    silent = at["silent"].fillna(0) if silent_drawn(table, budget, selectors) else None
     segments = ([(SILENT_STYLE, silent), (KIND_STYLE["lost_gold"], at["lost_gold"] - silent)] if silent is not None
                 else [(KIND_STYLE["lost_gold"], at["lost_gold"])])
     segments += [(KIND_STYLE[kind], at[kind]) for kind in KIND_STYLE if kind != "lost_gold"]
