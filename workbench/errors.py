@@ -20,8 +20,9 @@ class RecordShortError(TableRefusedError):
 
 
 class RecordMissingError(TableRefusedError):
-    """The records hold no folder of a study's name (a study not started or not kept yet): its tables
-    are refused (a TableRefusedError), as a record short of its n is."""
+    """The records hold no folder of a study registered before its record is kept (a study not started
+    or not kept yet): its tables are refused (a TableRefusedError), as a record short of its n is. Any
+    other missing record is a plain WorkbenchError."""
 
 
 class WorkbenchWarning(UserWarning):

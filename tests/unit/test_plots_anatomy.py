@@ -51,3 +51,4 @@ def test_silent_drawn_says_whether_the_segment_is_drawn_and_unknown_where_not_co
     assert silent_drawn(counted, 0.2) is False and silent_drawn(counted, 0.5) is True
     assert silent_drawn(counted, 0.5, selectors=["cacheblend"]) is False  # only the bars drawn
     assert silent_drawn(TABLE.assign(silent=[0, 0, float("nan"), 2, 0]), 0.2) is None  # a bar not counted
+    assert silent_drawn(TABLE.assign(silent=0), 0.3) is None  # no bar at the budget: nothing to say

@@ -264,11 +264,25 @@ def test_gemmas_twins_read_its_own_record_alike_and_a_missing_one_is_refused(kep
         assert [[str(c) for c in row] for row in twin.itertuples(index=False)] == \
             [[str(c) for c in row] for row in ours.itertuples(index=False)], name
         assert GEMMA3.record in TABLES[_twin(name)].description and "Gemma 3 270M" in TABLES[_twin(name)].description
-        with pytest.raises(RecordMissingError, match=rf"has no record {re.escape(repr(RECORD))} \(not kept yet\)$"):
+        with pytest.raises(WorkbenchError, match=rf"has no record {re.escape(repr(RECORD))}$"):
             TABLES[name].build(gemma)  # SmolLM2's tables read SmolLM2's record, not any that is there
     figure = FIGURES[_twin("10.14-attention")].build(gemma)
     assert figure.layout.title.text.startswith("10.14, Gemma 3 270M: ")
     assert [t.y.tolist() for t in figure.data] == [t.y.tolist() for t in FIGURES["10.14-attention"].build(records).data]
+
+
+def test_a_document_citing_a_study_not_kept_yet_fails_and_any_other_missing_record_is_an_error(kept, tmp_path):
+    from workbench.results import check_document
+
+    document = tmp_path / "RESULTS.md"
+    document.write_text("<!-- kvwb-results: 10.14g-recall -->\n| selector | n |\n|---|---|\n| none | 1 |\n")
+    with pytest.raises(RecordMissingError, match="not kept yet"):
+        check_document(document, Records(kept, tmp_path / "scratch"))  # a check never passes one over
+    folder = _copy(kept, tmp_path / "records")
+    shutil.rmtree(folder / RECORD)
+    with pytest.raises(WorkbenchError, match=rf"has no record {re.escape(repr(RECORD))}$") as raised:
+        TABLES["10.14-recall"].build(Records(folder, tmp_path / "scratch2"))
+    assert not isinstance(raised.value, RecordMissingError)  # a kept study's record gone: not passed over
 
 
 def test_writing_every_table_leaves_out_a_study_not_kept_yet_by_name(kept, tmp_path, monkeypatch):

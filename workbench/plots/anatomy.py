@@ -28,11 +28,14 @@ def _at(table: pd.DataFrame, budget: float, selectors=None) -> pd.DataFrame:
 
 def silent_drawn(table: pd.DataFrame, budget: float, selectors=None) -> bool | None:
     """Whether the figure draws a 'named nothing' segment: None where the table does not count
-    `silent` (no token counts) or counts none but not every bar at the budget, False where every bar
-    counts none."""
+    `silent` (no token counts), draws no bar at the budget, or counts none but not every bar, False
+    where every bar counts none. (A bar not counted beside one that has some is drawn unsplit: all
+    lost gold.)"""
     if "silent" not in table:
         return None
     silent = _at(table, budget, selectors)["silent"]
+    if silent.empty:
+        return None
     if (silent.fillna(0) > 0).any():
         return True
     return None if silent.isna().any() else False

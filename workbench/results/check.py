@@ -100,7 +100,8 @@ def write_all(out: Path, records, force: bool = False, progress: bool = True, na
     """Each registered table as OUT/NAME.md and OUT/NAME.csv and each figure as OUT/NAME.html, built
     in a temporary folder beside OUT and renamed into place whole; a non-empty OUT is refused
     without `force` (then replaced whole). Writing every one (`names` None), one the records refuse
-    (a TableRefusedError: a study short of its n, a failed pre-registered check) is left out with a
+    (a TableRefusedError: a study short of its n or registered and not kept yet, a failed
+    pre-registered check) is left out with a
     WorkbenchWarning naming it; one
     asked for by name is not, nor any other error. Returns the files written."""
     out = Path(out)
@@ -118,7 +119,7 @@ def write_all(out: Path, records, force: bool = False, progress: bool = True, na
             entry = (TABLES if kind == "table" else FIGURES).get_or_raise(name)
             try:
                 built = entry.build(records)
-            except TableRefusedError as err:  # the records cannot give it (a study short of its n, a failed check)
+            except TableRefusedError as err:  # the records cannot give it (a study short of its n or not kept, a failed check)
                 if names is not None:
                     raise
                 warnings.warn(WorkbenchWarning(f"{kind} {name} not written: {err}"), stacklevel=2)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.errors import RecordMissingError, WorkbenchError
+from workbench.errors import WorkbenchError
 
 
 class Records:
@@ -38,10 +38,14 @@ class Records:
             self._keep = module
         return self._keep
 
+    def has(self, name: str) -> bool:
+        """Whether the records hold a folder `name`."""
+        return (self.folder / name).is_dir()
+
     def path(self, name: str) -> Path:
         path = self.folder / name
         if not path.exists():
-            raise RecordMissingError(f"{self.folder} has no record {name!r} (not kept yet)")
+            raise WorkbenchError(f"{self.folder} has no record {name!r}")
         return path
 
     def run(self, name: str):
