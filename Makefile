@@ -74,7 +74,8 @@ results: install
 	$(BIN)/kvwb results --check --results docs/RESULTS.md --results docs/records/README.md \
 		--results docs/results-log/2026-12-06-10.12-grid-table.md \
 		--results docs/results-log/2026-12-06-10.12-smollm2-study-readings.md \
-		--results docs/results-log/2026-12-07-10.14-readings.md
+		--results docs/results-log/2026-12-07-10.14-readings.md \
+		--results docs/results-log/2026-12-07-10.12w-readings.md
 
 bench: model
 	$(BIN)/kvwb bench repair
