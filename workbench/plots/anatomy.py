@@ -31,11 +31,14 @@ def silent_drawn(table: pd.DataFrame, budget: float, selectors=None) -> bool | N
     `silent` (no token counts), draws no bar at the budget, or counts none but not every bar, False
     where every bar counts none. (A bar not counted beside one that has some is drawn unsplit: all
     lost gold.)"""
-    if "silent" not in table:
+    return _silent_in(_at(table, budget, selectors))
+
+
+def _silent_in(at: pd.DataFrame) -> bool | None:
+    """`silent_drawn` of the rows drawn."""
+    if "silent" not in at or at.empty:
         return None
-    silent = _at(table, budget, selectors)["silent"]
-    if silent.empty:
-        return None
+    silent = at["silent"]
     if (silent.fillna(0) > 0).any():
         return True
     return None if silent.isna().any() else False
@@ -48,7 +51,7 @@ def gap_anatomy_figure(table: pd.DataFrame, budget: float, selectors=None, title
     their own, first, and the lost-gold segment holds the rest."""
     at = _at(table, budget, selectors)
     names = [escape(s) for s in at["selector"]]
-    silent = at["silent"].fillna(0) if silent_drawn(table, budget, selectors) else None
+    silent = at["silent"].fillna(0) if _silent_in(at) else None
     segments = ([(SILENT_STYLE, silent), (KIND_STYLE["lost_gold"], at["lost_gold"] - silent)] if silent is not None
                 else [(KIND_STYLE["lost_gold"], at["lost_gold"])])
     segments += [(KIND_STYLE[kind], at[kind]) for kind in KIND_STYLE if kind != "lost_gold"]
