@@ -170,6 +170,16 @@ def run_first_lines(folder: Path):
     return _first_lines(str(folder), _sweep_stamp(folder))
 
 
+@st.cache_data(show_spinner="Tracing the answers' words...", max_entries=8)
+def _answer_sources(path: str, stamp: tuple):
+    return wb.answer_sources_table(_sweep(path, stamp))
+
+
+def run_answer_sources(folder: Path):
+    """A sweep's `answer_sources_table` (where its answers' words come from; empty without evidence)."""
+    return _answer_sources(str(folder), _sweep_stamp(folder))
+
+
 @st.cache_data(show_spinner="Reading the curve...", max_entries=8)
 def _curve(path: str, stamp: tuple) -> CurveRun:
     return wb.open_run(path, "curve")

@@ -18,6 +18,7 @@ from workbench.app_api import (
 )
 from workbench.plots.anatomy import gap_anatomy_figure, silent_drawn
 from workbench.plots.answer_lines import first_line_figure
+from workbench.plots.answer_sources import answer_sources_figure
 from workbench.plots.curves import SPEND_TOLERANCE, off_budget
 from workbench.plots.forest import forest_figure
 
@@ -63,6 +64,12 @@ def read_or_warn(read, folder):
     except WorkbenchError as err:
         warn(err)
         return None
+
+
+def budget_choice(budgets: list[float], label: str, key: str) -> float:
+    """A budget of `budgets` to draw at: a slider (0.2 first, else the grid's middle), or the one budget."""
+    ensure_choice(key, budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
+    return st.select_slider(label, budgets, key=key) if len(budgets) > 1 else budgets[0]
 
 
 def contrast_lines(text: str) -> dict:
@@ -250,9 +257,7 @@ cells = cell_anatomy(sweep.outcomes, ex)
 if not cells.empty:
     st.subheader("What the lost exact matches are")
     budgets = sorted(float(b) for b in cells["budget"].unique())
-    ensure_choice("curves_anatomy_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
-    at = (st.select_slider("Budget of the repairs in the anatomy", budgets, key="curves_anatomy_budget")
-          if len(budgets) > 1 else budgets[0])  # one budget: nothing to slide
+    at = budget_choice(budgets, "Budget of the repairs in the anatomy", "curves_anatomy_budget")
     show_figure(gap_anatomy_figure(cells, at, selectors=["none", *shown]), f"anatomy-{run.name}", "curves_anatomy")
     st.caption("Each bar: the examples where dense is right and the answer (none: the splice) is wrong, split "
                "against dense's answer: it lost the gold; it names the gold only inside a longer word (RULER's "
@@ -268,20 +273,28 @@ lines = read_or_warn(state.run_first_lines, run.path) if whole_answers(sweep) el
 line_budgets = sorted(float(b) for b in lines["budget"].dropna().unique()) if lines is not None else []
 if line_budgets:
     st.subheader("What the whole answers name beyond their first lines")
-    ensure_choice("curves_lines_budget", line_budgets,
-                  0.2 if 0.2 in line_budgets else line_budgets[len(line_budgets) // 2])
-    at = (st.select_slider("Budget of the repairs in the first-line figure", line_budgets, key="curves_lines_budget")
-          if len(line_budgets) > 1 else line_budgets[0])
+    at = budget_choice(line_budgets, "Budget of the repairs in the first-line figure", "curves_lines_budget")
     show_figure(first_line_figure(lines, at, selectors=shown), f"first-lines-{run.name}", "curves_lines")
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
+sources = read_or_warn(state.run_answer_sources, run.path)
+source_budgets = sorted(float(b) for b in sources["budget"].dropna().unique()) if sources is not None else []
+if source_budgets:
+    st.subheader("Where the answers' words come from")
+    at = budget_choice(source_budgets, "Budget of the repairs in the sources figure", "curves_sources_budget")
+    show_figure(answer_sources_figure(sources, at, selectors=shown), f"sources-{run.name}", "curves_sources")
+    st.caption("Each answer word is traced to the longest run of answer words around it found word for word in "
+               "the gold evidence, the prompt, the rest of the passages that hold evidence, the passages that hold "
+               "none, or nowhere. An answer recites the passages where three words or more in a run come from "
+               "outside the evidence (the haystack's filler, a distractor's sentence): read a repair against "
+               "dense, whose own answers may quote the passages."
+               + (f" {sources.attrs['left_out']} example(s) define no evidence and are left out."
+                  if sources.attrs.get("left_out") else ""))
 ranking, attention = read_or_warn(state.run_evidence, run.path) or (None, None)
 if attention is not None and not attention.empty:
     budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
-    ensure_choice("curves_evidence_budget", budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
-    at = (st.select_slider("Budget of the repairs in the attention figure", budgets, key="curves_evidence_budget")
-          if len(budgets) > 1 else budgets[0])
+    at = budget_choice(budgets, "Budget of the repairs in the attention figure", "curves_evidence_budget")
     show_figure(plots.evidence_attention_figure(attention, at, selectors=shown), f"evidence-{run.name}",
                 "curves_evidence")
     st.caption("Where the repaired lines move from the splice's toward dense's (up or down: the splice can "

@@ -254,7 +254,8 @@ def _say_on_stderr(text: str) -> None:
 
 def evidence_text(run, table) -> str:
     """The run's evidence readings as markdown: recall per selector and budget, each scorer's
-    average precision, the question's attention on the evidence (`experiments.evidence`)."""
+    average precision, the question's attention on the evidence (`experiments.evidence`), and where
+    the answers' words come from (`experiments.answer_sources`)."""
     from workbench.experiments.evidence import evidence_recall_table, evidence_tables
     from workbench.report.markdown import markdown_table
 
@@ -288,6 +289,12 @@ def evidence_text(run, table) -> str:
         parts += ["", f"The question's attention mass on the evidence rows (mean over its rows and heads) under dense, "
                   f"the splice and each repair at b = {budget:g}: the mean over layers and at the last layer:", "",
                   markdown_table(compact.round(4))]
+    from workbench.experiments.answer_sources import answer_sources_table
+    from workbench.report.markdown import answer_sources_markdown
+
+    sources = answer_sources_table(run)
+    if not sources.empty:
+        parts += ["", answer_sources_markdown(sources)]
     return "\n".join(parts)
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from workbench.plots.bars import rows_layout
+from workbench.plots.bars import rows_at, rows_layout
 from workbench.plots.text import escape
 
-REFERENCES = ("dense", "splice")  # the table's references (budget NaN), drawn first at every budget
 SERIES = {  # column: (legend name, colour); colour-blind safe (Okabe-Ito)
     "retrieved_first_line": ("first line (the default rule)", "#999999"),
     "retrieved_whole": ("whole answer", "#0072B2"),
@@ -22,11 +21,7 @@ def first_line_figure(table: pd.DataFrame, budget: float, selectors=None, title:
     """Grouped horizontal bars of `table` (selector, budget, cells, retrieved_first_line, retrieved_whole,
     share_more) at `budget` for `selectors` (default: every one but `full` and `none`, which are dense's
     and the splice's caches again), under dense and the splice."""
-    refs = table[table["selector"].isin(REFERENCES)].set_index("selector").reindex(list(REFERENCES)).dropna(
-        subset=["cells"]).reset_index()
-    at = table[~table["selector"].isin(REFERENCES) & ((table["budget"].astype(float) - budget).abs() < 1e-9)]
-    at = at[~at["selector"].isin(["full", "none"])] if selectors is None else at[at["selector"].isin(list(selectors))]
-    rows = pd.concat([refs, at], ignore_index=True)
+    rows = rows_at(table, budget, selectors)
     names = [escape(s) for s in rows["selector"]]
     fig = go.Figure()
     for column, (label, colour) in SERIES.items():

@@ -257,3 +257,34 @@ def behind_markdown(behind) -> str:
     if behind.shown.empty:
         return head + ": none."
     return head + ":\n\n" + markdown_table(behind.shown)
+
+
+def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
+    """`experiments.answer_sources.answer_sources_table` as markdown: each source's share of the words
+    of dense's, the splice's and each repair's answers at `budget` (the grid's middle where the run
+    has no such budget), then the share of answers that recite the passages outside the evidence, at
+    every budget."""
+    from workbench.experiments.answer_sources import RECITE_WORDS, SOURCES
+
+    grid = sorted(sources["budget"].dropna().unique())
+    if grid and not any(abs(b - budget) < 1e-9 for b in grid):
+        budget = grid[len(grid) // 2]
+    at = sources[sources["budget"].isna() | ((sources["budget"] - budget).abs() < 1e-9)]
+    shares = at[["selector", "cells", *SOURCES]].round(3)
+    refs = sources[sources["budget"].isna()]
+    said = ", ".join(f"{r.selector} {r.recites_context:.3f}" for r in refs.itertuples())
+    cells = sources[sources["budget"].notna()]
+    recites = cells.pivot(index="selector", columns="budget", values="recites_context").reindex(
+        list(dict.fromkeys(cells["selector"])))
+    recites.columns = [f"{b:g}" for b in recites.columns]
+    left_out = sources.attrs.get("left_out", 0)
+    parts = [f"Where the answers' words come from at b = {budget:g} (each word traced to the longest run of answer "
+             "words around it found in the evidence, the prompt, the rest of the passages that hold evidence, the "
+             "passages that hold none, or nowhere: the mean share of each over answers with words):", "",
+             markdown_table(shares), "",
+             f"Answers that recite the passages outside the evidence ({RECITE_WORDS} words or more in a run found "
+             "there and longer than in the evidence or the prompt; " + (said or "no reference answers") + "):", "",
+             markdown_table(recites.round(3).reset_index())]
+    if left_out:
+        parts += ["", f"{left_out} example(s) define no evidence and are left out of both tables."]
+    return "\n".join(parts)
