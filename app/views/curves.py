@@ -284,10 +284,11 @@ if source_budgets:
     st.subheader("Where the answers' words come from")
     at = budget_choice(source_budgets, "Budget of the repairs in the sources figure", "curves_sources_budget")
     show_figure(answer_sources_figure(sources, at, selectors=shown), f"sources-{run.name}", "curves_sources")
-    st.caption("Each answer word is traced to the longest run of answer words around it found word for word in "
-               "the gold evidence, the prompt, the rest of the passages that hold evidence, the passages that hold "
-               "none, or nowhere. An answer recites the passages where three words or more in a run come from "
-               "outside the evidence (the haystack's filler, a distractor's sentence): read a repair against "
+    st.caption("Each answer word is traced to the runs of answer words around it found word for word in the gold "
+               "evidence, the prompt, the rest of the passages that hold evidence and the passages that hold none: "
+               "the first of these whose run is the longest, or three words long, takes it; a word none holds is "
+               "new. An answer recites the passages where three words or more in a run come from outside the "
+               "evidence and the prompt (the haystack's filler, a distractor's sentence): read a repair against "
                "dense, whose own answers may quote the passages."
                + (f" {sources.attrs['left_out']} example(s) define no evidence and are left out."
                   if sources.attrs.get("left_out") else ""))

@@ -13,5 +13,5 @@ def test_budget_curves_traces_the_answers_words(evidence_run, monkeypatch):
     ok(at)
     assert "Where the answers' words come from" in [h.value for h in at.subheader]
     assert at.select_slider(key="curves_sources_budget").value == 0.2
-    captions = [c.value for c in at.caption if "traced to the longest run" in c.value]
+    captions = [c.value for c in at.caption if "traced to the runs of answer words" in c.value]
     assert len(captions) == 1 and "1 example(s) define no evidence and are left out." in captions[0]

@@ -44,6 +44,17 @@ def test_a_tie_goes_to_the_evidence_then_the_prompt():
     assert _traced("what is") == [("what", "prompt"), ("is", "prompt")]
 
 
+def test_a_run_of_three_in_the_evidence_keeps_its_words_against_a_longer_one_elsewhere():
+    city = Example(id="c", passages=["Ann lives in New York City.", "Bo moved to New York City in May."],
+                   question="Where does Ann live?", gold=["New York City"], meta={"evidence": [[0, 0, 27]]})
+    traced = SourceTexts(city).trace("moved to New York City")
+    assert [(w, s, n) for w, s, n in traced] == [("moved", "other_passages", 5), ("to", "other_passages", 5),
+                                                 ("new", "evidence", 3), ("york", "evidence", 3),
+                                                 ("city", "evidence", 3)]
+    # below three words the longest run takes them: "new york" is two in the evidence, "to new york" three there
+    assert SourceTexts(city).sources("to new york")["other_passages"] == 1.0
+
+
 def test_runs_do_not_cross_an_evidence_edge():
     # "4417 the" spans the needle's end and the filler's start: two runs of one word each
     traced = SourceTexts(_example()).trace("4417 the grass")

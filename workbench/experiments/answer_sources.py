@@ -2,8 +2,8 @@
 
 An answer that loses the gold can name another passage's fact, recite the haystack's filler, or say
 what no passage holds; `retrieved` and the gap anatomy count the loss, this module says what came
-instead. Each word of an answer (lower-cased `\\w+` runs) is traced to the longest run of consecutive
-answer words around it that occurs word for word in one of the example's texts:
+instead. Each word of an answer (lower-cased `\\w+` runs) is traced through the runs of consecutive
+answer words around it that occur word for word in the example's texts, taken in this order:
 
     evidence        the gold evidence spans (`Example.evidence`: RULER's queried needles, HotpotQA's
                     supporting sentences, the synthetic bridge facts)
@@ -13,9 +13,10 @@ answer words around it that occurs word for word in one of the example's texts:
     other_passages  the passages that hold none (HotpotQA's distractor paragraphs; RULER's filler)
     new             none of them (a number that is nowhere, a count, a list's "1.")
 
-The longest run decides (`MAX_RUN` words at most); on a tie the first source above wins, so a word
-found as long in the evidence as in the filler is the evidence's. Runs never cross a text's edge (an
-evidence span's edge included). Per answer, `sources` records each source's share of its words and
+The first source above whose run around the word is as long as the longest one, or `CREDIT_WORDS`
+words long, takes it (runs of `MAX_RUN` words at most): "new york city" in a supporting sentence stays
+the evidence's though a distractor holds "in new york city", while a "the" of a filler sentence read
+back goes to the filler. Runs never cross a text's edge (an evidence span's edge included). Per answer, `sources` records each source's share of its words and
 `recites_context`: a word traced to the passages outside the evidence (`same_passage` or
 `other_passages`) by a run of `RECITE_WORDS` words or more (the filler read back, a distractor's
 sentence), the count the 10.12w readings made by hand for five filler sentences. Where the answer
@@ -39,8 +40,9 @@ from workbench.experiments.answer_lines import CELL, run_examples
 from workbench.runstore.loaders import SweepRun
 from workbench.tasks import Example
 
-SOURCES = ("evidence", "prompt", "same_passage", "other_passages", "new")  # the traced sources, in the order that breaks ties
+SOURCES = ("evidence", "prompt", "same_passage", "other_passages", "new")  # the traced sources, in the order that credits them
 MAX_RUN = 12  # the longest run of words looked up (longer copies count as this long)
+CREDIT_WORDS = 3  # a run this long credits a source earlier in SOURCES' order over a longer run of a later one
 RECITE_WORDS = 3  # consecutive words found outside the evidence and the prompt that count as reciting
 OUTSIDE = ("same_passage", "other_passages")  # the passages' text outside the evidence
 _WORD = re.compile(r"\w+")
@@ -93,8 +95,9 @@ class SourceTexts:
                       "other_passages": _runs(other)}
 
     def trace(self, answer: str) -> list[tuple[str, str, int]]:
-        """(word, source, run length) for each word of `answer`: the source of the longest run
-        around it (0 and "new" where no source holds the word)."""
+        """(word, source, run length) for each word of `answer`: the first source whose run around it
+        is the longest or `CREDIT_WORDS` long, and that run's length (0 and "new" where no source holds
+        the word)."""
         w = words(answer)
         longest = {name: np.zeros(len(w), dtype=int) for name in self.found}  # [word]
         for name, found in self.found.items():
@@ -106,8 +109,9 @@ class SourceTexts:
         out = []
         for i, word in enumerate(w):
             best = max(longest[name][i] for name in self.found)
-            source = next((name for name in self.found if longest[name][i] == best), None) if best else "new"
-            out.append((word, source, int(best)))
+            enough = min(best, CREDIT_WORDS)
+            source = next((name for name in self.found if longest[name][i] >= enough), None) if best else "new"
+            out.append((word, source, int(longest[source][i]) if best else 0))
         return out
 
     def sources(self, answer: str) -> dict:

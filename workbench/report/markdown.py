@@ -278,12 +278,13 @@ def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
         list(dict.fromkeys(cells["selector"])))
     recites.columns = [f"{b:g}" for b in recites.columns]
     left_out = sources.attrs.get("left_out", 0)
-    parts = [f"Where the answers' words come from at b = {budget:g} (each word traced to the longest run of answer "
-             "words around it found in the evidence, the prompt, the rest of the passages that hold evidence, the "
-             "passages that hold none, or nowhere: the mean share of each over answers with words):", "",
+    parts = [f"Where the answers' words come from at b = {budget:g} (each word credited to the first of the evidence, "
+             "the prompt, the rest of the passages that hold evidence and the passages that hold none where the run of "
+             "answer words around it is the longest or three words long, else to nowhere: the mean share of each over "
+             "answers with words):", "",
              markdown_table(shares), "",
-             f"Answers that recite the passages outside the evidence ({RECITE_WORDS} words or more in a run found "
-             "there and longer than in the evidence or the prompt; " + (said or "no reference answers") + "):", "",
+             f"Answers that recite the passages outside the evidence (a word credited there by a run of {RECITE_WORDS} "
+             "words or more; " + (said or "no reference answers") + "):", "",
              markdown_table(recites.round(3).reset_index())]
     if left_out:
         parts += ["", f"{left_out} example(s) define no evidence and are left out of both tables."]
