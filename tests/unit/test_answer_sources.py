@@ -98,6 +98,8 @@ def test_a_run_is_read_over_its_examples_with_evidence_and_dense_and_the_splice_
     assert table.loc[("random", 0.2), "cells"] == 4  # two examples x two draws, pooled
     mine = cells[(cells["selector"] == "cacheblend") & (cells["budget"] == 0.5)]
     assert table.loc[("cacheblend", 0.5), "recites_context"] == mine["recites_context"].mean()
+    assert table.loc[("cacheblend", 0.5), "answered"] == (mine["words"] > 0).sum()
+    assert table.loc[("cacheblend", 0.5), "evidence"] == pytest.approx(mine.loc[mine["words"] > 0, "evidence"].mean())
 
 
 def test_kvwb_summary_prints_where_the_words_come_from(run, capsys):

@@ -17,7 +17,7 @@ def _table() -> pd.DataFrame:
         rows += [("none", budget, 0.6, 0.0, 0.1, 0.0, 0.3, 0.05), ("full", budget, 0.8, 0.0, 0.0, 0.0, 0.2, 0.0),
                  ("cadence-grad", budget, 0.3, 0.1, 0.4, 0.0, 0.2, 0.4 + budget),
                  ("cacheblend", budget, 0.7, 0.0, 0.0, 0.1, 0.2, 0.0)]
-    return pd.DataFrame(rows, columns=["selector", "budget", *SOURCE_STYLE, "recites_context"]).assign(cells=10)
+    return pd.DataFrame(rows, columns=["selector", "budget", *SOURCE_STYLE, "recites_context"]).assign(cells=10, answered=8)
 
 
 def test_the_figure_draws_dense_and_the_splice_then_the_repairs_at_the_budget():

@@ -14,14 +14,16 @@ answer words around it that occur word for word in the example's texts, taken in
     new             none of them (a number that is nowhere, a count, a list's "1.")
 
 The first source above whose run around the word is as long as the longest one, or `CREDIT_WORDS`
-words long, takes it (runs of `MAX_RUN` words at most): "new york city" in a supporting sentence stays
-the evidence's though a distractor holds "in new york city", while a "the" of a filler sentence read
-back goes to the filler. Runs never cross a text's edge (an evidence span's edge included). Per answer, `sources` records each source's share of its words and
-`recites_context`: a word traced to the passages outside the evidence (`same_passage` or
-`other_passages`) by a run of `RECITE_WORDS` words or more (the filler read back, a distractor's
-sentence), the count the 10.12w readings made by hand for five filler sentences. Where the answer
-is a passage's prose (HotpotQA), dense's own answers recite it too: read a cell against dense's. Words the layout adds around the question ("Answer
-with a short phrase only.") are not traced, so an answer that repeats them counts them as new.
+words long, takes it (runs of `MAX_RUN` words at most): "new york city" in a supporting sentence
+stays the evidence's though a distractor holds "in new york city", while a "the" of a filler sentence
+read back goes to the filler. Runs never cross a text's edge (an evidence span's edge included).
+
+Per answer, `sources` records each source's share of its words and `recites_context`: a word credited
+to the passages outside the evidence (`same_passage` or `other_passages`) by a run of `RECITE_WORDS`
+words or more (the filler read back, a distractor's sentence), the count the 10.12w readings made by
+hand for five filler sentences. Where the answer is a passage's prose (HotpotQA), dense's own answers
+recite it too: read a cell against dense's. Words the layout adds around the question ("Answer with
+a short phrase only.") are not traced, so an answer that repeats them counts them as new.
 
 Only examples that define their evidence are read: without it the passages around the evidence cannot
 be told from it, and the tables leave such examples out rather than count their words as anything.
@@ -40,7 +42,7 @@ from workbench.experiments.answer_lines import CELL, run_examples
 from workbench.runstore.loaders import SweepRun
 from workbench.tasks import Example
 
-SOURCES = ("evidence", "prompt", "same_passage", "other_passages", "new")  # the traced sources, in the order that credits them
+SOURCES = ("evidence", "prompt", "same_passage", "other_passages", "new")  # in the order that credits them
 MAX_RUN = 12  # the longest run of words looked up (longer copies count as this long)
 CREDIT_WORDS = 3  # a run this long credits a source earlier in SOURCES' order over a longer run of a later one
 RECITE_WORDS = 3  # consecutive words found outside the evidence and the prompt that count as reciting
@@ -145,11 +147,13 @@ def answer_sources(run: SweepRun) -> pd.DataFrame:
 
 def answer_sources_table(run: SweepRun) -> pd.DataFrame:
     """Per selector and budget (dense and the splice first; a drawn selector's draws pooled): `cells`,
-    the mean share of each source over answers with words, and `recites_context`, the share of cells
-    that recite the context. `attrs["left_out"]` as `answer_sources`."""
-    cells = answer_sources(run)
+    `answered` (cells whose answer has a word), the mean share of each source over those (so two rows
+    can average different examples: an answer that ends at once has no words), and `recites_context`,
+    the share of all cells that recite the passages. `attrs["left_out"]` as `answer_sources`."""
+    cells = answer_sources(run).assign(answered=lambda t: t["words"] > 0)
     grouped = cells.groupby(["selector", "budget"], dropna=False, sort=False)
-    table = grouped.agg(cells=("words", "size"), **{name: (name, "mean") for name in SOURCES},
+    table = grouped.agg(cells=("words", "size"), answered=("answered", "sum"),
+                        **{name: (name, "mean") for name in SOURCES},
                         recites_context=("recites_context", "mean")).reset_index()
     table.attrs["left_out"] = cells.attrs["left_out"]
     return table

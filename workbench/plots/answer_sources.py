@@ -31,9 +31,10 @@ def answer_sources_figure(table: pd.DataFrame, budget: float, selectors=None, ti
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.72, 0.28], horizontal_spacing=0.04)
     for column, (label, colour) in SOURCE_STYLE.items():
         fig.add_trace(go.Bar(y=names, x=rows[column].astype(float).to_numpy(), name=label, orientation="h",
-                             marker_color=colour, customdata=rows[["cells"]].astype(float).to_numpy(),
-                             hovertemplate="%{y}: %{x:.1%} of the words from " + label
-                                           + " (%{customdata[0]:.0f} answers)<extra></extra>"), row=1, col=1)
+                             marker_color=colour, customdata=rows[["answered", "cells"]].astype(float).to_numpy(),
+                             hovertemplate="%{y}: %{x:.1%} of the words from " + label + " (mean over the "
+                                           "%{customdata[0]:.0f} of %{customdata[1]:.0f} answers with words)"
+                                           "<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(y=names, x=rows["recites_context"].astype(float).to_numpy(), orientation="h",
                          name="answers reciting the passages", marker_color=RECITES_COLOUR,
                          texttemplate="%{x:.2f}", textposition="outside", cliponaxis=False,

@@ -270,7 +270,7 @@ def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
     if grid and not any(abs(b - budget) < 1e-9 for b in grid):
         budget = grid[len(grid) // 2]
     at = sources[sources["budget"].isna() | ((sources["budget"] - budget).abs() < 1e-9)]
-    shares = at[["selector", "cells", *SOURCES]].round(3)
+    shares = at[["selector", "cells", "answered", *SOURCES]].round(3)
     refs = sources[sources["budget"].isna()]
     said = ", ".join(f"{r.selector} {r.recites_context:.3f}" for r in refs.itertuples())
     cells = sources[sources["budget"].notna()]
@@ -280,8 +280,9 @@ def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
     left_out = sources.attrs.get("left_out", 0)
     parts = [f"Where the answers' words come from at b = {budget:g} (each word credited to the first of the evidence, "
              "the prompt, the rest of the passages that hold evidence and the passages that hold none where the run of "
-             "answer words around it is the longest or three words long, else to nowhere: the mean share of each over "
-             "answers with words):", "",
+             "answer words around it is the longest or three words long, else to nowhere; the mean share of each over "
+             "the `answered` of the `cells`, those with words: an answer that ends at once has none, so two rows can "
+             "average different examples):", "",
              markdown_table(shares), "",
              f"Answers that recite the passages outside the evidence (a word credited there by a run of {RECITE_WORDS} "
              "words or more; " + (said or "no reference answers") + "):", "",
