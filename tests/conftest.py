@@ -239,6 +239,53 @@ def evidence_run(tmp_path_factory) -> Path:
     return folder / "run"
 
 
+def scripted_cells(first: int, script) -> dict:
+    """A hook_unembed that makes every answer of the splice and the repairs `script` (its tokens), where
+    the row at position `first` (the suffix's last) predicts answer token 0; dense's is untouched."""
+    def hook(logits, hook):
+        if hook.pass_name != "cells":
+            return None
+        j = hook.positions - first  # [cell, row]: the answer token each row predicts
+        for k, token in enumerate(script):
+            logits[..., token] += 1e4 * (j == k).to(logits.dtype)
+        return logits
+    return {"hook_unembed": hook}
+
+
+RECITED_NEEDLE = "The key of rook is 4417."
+RECITED_LINE = {"id": "r", "passages": [RECITED_NEEDLE + " The grass is green.", "The sky is blue. Here we go."],
+                "question": "What is the key of rook?", "answers": ["4417"], "evidence": [[0, 0, len(RECITED_NEEDLE)]]}
+RECITED_SAID = " grass is green"  # the filler beside the needle, outside the evidence
+
+
+@pytest.fixture(scope="session")
+def recited_run(tmp_path_factory) -> Path:
+    """A tiny sweep (the llama) of one example whose splice and repairs (none, cacheblend at b = 0.2) are
+    scripted to answer RECITED_SAID, reciting the passages outside the evidence; dense's answer is the
+    model's own. Its folder (under a `runs` folder of its own)."""
+    import json
+
+    import workbench as wb
+    from workbench.byte_tokenizer import byte_tokenizer
+    from workbench.diagnosis import DiagnoseConfig
+    from workbench.experiments.sweep import SweepConfig, run_sweep
+    from workbench.tasks import Example
+
+    root = tmp_path_factory.mktemp("recited")
+    data = root / "d.jsonl"
+    data.write_text(json.dumps(RECITED_LINE) + "\n")
+    model = tiny_model("llama")
+    example = Example(id="r", passages=RECITED_LINE["passages"], question=RECITED_LINE["question"],
+                      gold=RECITED_LINE["answers"], meta={"evidence": RECITED_LINE["evidence"]})
+    first = wb.build_context(model, example).layout.n_tokens - 1  # the suffix's last row predicts token 0
+    script = byte_tokenizer()(RECITED_SAID, add_special_tokens=False)["input_ids"]
+
+    config = SweepConfig(dataset=f"jsonl:{data}", n=1, diagnose=DiagnoseConfig(
+        selectors=("none", "cacheblend"), budgets=(0.2,), max_new_tokens=len(script), attribution=False))
+    run_sweep(model, config, root / "runs" / "recited", progress=False, hooks=scripted_cells(first, script))
+    return root / "runs" / "recited"
+
+
 @pytest.fixture(scope="session")
 def app_world(tmp_path_factory):
     """The app tests' run folders, once per session (tests/app/app_world.py; tests/app is on the path

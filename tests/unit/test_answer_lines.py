@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 import workbench as wb
+from conftest import scripted_cells
 from test_whole_answer import A, B, C, NL
 from workbench.diagnosis import DiagnoseConfig
 from workbench.errors import WorkbenchError
@@ -32,14 +33,7 @@ def _examples() -> list[Example]:
 
 def _scripted(first: int, script=(A, NL, B, C)):
     """A hook_unembed that makes every answer of the splice and the repairs `script` (its tokens)."""
-    def hook(logits, hook):
-        if hook.pass_name != "cells":
-            return None
-        j = hook.positions - first  # [cell, row]: the answer token each row predicts
-        for k, token in enumerate(script):
-            logits[..., token] += 1e4 * (j == k).to(logits.dtype)
-        return logits
-    return {"hook_unembed": hook}
+    return scripted_cells(first, script)
 
 
 @pytest.fixture(scope="module")

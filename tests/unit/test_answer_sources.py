@@ -10,7 +10,9 @@ import pytest
 
 from workbench import cli
 from workbench.errors import WorkbenchError
-from workbench.experiments.answer_sources import SOURCES, SourceTexts, answer_sources, answer_sources_table
+from workbench.experiments.answer_sources import (
+    SOURCES, SourceTexts, answer_sources, answer_sources_table, recited_text,
+)
 from workbench.runstore import load_sweep
 from workbench.tasks import Example
 
@@ -107,6 +109,18 @@ def test_kvwb_summary_prints_where_the_words_come_from(run, capsys):
     out = capsys.readouterr().out
     assert "Where the answers' words come from at b = 0.2" in out
     assert "1 example(s) define no evidence and are left out of both tables." in out
+
+
+def test_recited_runs_are_quoted_in_the_answers_and_the_report(recited_run):
+    texts = SourceTexts(_example())
+    assert texts.recited("4417, the grass is green, 9, the sky is blue") == ["the grass is green", "the sky is blue"]
+    assert recited_text(["a b c", "d e f", "g h i"]) == 'recites the passages: "a b c", "d e f", …'
+    assert recited_text(["a b c", "a b c", "d e f"]) == 'recites the passages: "a b c", "d e f"'  # each once
+    assert recited_text([]) == ""
+    from workbench.report.html import diagnosis_to_html
+
+    page = diagnosis_to_html(load_sweep(recited_run).diagnosis("r"))
+    assert page.count("<i>recites the passages: &quot;grass is green&quot;</i>") == 3  # the splice, none, cacheblend
 
 
 FILLER_SENTENCES = ("the grass is green", "the sky is blue", "the sun is yellow", "here we go", "there and back again")

@@ -116,6 +116,17 @@ class SourceTexts:
             out.append((word, source, int(longest[source][i]) if best else 0))
         return out
 
+    def recited(self, answer: str) -> list[str]:
+        """The runs of `answer`'s words that recite the passages outside the evidence: each maximal stretch
+        of words credited there by runs of `RECITE_WORDS` or more, its words joined by spaces."""
+        runs, current = [], []
+        for word, source, run in self.trace(answer):
+            if source in OUTSIDE and run >= RECITE_WORDS:
+                current.append(word)
+            elif current:
+                runs, current = [*runs, " ".join(current)], []
+        return [*runs, " ".join(current)] if current else runs
+
     def sources(self, answer: str) -> dict:
         """`words`, each source's share of them (NaN for an answer with no words) and `recites_context`."""
         traced = self.trace(answer)
@@ -123,6 +134,16 @@ class SourceTexts:
         shares = {name: (sum(s == name for _, s, _ in traced) / n if n else np.nan) for name in SOURCES}
         recites = any(s in OUTSIDE and run >= RECITE_WORDS for _, s, run in traced)
         return {"words": n, **shares, "recites_context": recites}
+
+
+def recited_text(runs: list[str], shown: int = 2) -> str:
+    """'recites the passages: "…", "…"' quoting the first `shown` distinct `runs` (`SourceTexts.recited`);
+    '' for none."""
+    distinct = list(dict.fromkeys(runs))
+    if not distinct:
+        return ""
+    more = ", …" if len(distinct) > shown else ""
+    return "recites the passages: " + ", ".join(f'"{run}"' for run in distinct[:shown]) + more
 
 
 def answer_sources(run: SweepRun) -> pd.DataFrame:

@@ -1,18 +1,21 @@
 """`diagnosis_to_html`: one standalone page per Diagnosis, its figures from `workbench.plots`.
 
-Sections: the example, the answers (and which repairs flip), one token strip per token
-signal, each selector's picks per budget, layer x token heatmaps, the deviation left after
-repair, costs, the attribution check and where the result comes from.
+Sections: the example, the answers (which repairs flip, and what an answer recites of the passages
+outside the gold evidence), one token strip per token signal, each selector's picks per budget,
+layer x token heatmaps, the deviation left after repair, costs, the attribution check and where the
+result comes from.
 """
 
 from __future__ import annotations
 
 from workbench.diagnosis import Diagnosis
+from workbench.experiments.answer_sources import SourceTexts, recited_text
 from workbench.plots import diagnosis as figures
 from workbench.plots.embed import figure_div
 from workbench.report.page import answer_cell, e, flip_cells, kv_table, num, page
 from workbench.report.schema import diagnosis_to_json, table
 from workbench.runstore import Manifest
+from workbench.tasks import Example
 
 
 class _Figures:
@@ -53,18 +56,25 @@ def _floor(ctx: dict) -> str:
 
 def _answers(doc: dict) -> str:
     a, f = doc["answers"], doc["flips"]
+    example = Example.from_dict(doc["example"])
+    texts = SourceTexts(example) if example.evidence is not None else None
+
+    def cell(text, n_tokens) -> str:  # the answer, with what it recites of the passages outside the evidence
+        said = recited_text(texts.recited(text)) if texts is not None and isinstance(text, str) else ""
+        return answer_cell(text, n_tokens, said)
+
     head = ("<tr><th>answer of</th><th>budget</th><th>rows recomputed</th><th>answer</th><th>flip vs dense</th>"
             "<th>token ids vs dense</th><th>F1 to dense</th><th>first token = dense's</th>"
             "<th>log p(dense answer) per token</th><th>EM</th><th>F1</th></tr>")
     dense, spliced = a["dense"], a["spliced"]
     rows = [(f'<tr class="ref"><td>dense (reference)</td><td>–</td><td>all</td>'
-             f'{answer_cell(dense["text"], len(dense["token_ids"]))}'
+             f'{cell(dense["text"], len(dense["token_ids"]))}'
              f'<td>–</td><td>–</td><td>–</td><td>–</td><td>–</td><td>{num(dense["em"])}</td><td>{num(dense["f1"])}</td></tr>'),
             (f'<tr class="ref"><td>spliced (no repair)</td><td>–</td><td>0</td>'
-             f'{answer_cell(spliced["text"], len(spliced["token_ids"]))}{flip_cells(spliced["flip"], spliced["flip_strict"])}'
+             f'{cell(spliced["text"], len(spliced["token_ids"]))}{flip_cells(spliced["flip"], spliced["flip_strict"])}'
              f'<td>–</td><td>–</td><td>–</td><td>{num(spliced["em"])}</td><td>{num(spliced["f1"])}</td></tr>')]
     rows += [f'<tr><td>{e(_label(r))}</td><td>{num(r.get("budget"))}</td><td>{num(r.get("n_recomputed"))}</td>'
-             f'{answer_cell(r.get("answer"), r.get("answer_tokens"))}{flip_cells(r.get("flip"), r.get("flip_strict"))}'
+             f'{cell(r.get("answer"), r.get("answer_tokens"))}{flip_cells(r.get("flip"), r.get("flip_strict"))}'
              f'<td>{num(r.get("f1_to_dense"))}</td><td>{_yes(r.get("first_token_agree"))}</td>'
              f'<td>{num(r.get("dense_logprob_mean"), 4)}</td><td>{num(r.get("em"))}</td><td>{num(r.get("f1"))}</td></tr>'
              for r in a["repairs"]]

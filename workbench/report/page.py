@@ -55,12 +55,13 @@ def kv_table(rows: list[tuple[str, str]]) -> str:
     return f'<table class="kv">{body}</table>'
 
 
-def answer_cell(text, n_tokens) -> str:
+def answer_cell(text, n_tokens, note: str = "") -> str:
     """An answer's cell: its text, or, for an answer of no token (`n_tokens` 0: an end of turn first),
-    a note that it ended at once, so that the empty cell does not read as a value missing."""
+    a note that it ended at once, so that the empty cell does not read as a value missing; `note`
+    (plain text: what the answer recites) in italics under the text."""
     if no_token(n_tokens):
         return f'<td class="answer"><i>{ENDED_AT_ONCE}</i></td>'
-    return f'<td class="answer">{e(text)}</td>'
+    return f'<td class="answer">{e(text)}' + (f'<br><i>{e(note)}</i>' if note else "") + "</td>"
 
 
 def flip_cells(flip, strict) -> str:
