@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from workbench.app_api import ENDED_AT_ONCE, Diagnosis, SourceTexts, no_token, recited_text
+from workbench.app_api import ENDED_AT_ONCE, Diagnosis, no_token, recited_note
 
 
 def _at(table: pd.DataFrame, budget: float) -> pd.DataFrame:
@@ -21,18 +21,6 @@ def _draws_word(flips: int, draws: int) -> str:
     return f"FLIP in {flips} of {draws} draws" if flips else f"same in all {draws} draws"
 
 
-def recited_note(texts: SourceTexts | None, answer) -> str:
-    """'recites the passages: "…"' where `answer` reads back the passages outside the evidence (three
-    words or more in a run, `experiments.answer_sources`), else ''."""
-    return recited_text(texts.recited(answer)) if texts is not None and isinstance(answer, str) else ""
-
-
-def _source_texts(d) -> SourceTexts | None:
-    """The example's texts to trace answers against, where it defines its evidence (else None)."""
-    example = getattr(d, "example", None)
-    return SourceTexts(example) if example is not None and example.evidence is not None else None
-
-
 def _joined(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
@@ -44,15 +32,14 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
     so that an empty cell does not read as a value missing; one that reads back the passages outside
     the gold evidence (where the example defines it) quotes what it recites."""
     dense, spliced = d.answers.dense, d.answers.spliced
-    texts = _source_texts(d)
     rows = [{"cache": "dense", "rows recomputed": None, "answer": dense.text, "flip vs dense": "",
              "F1 to dense": 1.0, "first token = dense's": 1.0, "EM": dense.em, "retrieved": dense.retrieved,
              "F1": dense.f1, "note": _joined(ENDED_AT_ONCE if no_token(dense.n_tokens) else "",
-                                             recited_note(texts, dense.text))},
+                                             recited_note(d.example, dense.text))},
             {"cache": "spliced", "rows recomputed": 0, "answer": spliced.text,
              "flip vs dense": _flip_word(d.answers.splice_flip), "EM": spliced.em, "retrieved": spliced.retrieved,
              "ran on": float(d.answers.splice_ran_on), "F1": spliced.f1,
-             "note": _joined(ENDED_AT_ONCE if no_token(spliced.n_tokens) else "", recited_note(texts, spliced.text))}]
+             "note": _joined(ENDED_AT_ONCE if no_token(spliced.n_tokens) else "", recited_note(d.example, spliced.text))}]
     outcomes, chosen = _at(d.outcomes, budget), _at(d.selections, budget)
     for name in selectors:
         cell, picked = outcomes[outcomes["selector"] == name], chosen[chosen["selector"] == name]
@@ -68,7 +55,7 @@ def answers_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataF
         elif not picked.empty and not bool(picked.iloc[0].get("budget_matched", True)):
             notes.append(f"not budget-matched ({int(picked.iloc[0]['n_recomputed'])} rows for "
                          f"{int(picked.iloc[0]['n_requested'])} asked)")
-        notes.append(recited_note(texts, first["answer"]))
+        notes.append(recited_note(d.example, first["answer"]))
         flips = int(cell["flip"].sum())
         graded = {label: float(cell[column].mean()) if column in cell else None
                   for label, column in (("F1 to dense", "f1_to_dense"), ("first token = dense's", "first_token_agree"))}
@@ -95,9 +82,9 @@ def draws_table(d: Diagnosis, selectors: list[str], budget: float) -> pd.DataFra
     columns = [c for c in ("selector", "draw", "n_recomputed", "answer", "flip", "f1_to_dense", "first_token_agree",
                            "em", "f1") if c in cells]
     table = cells[drawn][columns].rename(columns={"n_recomputed": "rows recomputed"}).reset_index(drop=True)
-    texts = _source_texts(d)
     ended = cells[drawn]["answer_tokens"] if "answer_tokens" in cells else [None] * len(table)
-    table["note"] = [_joined(ENDED_AT_ONCE if no_token(n) else "", recited_note(texts, a))  # no token: ended at once
+    example = getattr(d, "example", None)
+    table["note"] = [_joined(ENDED_AT_ONCE if no_token(n) else "", recited_note(example, a))  # no token: ended at once
                      for n, a in zip(ended, cells[drawn]["answer"])]
     return table
 

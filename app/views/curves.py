@@ -12,7 +12,7 @@ from readable import against_itself_blank, compact, count, p_value, rate, show_t
 from widgets import choose_run, csv_button, ensure_choice, plain, show_figure, warn
 from workbench import plots
 from workbench.app_api import (
-    CONTRAST_MEASURES, PREREGISTRATION, WorkbenchError, anatomy_sentence, behind_sentence, blank_sentence, blank_table,
+    CONTRAST_MEASURES, CREDIT_WORDS, PREREGISTRATION, RECITE_WORDS, WorkbenchError, anatomy_sentence, behind_sentence, blank_sentence, blank_table,
     cell_anatomy, family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
     hardware_sentence, tokens_to_target, whole_answers,
 )
@@ -286,10 +286,11 @@ if source_budgets:
     show_figure(answer_sources_figure(sources, at, selectors=shown), f"sources-{run.name}", "curves_sources")
     st.caption("Each answer word is traced to the runs of answer words around it found word for word in the gold "
                "evidence, the prompt, the rest of the passages that hold evidence and the passages that hold none: "
-               "the first of these whose run is the longest, or three words long, takes it; a word none holds is "
-               "new. An answer recites the passages where three words or more in a run come from outside the "
-               "evidence and the prompt (the haystack's filler, a distractor's sentence): read a repair against "
-               "dense, whose own answers may quote the passages."
+               f"the first of these whose run is the longest, or at least {CREDIT_WORDS} words long, takes it; a word "
+               f"none holds is new. An answer recites the passages where at least {RECITE_WORDS} consecutive words "
+               f"are credited to them, outside the evidence, each by a run of at least {RECITE_WORDS} (the "
+               "haystack's filler, a distractor's sentence): "
+               "read a repair against dense, whose own answers may quote the passages."
                + (f" {sources.attrs['left_out']} example(s) define no evidence and are left out."
                   if sources.attrs.get("left_out") else ""))
 ranking, attention = read_or_warn(state.run_evidence, run.path) or (None, None)

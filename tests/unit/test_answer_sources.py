@@ -11,7 +11,7 @@ import pytest
 from workbench import cli
 from workbench.errors import WorkbenchError
 from workbench.experiments.answer_sources import (
-    SOURCES, SourceTexts, answer_sources, answer_sources_table, recited_text,
+    SOURCES, SourceTexts, answer_sources, answer_sources_table, recited_note,
 )
 from workbench.runstore import load_sweep
 from workbench.tasks import Example
@@ -64,11 +64,18 @@ def test_runs_do_not_cross_an_evidence_edge():
                                                  ("grass", "same_passage", 2)]
 
 
-def test_reciting_takes_three_words_from_outside_the_evidence():
+def test_reciting_takes_three_consecutive_words_credited_outside_the_evidence():
     texts = SourceTexts(_example())
     assert texts.sources("4417, the sky is blue")["recites_context"] is True
     assert texts.sources("4417, the sky")["recites_context"] is False  # a run of two
     assert texts.sources("The key of rook is 4417")["recites_context"] is False
+    # a distractor holds all four words, the question three of them: only "industry" is credited outside
+    hedge = Example(id="h", passages=["Ann runs the fund.", "The hedge fund industry grew."],
+                    question="What is the hedge fund?", gold=["x"], meta={"evidence": [[0, 0, 18]]})
+    traced = SourceTexts(hedge).trace("The hedge fund industry")
+    assert [s for _, s, _ in traced] == ["prompt", "prompt", "prompt", "other_passages"]
+    assert SourceTexts(hedge).sources("The hedge fund industry")["recites_context"] is False  # one word outside
+    assert texts.recited("there, there, there, there") == []  # filler words found one at a time
     shares = texts.sources("4417 here we go 12")
     assert shares["words"] == 5 and math.isclose(sum(shares[s] for s in SOURCES), 1.0)
     assert shares["other_passages"] == pytest.approx(3 / 5) and shares["new"] == pytest.approx(1 / 5)
@@ -79,10 +86,19 @@ def test_an_empty_answer_has_no_shares_and_recites_nothing():
     assert out["words"] == 0 and all(math.isnan(out[s]) for s in SOURCES) and out["recites_context"] is False
 
 
-def test_an_example_without_evidence_is_refused():
+def test_an_example_without_evidence_or_with_an_empty_list_is_refused():
     bare = Example(id="y", passages=["Some text here."], question="What?", gold=["text"])
-    with pytest.raises(WorkbenchError, match="defines no evidence"):
-        SourceTexts(bare)
+    for example in (bare, Example(id="z", passages=bare.passages, question="What?", gold=["text"],
+                                  meta={"evidence": []})):
+        with pytest.raises(WorkbenchError, match="defines no evidence"):
+            SourceTexts(example)
+
+
+def test_overlapping_evidence_spans_are_one_piece():
+    # [0, 12) and [6, 24) overlap: "of rook is" crosses the first span's end and is still one evidence run
+    example = _example(evidence=[[0, 0, 12], [0, 6, len(NEEDLE)]])
+    assert SourceTexts(example).trace("key of rook is 4417") == [(w, "evidence", 5)
+                                                                 for w in ("key", "of", "rook", "is", "4417")]
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +117,7 @@ def test_a_run_is_read_over_its_examples_with_evidence_and_dense_and_the_splice_
     mine = cells[(cells["selector"] == "cacheblend") & (cells["budget"] == 0.5)]
     assert table.loc[("cacheblend", 0.5), "recites_context"] == mine["recites_context"].mean()
     assert table.loc[("cacheblend", 0.5), "answered"] == (mine["words"] > 0).sum()
+    assert cells["words"].dtype == int and cells["recites_context"].dtype == bool
     assert table.loc[("cacheblend", 0.5), "evidence"] == pytest.approx(mine.loc[mine["words"] > 0, "evidence"].mean())
 
 
@@ -111,12 +128,17 @@ def test_kvwb_summary_prints_where_the_words_come_from(run, capsys):
     assert "1 example(s) define no evidence and are left out of both tables." in out
 
 
-def test_recited_runs_are_quoted_in_the_answers_and_the_report(recited_run):
+def test_what_an_answer_recites_is_quoted_each_stretch_once():
     texts = SourceTexts(_example())
     assert texts.recited("4417, the grass is green, 9, the sky is blue") == ["the grass is green", "the sky is blue"]
-    assert recited_text(["a b c", "d e f", "g h i"]) == 'recites the passages: "a b c", "d e f", …'
-    assert recited_text(["a b c", "a b c", "d e f"]) == 'recites the passages: "a b c", "d e f"'  # each once
-    assert recited_text([]) == ""
+    example = _example()
+    assert recited_note(example, "the sky is blue, 4417, the sky is blue") == 'recites the passages: "the sky is blue"'
+    three = "the grass is green 1 the sky is blue 2 here we go"
+    assert recited_note(example, three) == 'recites the passages: "the grass is green", "the sky is blue", …'
+    assert recited_note(example, "4417") == recited_note(example, float("nan")) == recited_note(None, "x") == ""
+
+
+def test_the_report_quotes_what_each_answer_recites(recited_run):
     from workbench.report.html import diagnosis_to_html
 
     page = diagnosis_to_html(load_sweep(recited_run).diagnosis("r"))

@@ -108,6 +108,8 @@ def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) ->
 def command(args) -> int:
     """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
     from workbench.experiments.contrasts import contrast_family, parse_contrast
+    from workbench.experiments.answer_sources import answer_sources_table
+    from workbench.report.markdown import answer_sources_markdown
 
     known = _run_selectors(args.run) if args.contrast else None
     for text in args.contrast:
@@ -134,6 +136,9 @@ def command(args) -> int:
         say(render(run, table, args.target_share, args.max_flip_rate))
         if "evidence_recall" in table and table["evidence_recall"].notna().any():
             say("\n" + evidence_text(run, table))
+        sources = answer_sources_table(run)  # any run whose examples define evidence, however old its cells
+        if not sources.empty:
+            say("\n" + answer_sources_markdown(sources))
     # with --format csv stdout holds the one CSV table; the contrasts, in markdown, go to stderr
     tell = say if args.format != "csv" else _say_on_stderr
     if contrasts:
@@ -254,8 +259,7 @@ def _say_on_stderr(text: str) -> None:
 
 def evidence_text(run, table) -> str:
     """The run's evidence readings as markdown: recall per selector and budget, each scorer's
-    average precision, the question's attention on the evidence (`experiments.evidence`), and where
-    the answers' words come from (`experiments.answer_sources`)."""
+    average precision, the question's attention on the evidence (`experiments.evidence`)."""
     from workbench.experiments.evidence import evidence_recall_table, evidence_tables
     from workbench.report.markdown import markdown_table
 
@@ -289,12 +293,6 @@ def evidence_text(run, table) -> str:
         parts += ["", f"The question's attention mass on the evidence rows (mean over its rows and heads) under dense, "
                   f"the splice and each repair at b = {budget:g}: the mean over layers and at the last layer:", "",
                   markdown_table(compact.round(4))]
-    from workbench.experiments.answer_sources import answer_sources_table
-    from workbench.report.markdown import answer_sources_markdown
-
-    sources = answer_sources_table(run)
-    if not sources.empty:
-        parts += ["", answer_sources_markdown(sources)]
     return "\n".join(parts)
 
 

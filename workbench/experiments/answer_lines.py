@@ -43,8 +43,18 @@ def run_examples(run: SweepRun) -> dict[str, Example]:
         try:
             out[example_id] = Example.from_dict(json.loads(path.read_text(encoding="utf-8"))["example"])
         except (OSError, ValueError, KeyError) as err:
-            raise WorkbenchError(f"{path} is unreadable ({err}): the example's gold is read from it") from None
+            raise WorkbenchError(f"{path} is unreadable ({err}): the example (its texts, gold and evidence) is "
+                                 "read from it") from None
     return out
+
+
+def reference_cells(run: SweepRun, columns=("answer",)) -> pd.DataFrame:
+    """Dense's and the splice's answers as cells of `run` (selectors "dense" and "splice", budget NaN, draw
+    NA), with each of `columns` read from the examples' table (`dense_<column>`, `spliced_<column>`)."""
+    return pd.concat([pd.DataFrame({"example_id": run.examples["example_id"].astype(str), "selector": label,
+                                    "budget": np.nan, "draw": pd.NA,
+                                    **{c: run.examples[f"{who}_{c}"] for c in columns}})
+                      for who, label in (("dense", "dense"), ("spliced", "splice"))], ignore_index=True)
 
 
 def first_line_scores(run: SweepRun) -> pd.DataFrame:
@@ -56,11 +66,8 @@ def first_line_scores(run: SweepRun) -> pd.DataFrame:
                              "answers end at their first line break, so there is no more of them to read")
     examples = run_examples(run)
     cells = run.outcomes[[*CELL, "answer", "retrieved"]].copy()
-    refs = [pd.DataFrame({"example_id": run.examples["example_id"].astype(str), "selector": who, "budget": np.nan,
-                          "draw": pd.NA, "answer": run.examples[f"{who}_answer"],
-                          "retrieved": run.examples[f"{who}_retrieved"]}) for who in ("dense", "spliced")]
-    table = pd.concat([cells.assign(example_id=cells["example_id"].astype(str)), *refs], ignore_index=True)
-    table["selector"] = table["selector"].replace({"spliced": "splice"})
+    table = pd.concat([cells.assign(example_id=cells["example_id"].astype(str)),
+                       reference_cells(run, ("answer", "retrieved"))], ignore_index=True)
     table["retrieved_first_line"] = [examples[i].retrieved(first_line(a))
                                      for i, a in zip(table["example_id"], table["answer"])]
     table["more"] = table["retrieved"] > table["retrieved_first_line"]

@@ -7,45 +7,51 @@ answer words around it that occur word for word in the example's texts, taken in
 
     evidence        the gold evidence spans (`Example.evidence`: RULER's queried needles, HotpotQA's
                     supporting sentences, the synthetic bridge facts)
-    prompt          the system text, the question and the answer lead (RULER's "The special magic ... are")
+    prompt          the system text, the question and the data's answer lead (RULER's "The special
+                    magic ... are"; the layout's default lead and instruction, "Answer:", "Answer with
+                    a short phrase only.", are not traced: an answer repeating them counts them new)
     same_passage    the rest of the passages that hold evidence (HotpotQA's gold paragraphs outside
                     their supporting sentences; RULER's filler beside a needle)
     other_passages  the passages that hold none (HotpotQA's distractor paragraphs; RULER's filler)
     new             none of them (a number that is nowhere, a count, a list's "1.")
 
-The first source above whose run around the word is as long as the longest one, or `CREDIT_WORDS`
-words long, takes it (runs of `MAX_RUN` words at most): "new york city" in a supporting sentence
-stays the evidence's though a distractor holds "in new york city", while a "the" of a filler sentence
-read back goes to the filler. Runs never cross a text's edge (an evidence span's edge included).
+The first source above whose run around the word is as long as the longest one, or at least
+`CREDIT_WORDS` words long, takes it (runs of `MAX_RUN` words at most): "new york city" in a
+supporting sentence stays the evidence's though a distractor holds "in new york city", while a "the"
+of a filler sentence read back goes to the filler. Runs never cross a text's edge (an evidence span's
+edge included; overlapping spans are merged first).
 
-Per answer, `sources` records each source's share of its words and `recites_context`: a word credited
-to the passages outside the evidence (`same_passage` or `other_passages`) by a run of `RECITE_WORDS`
-words or more (the filler read back, a distractor's sentence), the count the 10.12w readings made by
-hand for five filler sentences. Where the answer is a passage's prose (HotpotQA), dense's own answers
-recite it too: read a cell against dense's. Words the layout adds around the question ("Answer with
-a short phrase only.") are not traced, so an answer that repeats them counts them as new.
+Per answer, `sources` records each source's share of its words and `recites_context`: at least
+`RECITE_WORDS` consecutive words, each credited to the passages outside the evidence (`same_passage`
+or `other_passages`) by a run of at least `RECITE_WORDS` words: the filler read back, a distractor's
+sentence (not a word of the question followed by one of a distractor's, nor "there, there, there");
+`SourceTexts.recited` quotes those stretches. On the 10.12w record this is the readings' hand count of five filler sentences, answer for
+answer. Where the answer is a passage's prose (HotpotQA), dense's own answers recite it too: read a
+cell against dense's.
 
-Only examples that define their evidence are read: without it the passages around the evidence cannot
-be told from it, and the tables leave such examples out rather than count their words as anything.
-Like `answer_lines`, everything here is a function of the stored texts: a kept record is enough.
+Only examples that define their evidence (a non-empty list) are read: without it the passages around
+the evidence cannot be told from it, and the tables leave such examples out rather than count their
+words as anything. Like `answer_lines`, everything here is a function of the stored texts: a kept
+record is enough.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from workbench.errors import WorkbenchError
-from workbench.experiments.answer_lines import CELL, run_examples
+from workbench.experiments.answer_lines import CELL, reference_cells, run_examples
 from workbench.runstore.loaders import SweepRun
 from workbench.tasks import Example
 
 SOURCES = ("evidence", "prompt", "same_passage", "other_passages", "new")  # in the order that credits them
 MAX_RUN = 12  # the longest run of words looked up (longer copies count as this long)
-CREDIT_WORDS = 3  # a run this long credits a source earlier in SOURCES' order over a longer run of a later one
-RECITE_WORDS = 3  # consecutive words found outside the evidence and the prompt that count as reciting
+CREDIT_WORDS = 3  # a run at least this long credits a source earlier in SOURCES over a longer run of a later one
+RECITE_WORDS = 3  # consecutive words, each credited outside the evidence by a run this long, that recite
 OUTSIDE = ("same_passage", "other_passages")  # the passages' text outside the evidence
 _WORD = re.compile(r"\w+")
 
@@ -66,29 +72,33 @@ def _runs(pieces) -> list[set[tuple[str, ...]]]:
 
 
 def _cut(text: str, spans: list[tuple[int, int]]) -> tuple[list[str], list[str]]:
-    """(inside, outside): the text of the merged character `spans` of `text`, and of the rest."""
-    inside, outside, at = [], [], 0
+    """(inside, outside): the text of the character `spans` of `text`, overlapping or touching spans
+    merged into one piece, and the text between them."""
+    merged: list[list[int]] = []
     for start, end in sorted(spans):
-        if end <= at:
-            continue
-        start = max(start, at)
-        outside.append(text[at:start])
-        inside.append(text[start:end])
-        at = end
-    outside.append(text[at:])
-    return inside, outside
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    edges = [0, *(x for span in merged for x in span), len(text)]
+    outside = [text[edges[i]:edges[i + 1]] for i in range(0, len(edges), 2)]
+    return [text[start:end] for start, end in merged], outside
+
+
+def has_evidence(example: Example) -> bool:
+    """Whether `example` defines its evidence (a non-empty list of spans)."""
+    return bool(example.evidence)
 
 
 class SourceTexts:
     """An example's texts grouped by source, ready to trace answers against (one per example)."""
 
     def __init__(self, example: Example):
-        spans = example.evidence
-        if spans is None:
+        if not has_evidence(example):
             raise WorkbenchError(f"example {example.id!r} defines no evidence: its passages cannot be told from it")
         evidence, same, other = [], [], []
         for index, passage in enumerate(example.passages):
-            held = [(s, e) for p, s, e in spans if p == index]
+            held = [(s, e) for p, s, e in example.evidence if p == index]
             inside, outside = _cut(passage, held)
             evidence += inside
             (same if held else other).extend(outside)
@@ -98,8 +108,8 @@ class SourceTexts:
 
     def trace(self, answer: str) -> list[tuple[str, str, int]]:
         """(word, source, run length) for each word of `answer`: the first source whose run around it
-        is the longest or `CREDIT_WORDS` long, and that run's length (0 and "new" where no source holds
-        the word)."""
+        is the longest or at least `CREDIT_WORDS` long, and that run's length (0 and "new" where no
+        source holds the word)."""
         w = words(answer)
         longest = {name: np.zeros(len(w), dtype=int) for name in self.found}  # [word]
         for name, found in self.found.items():
@@ -117,52 +127,65 @@ class SourceTexts:
         return out
 
     def recited(self, answer: str) -> list[str]:
-        """The runs of `answer`'s words that recite the passages outside the evidence: each maximal stretch
-        of words credited there by runs of `RECITE_WORDS` or more, its words joined by spaces."""
-        runs, current = [], []
-        for word, source, run in self.trace(answer):
+        """The stretches of `answer` that recite the passages outside the evidence: at least `RECITE_WORDS`
+        consecutive words each credited there by a run of at least `RECITE_WORDS` words (not "there,
+        there, there", one word found again and again), the stretch's words joined by spaces."""
+        stretches, current = [], []
+        for word, source, run in [*self.trace(answer), ("", "end", 0)]:
             if source in OUTSIDE and run >= RECITE_WORDS:
                 current.append(word)
-            elif current:
-                runs, current = [*runs, " ".join(current)], []
-        return [*runs, " ".join(current)] if current else runs
+                continue
+            if len(current) >= RECITE_WORDS:
+                stretches.append(" ".join(current))
+            current = []
+        return stretches
 
     def sources(self, answer: str) -> dict:
         """`words`, each source's share of them (NaN for an answer with no words) and `recites_context`."""
         traced = self.trace(answer)
         n = len(traced)
         shares = {name: (sum(s == name for _, s, _ in traced) / n if n else np.nan) for name in SOURCES}
-        recites = any(s in OUTSIDE and run >= RECITE_WORDS for _, s, run in traced)
-        return {"words": n, **shares, "recites_context": recites}
+        return {"words": n, **shares, "recites_context": bool(self.recited(answer))}
 
 
-def recited_text(runs: list[str], shown: int = 2) -> str:
-    """'recites the passages: "…", "…"' quoting the first `shown` distinct `runs` (`SourceTexts.recited`);
-    '' for none."""
-    distinct = list(dict.fromkeys(runs))
+@lru_cache(maxsize=8)
+def source_texts(example: Example | None) -> SourceTexts | None:
+    """`SourceTexts` of `example` where it defines its evidence, else None (the last few kept: the
+    explorer's tables and a report's rows trace one example's answers in turn)."""
+    return SourceTexts(example) if example is not None and has_evidence(example) else None
+
+
+def recited_note(example: Example | None, answer) -> str:
+    """'recites the passages: "…", "…"' quoting the first two distinct stretches of `answer` that recite
+    the passages outside `example`'s evidence (and ", …" where there are more); '' for none, for an
+    answer that is no text and for no example or one without evidence."""
+    texts = source_texts(example)
+    distinct = list(dict.fromkeys(texts.recited(answer))) if texts is not None and isinstance(answer, str) else []
     if not distinct:
         return ""
-    more = ", …" if len(distinct) > shown else ""
-    return "recites the passages: " + ", ".join(f'"{run}"' for run in distinct[:shown]) + more
+    more = ", …" if len(distinct) > 2 else ""
+    return "recites the passages: " + ", ".join(f'"{stretch}"' for stretch in distinct[:2]) + more
 
 
 def answer_sources(run: SweepRun) -> pd.DataFrame:
     """Per answer of the examples that define evidence: the cell (`CELL`; dense and the splice as
     selectors "dense" and "splice", budget NaN), its `answer`, `words`, the share of each of
-    `SOURCES` and `recites_context`. `attrs["left_out"]`: the examples read without evidence."""
+    `SOURCES` and `recites_context`. `attrs["left_out"]`: the examples read without evidence. Each
+    example's texts are built, used and let go in turn (a long haystack's runs take tens of MB)."""
     examples = run_examples(run)
-    texts = {i: SourceTexts(e) for i, e in examples.items() if e.evidence is not None}
-    cells = run.outcomes[[*CELL, "answer"]].copy()
-    cells["example_id"] = cells["example_id"].astype(str)
-    refs = [pd.DataFrame({"example_id": run.examples["example_id"].astype(str), "selector": who, "budget": np.nan,
-                          "draw": pd.NA, "answer": run.examples[f"{who}_answer"]}) for who in ("dense", "spliced")]
-    table = pd.concat([*refs, cells], ignore_index=True)
-    table["selector"] = table["selector"].replace({"spliced": "splice"})
-    table = table[table["example_id"].isin(texts)].reset_index(drop=True)
-    traced = [texts[i].sources(a if isinstance(a, str) else "") for i, a in zip(table["example_id"], table["answer"])]
+    kept = {i for i, e in examples.items() if has_evidence(e)}
+    cells = run.outcomes[[*CELL, "answer"]].assign(example_id=lambda t: t["example_id"].astype(str))
+    table = pd.concat([reference_cells(run, ("answer",)), cells], ignore_index=True)
+    table = table[table["example_id"].isin(kept)].reset_index(drop=True)
     columns = ["words", *SOURCES, "recites_context"]
-    out = pd.concat([table, pd.DataFrame(traced, columns=columns, index=table.index)], axis=1)
-    out.attrs["left_out"] = len(examples) - len(texts)
+    traced = pd.DataFrame(index=table.index, columns=columns, dtype=object)
+    for example_id, rows in table.groupby("example_id", sort=False).groups.items():
+        texts = SourceTexts(examples[example_id])
+        traced.loc[rows] = [[texts.sources(a if isinstance(a, str) else "")[c] for c in columns]
+                            for a in table.loc[rows, "answer"]]
+    traced = traced.astype({"words": int, **dict.fromkeys(SOURCES, float), "recites_context": bool})
+    out = pd.concat([table, traced], axis=1)
+    out.attrs["left_out"] = len(examples) - len(kept)
     return out
 
 

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 TOP, BOTTOM = 70, 120  # px above the plot (the title) and below it (axis title, then the legend)
 LEGEND_GAP = 75  # px from the plot's bottom edge to the legend's top
+REFERENCES = ("dense", "splice")  # a table's references (budget NaN), drawn first at every budget
 
 
 def rows_layout(fig: go.Figure, rows: int, row_px: int, least_px: int, barmode: str, title: str) -> go.Figure:
@@ -21,8 +22,6 @@ def rows_layout(fig: go.Figure, rows: int, row_px: int, least_px: int, barmode: 
     fig.update_yaxes(autorange="reversed", title="")
     return fig
 
-
-REFERENCES = ("dense", "splice")  # a table's references (budget NaN), drawn first at every budget
 
 
 def rows_at(table: pd.DataFrame, budget: float, selectors=None) -> pd.DataFrame:

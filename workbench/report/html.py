@@ -9,7 +9,7 @@ result comes from.
 from __future__ import annotations
 
 from workbench.diagnosis import Diagnosis
-from workbench.experiments.answer_sources import SourceTexts, recited_text
+from workbench.experiments.answer_sources import recited_note
 from workbench.plots import diagnosis as figures
 from workbench.plots.embed import figure_div
 from workbench.report.page import answer_cell, e, flip_cells, kv_table, num, page
@@ -54,14 +54,11 @@ def _floor(ctx: dict) -> str:
             f"deviation below that is rounding, not splice error)")
 
 
-def _answers(doc: dict) -> str:
+def _answers(doc: dict, example: Example) -> str:
     a, f = doc["answers"], doc["flips"]
-    example = Example.from_dict(doc["example"])
-    texts = SourceTexts(example) if example.evidence is not None else None
 
     def cell(text, n_tokens) -> str:  # the answer, with what it recites of the passages outside the evidence
-        said = recited_text(texts.recited(text)) if texts is not None and isinstance(text, str) else ""
-        return answer_cell(text, n_tokens, said)
+        return answer_cell(text, n_tokens, recited_note(example, text))
 
     head = ("<tr><th>answer of</th><th>budget</th><th>rows recomputed</th><th>answer</th><th>flip vs dense</th>"
             "<th>token ids vs dense</th><th>F1 to dense</th><th>first token = dense's</th>"
@@ -212,7 +209,7 @@ def diagnosis_to_html(diagnosis: Diagnosis, run_manifest: Manifest | None = None
     sections = [
         f'<h1>KV repair report: example <span class="text">{e(diagnosis.example_id)}</span></h1>',
         "<h2>Example</h2>", _example(doc),
-        "<h2>Answers</h2>", _answers(doc),
+        "<h2>Answers</h2>", _answers(doc, diagnosis.example),
         "<h2>Token signals</h2>",
         ('<p class="note">Each signal\'s score per reused token (hover for the value and the whole token). Tokens '
          'are shown as the model reads them.</p>'), _token_signals(diagnosis, figs),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.experiments.answer_lines import whole_answers
+from workbench.experiments.answer_sources import CREDIT_WORDS, RECITE_WORDS, SOURCES
 from workbench.experiments.behind import behind_sentence
 from workbench.experiments.blank_answers import blank_sentence, blank_table
 from workbench.experiments.gap_anatomy import anatomy_grid, anatomy_sentence, cell_anatomy, splice_anatomy
@@ -264,8 +265,6 @@ def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
     of dense's, the splice's and each repair's answers at `budget` (the grid's middle where the run
     has no such budget), then the share of answers that recite the passages outside the evidence, at
     every budget."""
-    from workbench.experiments.answer_sources import RECITE_WORDS, SOURCES
-
     grid = sorted(sources["budget"].dropna().unique())
     if grid and not any(abs(b - budget) < 1e-9 for b in grid):
         budget = grid[len(grid) // 2]
@@ -280,12 +279,12 @@ def answer_sources_markdown(sources: pd.DataFrame, budget: float = 0.2) -> str:
     left_out = sources.attrs.get("left_out", 0)
     parts = [f"Where the answers' words come from at b = {budget:g} (each word credited to the first of the evidence, "
              "the prompt, the rest of the passages that hold evidence and the passages that hold none where the run of "
-             "answer words around it is the longest or three words long, else to nowhere; the mean share of each over "
-             "the `answered` of the `cells`, those with words: an answer that ends at once has none, so two rows can "
-             "average different examples):", "",
+             f"answer words around it is the longest or at least {CREDIT_WORDS} words long, else to nowhere; the mean "
+             "share of each over the `answered` of the `cells`, those with words: an answer that ends at once has "
+             "none, so two rows can average different examples):", "",
              markdown_table(shares), "",
-             f"Answers that recite the passages outside the evidence (a word credited there by a run of {RECITE_WORDS} "
-             "words or more; " + (said or "no reference answers") + "):", "",
+             f"Answers that recite the passages outside the evidence (at least {RECITE_WORDS} consecutive words, each "
+             f"credited there by a run of at least {RECITE_WORDS}; " + (said or "no reference answers") + "):", "",
              markdown_table(recites.round(3).reset_index())]
     if left_out:
         parts += ["", f"{left_out} example(s) define no evidence and are left out of both tables."]
