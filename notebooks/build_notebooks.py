@@ -247,6 +247,21 @@ NOTEBOOKS = {
                  '               "dense": d.answers.dense.text, "dense_em": d.answers.dense.em,\n'
                  '               "splice": d.answers.spliced.text, "splice_em": d.answers.spliced.em}\n'
                  '              for name, d in diagnoses.items()])'),
+        ("md", "## Where each answer's words come from\n\n"
+               "Each word of an answer is traced to the longest verbatim run of answer words it sits in, found "
+               "in the gold evidence (the queried needles, the supporting sentences), the prompt, the rest of "
+               "the passages that hold evidence, the passages that hold none, or nowhere "
+               "(`experiments.answer_sources`; PROTOCOLS, \"Answer sources\"). An answer that reads the "
+               "haystack's filler or a distractor's sentence back says what it recites."),
+        ("code", 'from workbench.experiments.answer_sources import SOURCES, source_texts, recited_note\n'
+                 'rows = []\n'
+                 'for name, d in diagnoses.items():\n'
+                 '    texts = source_texts(d.example)  # None where the example defines no evidence\n'
+                 '    for cache, answer in (("dense", d.answers.dense.text), ("splice", d.answers.spliced.text)):\n'
+                 '        shares = texts.sources(answer) if texts is not None else {}\n'
+                 '        rows.append({"task": name, "cache": cache, "answer": answer[:48],\n'
+                 '                     **{s: shares.get(s) for s in SOURCES}, "recites": recited_note(d.example, answer)})\n'
+                 'pd.DataFrame(rows).round(2)'),
         ("md", "The explorer's figures for the variable-tracking example: the token strip coloured by the "
                "splice's deviation, CacheBlend's rows outlined, and what each repair leaves."),
         ("code", 'from workbench import plots\n'
