@@ -36,12 +36,9 @@ def logit_lens(ctx: Context, answer_ids, rows=None, context: torch.Tensor | None
     """The table of the module docstring for dense's answer `answer_ids` (its first `max_steps`
     tokens) under dense, the splice and the cell repairing `rows` ([row] positions; None: no such
     cell) over the splice (`context`: its context mask, as `repair` takes)."""
-    answer = [int(t) for t in answer_ids][:max_steps]
+    answer = answer_tokens(ctx, answer_ids, max_steps, "dense's answer is empty: the logit lens has no answer "
+                                                        "token to follow")
     vocab = ctx.model.adapter.lm_head.weight.shape[0]
-    if not answer:
-        raise WorkbenchError("dense's answer is empty: the logit lens has no answer token to follow")
-    if any(not 0 <= t < vocab for t in answer):
-        raise WorkbenchError(f"answer token ids must lie in [0, {vocab}), got {answer[:8]}")
     if k < 1:
         raise WorkbenchError(f"k (the top tokens kept) must be at least 1, got {k}")
     none = torch.empty(0, dtype=torch.long)
@@ -77,13 +74,33 @@ def logit_lens(ctx: Context, answer_ids, rows=None, context: torch.Tensor | None
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def answer_tokens(ctx: Context, answer_ids, max_steps: int, empty: str) -> list[int]:
+    """`answer_ids`' first `max_steps` token ids, refused (`empty` as the message) where there is none,
+    or where one lies outside the model's vocabulary."""
+    answer = [int(t) for t in answer_ids][:max_steps]
+    vocab = ctx.model.adapter.lm_head.weight.shape[0]
+    if not answer:
+        raise WorkbenchError(empty)
+    if any(not 0 <= t < vocab for t in answer):
+        raise WorkbenchError(f"answer token ids must lie in [0, {vocab}), got {answer[:8]}")
+    return answer
+
+
+def answer_pass(ctx: Context, answer: list[int], cell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, positions) of the pass that teacher-forces `answer` over a cache: the context's ids and the
+    answer's but its last ([n + step - 1]); `cell`'s rows, then the suffix and the answer's rows. Row
+    n - 1 + i writes answer token i."""
+    n = ctx.layout.n_tokens
+    ids = torch.cat([ctx.layout.ids, torch.tensor(answer[:-1], dtype=torch.long)])
+    return ids, torch.cat([cell, torch.arange(ctx.layout.suffix_start, n + len(answer) - 1)])
+
+
 def _answer_residuals(ctx: Context, base: KVCache, cell: torch.Tensor, answer: list[int],
                       context: torch.Tensor | None) -> list[torch.Tensor]:
     """The residual after every layer at the rows that predict each answer token (the suffix's last
     row, then each answer token but the last), `cell` recomputed first: [layer] of [step, hidden]."""
     n, n_layers = ctx.layout.n_tokens, ctx.model.adapter.n_layers
-    ids = torch.cat([ctx.layout.ids, torch.tensor(answer[:-1], dtype=torch.long)])  # [n + step - 1]
-    positions = torch.cat([cell, torch.arange(ctx.layout.suffix_start, n + len(answer) - 1)])
+    ids, positions = answer_pass(ctx, answer, cell)  # [n + step - 1], [row]
     found: dict[int, torch.Tensor] = {}
 
     def read(x: torch.Tensor, hook) -> None:  # x: [1, row, hidden]
