@@ -1,8 +1,9 @@
 """Attention by head and the logit lens of one example, computed on demand: the example is laid out,
 spliced and prefilled again on its model (the diagnosis keeps no caches), then one query row's
-pattern per layer and head (dense, the splice, a repaired cell) and the lens on every token of
-dense's answer. Nothing runs before the button; each result is cached for the process, and the model
-is taken through the one gate every session shares (`state.model_gate`)."""
+pattern per layer and head (dense, the splice, a repaired cell), the lens on every token of dense's
+answer, and where an answer (dense's or the cell's own) looks while it is written. Nothing runs before
+the button; each result is cached for the process, and the model is taken through the one gate every
+session shares (`state.model_gate`)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from widgets import ensure_choice, plain, show_figure
 import workbench.app_api as wb
 from workbench.app_api import Diagnosis, Manifest, WorkbenchError
 from workbench.plots import head_pattern_figure, logit_lens_figure
+from workbench.plots.answer_attention import answer_attention_figure
 from workbench.plots.text import visible
 
 LAST, CHOSEN, OTHER = "last", "chosen", "other"
+DENSE, OWN = "dense", "own"  # whose answer the attention figure follows
 TOP_K = 5
 
 
@@ -48,6 +51,23 @@ def _lens(example_key: str, spec: str, selector: str, budget: float, _d: Diagnos
     rows, context = _cell(example_key, spec, selector, budget, _d)
     return gated(f"the logit lens (example {_d.example_id})",
                  lambda: wb.logit_lens(ctx, _d.answers.dense.token_ids, rows, context, k=TOP_K))
+
+
+def cell_answer(d: Diagnosis, selector: str, budget: float) -> str:
+    """The answer `selector` wrote at `budget` in `d` (a drawn one's first draw)."""
+    o = d.outcomes
+    cell = o[(o["selector"] == selector) & ((o["budget"] - budget).abs() < 1e-9)]
+    return "" if cell.empty else str(cell.sort_values("draw")["answer"].iloc[0] if "draw" in cell else cell["answer"].iloc[0])
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _looks(example_key: str, spec: str, selector: str, budget: float, whose: str, _d: Diagnosis) -> pd.DataFrame:
+    ctx = _context(example_key, spec, _d)
+    rows, context = _cell(example_key, spec, selector, budget, _d)
+    ids = (list(_d.answers.dense.token_ids) if whose == DENSE
+           else wb.written_answer_ids(ctx, cell_answer(_d, selector, budget)))
+    return gated(f"where the answer looks (example {_d.example_id})",
+                 lambda: wb.answer_attention(ctx, ids, rows, context))
 
 
 def heads_lens_panel(d: Diagnosis, key: str, example_key: str, budget: float, chosen: list[str],
@@ -89,6 +109,7 @@ def heads_lens_panel(d: Diagnosis, key: str, example_key: str, budget: float, ch
     done.add(asked)
     _heads_view(found, key, selector, budget)
     _lens_view(lens, key, d)
+    _looks_view(d, key, asked[:4], selector, budget)
 
 
 def _heads_view(found: wb.HeadPatterns, key: str, selector: str, budget: float) -> None:
@@ -129,3 +150,27 @@ def _lens_view(lens: pd.DataFrame, key: str, d: Diagnosis) -> None:
                f"({visible(targets[step])!r}); p of that token: "
                + ", ".join(f"{c} {row['p_target']:.3f} (rank {row['rank']})" for c, row in at.iterrows()))
     st.dataframe(table, width="stretch")
+
+
+def _looks_view(d: Diagnosis, key: str, asked: tuple, selector: str, budget: float) -> None:
+    st.markdown("**Where the answer looks while it is written**")
+    ensure_choice(f"{key}_looks_whose", [DENSE, OWN], OWN)
+    whose = st.radio("Answer followed", [DENSE, OWN], key=f"{key}_looks_whose", horizontal=True,
+                     format_func={DENSE: "dense's answer", OWN: f"{selector}'s own answer"}.get)
+    try:
+        table = _looks(*asked, whose, d)
+    except WorkbenchError as err:
+        st.info(f"Nothing to show: {plain(err)}")
+        return
+    last = int(table["layer"].max())
+    held = st.session_state.get(f"{key}_looks_layers")
+    if not (isinstance(held, (tuple, list)) and len(held) == 2 and 0 <= held[0] <= held[1] <= last):
+        st.session_state[f"{key}_looks_layers"] = (0, last)  # every layer, until another model's depth
+    layers = st.slider("Layers (their mean)", 0, last, key=f"{key}_looks_layers")
+    show_figure(answer_attention_figure(table, tuple(layers)), f"answer-attention-{d.example_id}", f"{key}_looks")
+    st.caption("Each bar: the attention of the row that writes that answer token (mean over heads and the layers "
+               "chosen), teacher-forced on the answer followed under each cache, split by what it reads: the gold "
+               "evidence, the prompt, the rest of the passages that hold evidence, the passages that hold none and "
+               "the answer so far (the colours of the answers' word sources on Budget curves). "
+               + ("The cell's own answer is its recorded text tokenized again, which can split a word otherwise "
+                  "than its decode did." if whose == OWN else ""))

@@ -19,6 +19,7 @@ from typing import Callable
 
 from workbench.context import Context, build_context
 from workbench.diagnosis import DiagnoseConfig, Diagnosis, check_budgets, diagnose
+from workbench.diagnosis.answer_attention import answer_attention, written_answer_ids
 from workbench.diagnosis.heads import HeadPatterns, head_patterns
 from workbench.diagnosis.lens import logit_lens
 from workbench.diagnosis.rebuild import Agreement, compare_outcomes, rebuild
@@ -68,7 +69,7 @@ __all__ = [
     # live
     "check_budgets", "context_length", "live_diagnose", "load_example", "load_model",
     # a diagnosed example on the model again: attention by head, the logit lens
-    "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context",
+    "HeadPatterns", "cell_rows", "head_patterns", "logit_lens", "reopen_context", "answer_attention", "written_answer_ids",
     # a kept record's example diagnosed again (the views a record cannot draw)
     "Agreement", "compare_outcomes", "rebuild",
     # analyses

@@ -1,6 +1,7 @@
 """The explorer's attention by head and logit lens (issue 45, items 6 and 7): nothing runs before
-the button; after it, both figures, on a run with its tables and on one kept as a record (outcomes
-only: the repaired cell's rows are chosen again)."""
+the button; after it, both figures and where the answer looks while it is written (the cell's own
+answer, then dense's), on a run with its tables and on one kept as a record (outcomes only: the
+repaired cell's rows are chosen again)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,13 @@ def test_the_explorer_shows_attention_by_head_and_the_logit_lens_on_demand(run):
     at.select_slider(key="explorer_hl_layer").set_value(0).run()  # another layer: cached, no button again
     ok(at)
     assert any("at layer 0" in t for t in titles(at))
+    looks = [c for c in charts(at) if "Where the answer looks" in str(c["layout"]["title"]["text"])]
+    assert len(looks) == 1 and at.radio(key="explorer_looks_whose").value == "own"  # the cell's own answer
+    assert {t["name"] for t in looks[0]["data"]} >= {"the prompt", "the answer so far"}
+    at.radio(key="explorer_looks_whose").set_value("dense").run()
+    at.slider(key="explorer_looks_layers").set_value((1, 1)).run()
+    ok(at)
+    assert any("looks while it is written, layer 1 " in t for t in titles(at))
 
 
 def test_a_token_chosen_in_the_strip_is_the_query():

@@ -83,6 +83,12 @@ def answer_attention(ctx: Context, answer_ids, rows=None, context: torch.Tensor 
     return pd.DataFrame(out, columns=COLUMNS)
 
 
+def written_answer_ids(ctx: Context, text: str) -> list[int]:
+    """A cell's answer text as token ids to teacher-force (a record keeps each cell's text, not its ids:
+    the re-tokenized text, which may split a word otherwise than the decode did)."""
+    return list(ctx.model.tokenizer(str(text), add_special_tokens=False)["input_ids"])
+
+
 def _answer_patterns(ctx: Context, base: KVCache, cell: torch.Tensor, answer: list[int],
                      context: torch.Tensor | None, n_keys: int) -> list[torch.Tensor]:
     """The attention, mean over heads, of the rows that write each answer token (the suffix's last row,
