@@ -26,7 +26,9 @@ from workbench.diagnosis.rebuild import Agreement, compare_outcomes, rebuild
 from workbench.diagnosis.reopen import cell_rows, reopen_context
 from workbench.errors import WorkbenchError
 from workbench.experiments.answer_lines import first_line_table, whole_answers
-from workbench.experiments.answer_sources import CREDIT_WORDS, RECITE_WORDS, answer_sources_table, recited_note
+from workbench.experiments.answer_sources import (
+    CREDIT_WORDS, RECITE_WORDS, answer_sources_table, recited_note, run_has_evidence,
+)
 from workbench.experiments.behind import behind_sentence, examples_behind
 from workbench.experiments.blank_answers import ENDED_AT_ONCE, blank_sentence, blank_table, no_token
 from workbench.experiments.contrasts import MEASURES as CONTRAST_MEASURES
@@ -77,8 +79,8 @@ __all__ = [
     "anatomy_sentence", "cell_anatomy", "splice_anatomy", "behind_sentence", "examples_behind",
     "FILTERS", "evidence_tables", "find_examples", "flip_matrix", "flip_rates", "gate_reasons", "graded_rates", "render_report", "repair_summary",
     "rescue_overlap", "rescues", "resolve_reference", "summarize", "summarize_pipeline", "tokens_to_target", "whole_answers",
-    "first_line_table", "answer_sources_table", "recited_note", "CREDIT_WORDS", "RECITE_WORDS", "ENDED_AT_ONCE",
-    "blank_sentence", "blank_table", "no_token", "hardware_sentence",
+    "first_line_table", "answer_sources_table", "recited_note", "run_has_evidence", "CREDIT_WORDS", "RECITE_WORDS",
+    "ENDED_AT_ONCE", "blank_sentence", "blank_table", "no_token", "hardware_sentence",
 ]
 
 # ----------------------------------------------------------------------------- runs

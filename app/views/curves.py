@@ -14,7 +14,7 @@ from workbench import plots
 from workbench.app_api import (
     CONTRAST_MEASURES, CREDIT_WORDS, PREREGISTRATION, RECITE_WORDS, WorkbenchError, anatomy_sentence, behind_sentence, blank_sentence, blank_table,
     cell_anatomy, family_selectors, read_preregistration, reference_selectors, resolve_reference, splice_anatomy, suggested_family,
-    hardware_sentence, tokens_to_target, whole_answers,
+    hardware_sentence, run_has_evidence, tokens_to_target, whole_answers,
 )
 from workbench.plots.anatomy import gap_anatomy_figure, silent_drawn
 from workbench.plots.answer_lines import first_line_figure
@@ -278,7 +278,7 @@ if line_budgets:
     st.caption("This run kept every answer whole. Grey: retrieved as the default rule scores it (the first line, "
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
-sources = read_or_warn(state.run_answer_sources, run.path)
+sources = read_or_warn(state.run_answer_sources, run.path) if run_has_evidence(sweep) else None
 source_budgets = sorted(float(b) for b in sources["budget"].dropna().unique()) if sources is not None else []
 if source_budgets:
     st.subheader("Where the answers' words come from")

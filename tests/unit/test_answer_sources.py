@@ -121,6 +121,16 @@ def test_a_run_is_read_over_its_examples_with_evidence_and_dense_and_the_splice_
     assert table.loc[("cacheblend", 0.5), "evidence"] == pytest.approx(mine.loc[mine["words"] > 0, "evidence"].mean())
 
 
+def test_a_run_without_recorded_evidence_is_not_read(run):
+    from workbench.experiments.answer_sources import run_has_evidence
+
+    assert run_has_evidence(run)
+    from dataclasses import replace
+
+    assert not run_has_evidence(replace(run, examples=run.examples.drop(columns="n_evidence")))
+    assert not run_has_evidence(replace(run, examples=run.examples.assign(n_evidence=None)))
+
+
 def test_kvwb_summary_prints_where_the_words_come_from(run, capsys):
     assert cli.main(["summary", str(run.folder)]) == 0
     out = capsys.readouterr().out

@@ -108,7 +108,7 @@ def render(run, table, target_share: float = 0.9, max_flip_rate: float = 0.2) ->
 def command(args) -> int:
     """Summarize a run: accuracy, flips, gap recovered and McNemar per selector and budget."""
     from workbench.experiments.contrasts import contrast_family, parse_contrast
-    from workbench.experiments.answer_sources import answer_sources_table
+    from workbench.experiments.answer_sources import answer_sources_table, run_has_evidence
     from workbench.report.markdown import answer_sources_markdown
 
     known = _run_selectors(args.run) if args.contrast else None
@@ -136,9 +136,10 @@ def command(args) -> int:
         say(render(run, table, args.target_share, args.max_flip_rate))
         if "evidence_recall" in table and table["evidence_recall"].notna().any():
             say("\n" + evidence_text(run, table))
-        sources = answer_sources_table(run)  # any run whose examples define evidence, however old its cells
-        if not sources.empty:
-            say("\n" + answer_sources_markdown(sources))
+        if run_has_evidence(run):  # any run whose examples recorded evidence, however old its cells
+            sources = answer_sources_table(run)
+            if not sources.empty:
+                say("\n" + answer_sources_markdown(sources))
     # with --format csv stdout holds the one CSV table; the contrasts, in markdown, go to stderr
     tell = say if args.format != "csv" else _say_on_stderr
     if contrasts:

@@ -167,6 +167,13 @@ def recited_note(example: Example | None, answer) -> str:
     return "recites the passages: " + ", ".join(f'"{stretch}"' for stretch in distinct[:2]) + more
 
 
+def run_has_evidence(run: SweepRun) -> bool:
+    """Whether some example of `run` recorded evidence rows (`n_evidence` > 0 in its examples' table): the
+    runs whose answers these tables read (a run recorded before evidence was has no such column)."""
+    ex = run.examples
+    return "n_evidence" in ex and bool((pd.to_numeric(ex["n_evidence"], errors="coerce").fillna(0) > 0).any())
+
+
 def answer_sources(run: SweepRun) -> pd.DataFrame:
     """Per answer of the examples that define evidence: the cell (`CELL`; dense and the splice as
     selectors "dense" and "splice", budget NaN), its `answer`, `words`, the share of each of
