@@ -126,12 +126,13 @@ class SourceTexts:
             out.append((word, source, int(longest[source][i]) if best else 0))
         return out
 
-    def recited(self, answer: str) -> list[str]:
+    def recited(self, answer: str, traced: list[tuple[str, str, int]] | None = None) -> list[str]:
         """The stretches of `answer` that recite the passages outside the evidence: at least `RECITE_WORDS`
         consecutive words each credited there by a run of at least `RECITE_WORDS` words (not "there,
-        there, there", one word found again and again), the stretch's words joined by spaces."""
+        there, there", one word found again and again), the stretch's words joined by spaces; `traced`: the
+        answer's `trace` where the caller has it already."""
         stretches, current = [], []
-        for word, source, run in [*self.trace(answer), ("", "end", 0)]:
+        for word, source, run in [*(self.trace(answer) if traced is None else traced), ("", "end", 0)]:
             if source in OUTSIDE and run >= RECITE_WORDS:
                 current.append(word)
                 continue
@@ -145,7 +146,7 @@ class SourceTexts:
         traced = self.trace(answer)
         n = len(traced)
         shares = {name: (sum(s == name for _, s, _ in traced) / n if n else np.nan) for name in SOURCES}
-        return {"words": n, **shares, "recites_context": bool(self.recited(answer))}
+        return {"words": n, **shares, "recites_context": bool(self.recited(answer, traced))}
 
 
 @lru_cache(maxsize=8)
@@ -188,7 +189,7 @@ def answer_sources(run: SweepRun) -> pd.DataFrame:
     traced = pd.DataFrame(index=table.index, columns=columns, dtype=object)
     for example_id, rows in table.groupby("example_id", sort=False).groups.items():
         texts = SourceTexts(examples[example_id])
-        traced.loc[rows] = [[texts.sources(a if isinstance(a, str) else "")[c] for c in columns]
+        traced.loc[rows] = [list(texts.sources(a if isinstance(a, str) else "").values())  # in `columns`' order
                             for a in table.loc[rows, "answer"]]
     traced = traced.astype({"words": int, **dict.fromkeys(SOURCES, float), "recites_context": bool})
     out = pd.concat([table, traced], axis=1)
