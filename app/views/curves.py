@@ -66,6 +66,11 @@ def read_or_warn(read, folder):
         return None
 
 
+def grid(table) -> list[float]:
+    """The budgets of a per-budget table, in order (none for no table)."""
+    return [] if table is None else sorted(float(b) for b in table["budget"].dropna().unique())
+
+
 def budget_choice(budgets: list[float], label: str, key: str) -> float:
     """A budget of `budgets` to draw at: a slider (0.2 first, else the grid's middle), or the one budget."""
     ensure_choice(key, budgets, 0.2 if 0.2 in budgets else budgets[len(budgets) // 2])
@@ -256,7 +261,7 @@ show_figure(plots.rows_vs_accuracy(summary, "Rows recomputed per example against
 cells = cell_anatomy(sweep.outcomes, ex)
 if not cells.empty:
     st.subheader("What the lost exact matches are")
-    budgets = sorted(float(b) for b in cells["budget"].unique())
+    budgets = grid(cells)
     at = budget_choice(budgets, "Budget of the repairs in the anatomy", "curves_anatomy_budget")
     show_figure(gap_anatomy_figure(cells, at, selectors=["none", *shown]), f"anatomy-{run.name}", "curves_anatomy")
     st.caption("Each bar: the examples where dense is right and the answer (none: the splice) is wrong, split "
@@ -270,7 +275,7 @@ if not cells.empty:
                + (" This run's cells predate the recorded run-on: it is read from the text."
                   if cells.attrs.get("ran_on_rule") != "recorded" else ""))
 lines = read_or_warn(state.run_first_lines, run.path) if whole_answers(sweep) else None
-line_budgets = sorted(float(b) for b in lines["budget"].dropna().unique()) if lines is not None else []
+line_budgets = grid(lines)
 if line_budgets:
     st.subheader("What the whole answers name beyond their first lines")
     at = budget_choice(line_budgets, "Budget of the repairs in the first-line figure", "curves_lines_budget")
@@ -279,7 +284,7 @@ if line_budgets:
                "where decoding would have stopped); blue: the whole answer. Where they part, the answer named the "
                "gold after a line break (a ':' and then a list), which a first-line reading counts as lost.")
 sources = read_or_warn(state.run_answer_sources, run.path) if run_has_evidence(sweep) else None
-source_budgets = sorted(float(b) for b in sources["budget"].dropna().unique()) if sources is not None else []
+source_budgets = grid(sources)
 if source_budgets:
     st.subheader("Where the answers' words come from")
     at = budget_choice(source_budgets, "Budget of the repairs in the sources figure", "curves_sources_budget")
@@ -295,7 +300,7 @@ if source_budgets:
                   if sources.attrs.get("left_out") else ""))
 ranking, attention = read_or_warn(state.run_evidence, run.path) or (None, None)
 if attention is not None and not attention.empty:
-    budgets = sorted(float(b) for b in attention["budget"].dropna().unique())
+    budgets = grid(attention)
     at = budget_choice(budgets, "Budget of the repairs in the attention figure", "curves_evidence_budget")
     show_figure(plots.evidence_attention_figure(attention, at, selectors=shown), f"evidence-{run.name}",
                 "curves_evidence")
