@@ -99,3 +99,20 @@ def test_an_answer_of_no_token_is_shown_as_ended_at_once():
     run = SimpleNamespace(outcomes=outcomes)
     assert _answer(run, "a", "e0", 0.2) == f"({ENDED_AT_ONCE})"
     assert _answer(run, "b", "e0", 0.2) == "x" and _answer(run, "c", "e0", 0.2) == ""
+
+
+def test_the_note_quotes_what_each_answer_shown_recites(recited_run, run):
+    """On a run whose examples define evidence, the `note` column quotes the stretches of the passages
+    outside it that each answer shown reads back (conftest's `recited_run`: the splice and CacheBlend
+    scripted to answer " grass is green", the filler beside the needle); a run without evidence has
+    no such column."""
+    from conftest import RECITED_SAID
+
+    recited = load_sweep(recited_run)
+    o = recited.outcomes.copy()
+    o["f1_to_dense"] = (o["selector"] == "cacheblend").astype(float)  # so that the two differ on example r
+    behind = examples_behind(replace(recited, outcomes=o), "cacheblend:none@0.2", "f1_to_dense", k=1)
+    quoted = f'recites the passages: "{RECITED_SAID.strip()}"'
+    assert behind.shown["note"].tolist() == [f"cacheblend {quoted}; none {quoted}"]
+    assert behind.shown["cacheblend"].tolist() == [RECITED_SAID.strip()]  # the answer as stored
+    assert "note" not in examples_behind(run, "none:full@0.5", "flip", k=2).shown

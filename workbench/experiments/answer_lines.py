@@ -37,15 +37,26 @@ def whole_answers(run: SweepRun) -> bool:
 
 def run_examples(run: SweepRun) -> dict[str, Example]:
     """Each finished example of `run`, as its diagnosis.json keeps it."""
-    out = {}
-    for example_id, name in zip(run.examples["example_id"].astype(str), run.examples["folder"]):
-        path = run.folder / DIAGNOSES / str(name) / "diagnosis.json"
-        try:
-            out[example_id] = Example.from_dict(json.loads(path.read_text(encoding="utf-8"))["example"])
-        except (OSError, ValueError, KeyError) as err:
-            raise WorkbenchError(f"{path} is unreadable ({err}): the example (its texts, gold and evidence) is "
-                                 "read from it") from None
-    return out
+    return {example_id: _example_at(run, name)
+            for example_id, name in zip(run.examples["example_id"].astype(str), run.examples["folder"])}
+
+
+def run_example(run: SweepRun, example_id) -> Example:
+    """One finished example of `run`, as its diagnosis.json keeps it."""
+    ids = run.examples["example_id"].astype(str)
+    if not (ids == str(example_id)).any():
+        raise WorkbenchError(f"{run.folder} has no finished example {example_id!r}")
+    return _example_at(run, run.examples["folder"][(ids == str(example_id)).to_numpy()].iloc[0])
+
+
+def _example_at(run: SweepRun, name) -> Example:
+    """The example kept in the diagnosis.json of folder `name` of `run`."""
+    path = run.folder / DIAGNOSES / str(name) / "diagnosis.json"
+    try:
+        return Example.from_dict(json.loads(path.read_text(encoding="utf-8"))["example"])
+    except (OSError, ValueError, KeyError) as err:
+        raise WorkbenchError(f"{path} is unreadable ({err}): the example (its texts, gold and evidence) is "
+                             "read from it") from None
 
 
 def reference_cells(run: SweepRun, columns=("answer",)) -> pd.DataFrame:

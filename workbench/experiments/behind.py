@@ -6,7 +6,9 @@ both selectors' answers (a number can count an answer that runs on as lost evide
 
 At one budget an example's answers are those of that budget; at `@auc` they are those of the
 budget where A's and B's values differ most for that example (the first such in the grid). A drawn
-control (the coin) is read by its mean over draws, and its answer shown is its first draw's.
+control (the coin) is read by its mean over draws, and its answer shown is its first draw's. Where
+the run's examples define their evidence, a `note` column quotes what each answer shown recites of the
+passages outside it (`answer_sources.recited_note`: the filler read back is not lost evidence alone).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from workbench.experiments.answer_lines import run_example
+from workbench.experiments.answer_sources import recited_note, run_has_evidence
 from workbench.experiments.areas import budget_grid
 from workbench.experiments.blank_answers import ENDED_AT_ONCE, no_token
 from workbench.experiments.contrasts import _cells, _sides, get_measure, parse_contrast, resolve_coin
@@ -37,7 +41,7 @@ class Behind:
     b_higher: int
     seed: int
     drawn: bool  # a side is a drawn control: its mean over draws, its first draw's answer shown
-    shown: pd.DataFrame  # per example read: example_id, budget, gold, dense, A, "A measure", B, "B measure"
+    shown: pd.DataFrame  # per example read: example_id, budget, gold, dense, A, "A measure", B, "B measure"[, note]
 
 
 def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: int = 0) -> Behind:
@@ -57,20 +61,32 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
     values = {(label, bud): _cells(run.outcomes, label, bud, m).mean(axis=1)  # [example]: a coin's mean over draws
               for label in (a, b) for bud in grid}
     examples = run.examples.set_index("example_id")
+    noted = run_has_evidence(run)
     rows = []
     for example in picked:
         gaps = [abs(values[a, bud].get(example, np.nan) - values[b, bud].get(example, np.nan)) for bud in grid]
         at = grid[int(np.nanargmax(gaps))] if over else grid[0]  # at @auc: where the two differ most
-        rows.append({"example_id": example, "budget": at, "gold": _field(examples, example, "gold"),
-                     "dense": _shown(_raw(examples, example, "dense_answer"),
-                                     _raw(examples, example, "dense_answer_tokens")),
-                     a: _answer(run, a, example, at), f"{a} {m.name}": values[a, at].get(example, np.nan),
-                     b: _answer(run, b, example, at), f"{b} {m.name}": values[b, at].get(example, np.nan)})
+        dense = (_raw(examples, example, "dense_answer"), _raw(examples, example, "dense_answer_tokens"))
+        answers = {"dense": dense, a: _cell_answer(run, a, example, at), b: _cell_answer(run, b, example, at)}
+        row = {"example_id": example, "budget": at, "gold": _field(examples, example, "gold"),
+               "dense": _shown(*dense),
+               a: _shown(*answers[a]), f"{a} {m.name}": values[a, at].get(example, np.nan),
+               b: _shown(*answers[b]), f"{b} {m.name}": values[b, at].get(example, np.nan)}
+        if noted:
+            row["note"] = _recited(run_example(run, example), answers)
+        rows.append(row)
     at_text = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
     drawn = va.shape[1] > 1 or vb.shape[1] > 1
+    columns = ["example_id", "budget", "gold", "dense", a, f"{a} {m.name}", b, f"{b} {m.name}"]
     return Behind(a, b, at_text, m.name, len(ids), int((differ > 0).sum()), int((differ < 0).sum()), seed, drawn,
-                  pd.DataFrame(rows, columns=["example_id", "budget", "gold", "dense", a, f"{a} {m.name}", b,
-                                              f"{b} {m.name}"]))
+                  pd.DataFrame(rows, columns=columns + ["note"] * noted))
+
+
+def _recited(example, answers: dict) -> str:
+    """What each answer (label -> (text, tokens)) recites of the passages outside the evidence, e.g.
+    'cadence-grad recites the passages: "the grass is green"'; '' where none does."""
+    notes = [(label, recited_note(example, text)) for label, (text, _) in answers.items()]
+    return "; ".join(f"{label} {note}" for label, note in notes if note)
 
 
 def _field(examples: pd.DataFrame, example, column: str) -> str:
@@ -84,15 +100,22 @@ def _raw(examples: pd.DataFrame, example, column: str):
 
 
 def _answer(run: SweepRun, label: str, example, budget: float) -> str:
-    """A selector's answer for one example at one budget (a drawn control: its first draw's); one of
-    no token says it ended at once."""
+    """A selector's answer for one example at one budget (a drawn control: its first draw's), shortened;
+    one of no token says it ended at once."""
+    text, n_tokens = _cell_answer(run, label, example, budget)
+    return "" if text is None else _shown(text, n_tokens)
+
+
+def _cell_answer(run: SweepRun, label: str, example, budget: float):
+    """(text, tokens) of a selector's answer for one example at one budget (a drawn control: its first
+    draw's); (None, None) where the run has none."""
     o = run.outcomes
     rows = o[(o["selector"] == label) & (o["example_id"] == example) & ((o["budget"] - budget).abs() < 1e-9)]
     if rows.empty or "answer" not in rows:
-        return ""
+        return None, None
     if "draw" in rows and rows["draw"].notna().any():
         rows = rows.sort_values("draw")
-    return _shown(rows["answer"].iloc[0], rows["answer_tokens"].iloc[0] if "answer_tokens" in rows else None)
+    return rows["answer"].iloc[0], rows["answer_tokens"].iloc[0] if "answer_tokens" in rows else None
 
 
 def _shown(text, n_tokens) -> str:
