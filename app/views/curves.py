@@ -229,7 +229,8 @@ if contrasts is not None and len(contrasts):
         st.caption(behind_sentence(behind) + ("." if len(behind.shown) else ": none."))
         if len(behind.shown):
             answers = {**{c: "small" for c in behind.shown.columns},
-                       **{c: "medium" for c in ("dense", behind.a, behind.b)}}  # the answers to read get the room
+                       **{c: "medium" for c in ("dense", behind.a, behind.b)},  # the answers to read get the room
+                       "note": "large"}  # what they recite, where the run's examples define evidence
             headers = {c: c.replace("_", " ") for c in behind.shown.columns}
             headers.update({f"{side} {behind.measure}": behind.measure for side in (behind.a, behind.b)})  # beside its answer
             show_table(behind.shown, headers, {"budget": compact},

@@ -91,14 +91,14 @@ def test_an_answer_of_no_token_is_shown_as_ended_at_once():
 
     import pandas as pd
 
-    from workbench.experiments.behind import _answer
+    from workbench.experiments.behind import _cell_answer, _shown
     from workbench.experiments.blank_answers import ENDED_AT_ONCE
 
     outcomes = pd.DataFrame({"selector": ["a", "b", "c"], "example_id": "e0", "budget": 0.2,
                              "answer": ["", "x", ""], "answer_tokens": [0, 1, None]})
     run = SimpleNamespace(outcomes=outcomes)
-    assert _answer(run, "a", "e0", 0.2) == f"({ENDED_AT_ONCE})"
-    assert _answer(run, "b", "e0", 0.2) == "x" and _answer(run, "c", "e0", 0.2) == ""
+    shown = {label: _shown(*_cell_answer(run, label, "e0", 0.2)) for label in ("a", "b", "c", "missing")}
+    assert shown == {"a": f"({ENDED_AT_ONCE})", "b": "x", "c": "", "missing": ""}
 
 
 def test_the_note_quotes_what_each_answer_shown_recites(recited_run, run):
@@ -116,3 +116,29 @@ def test_the_note_quotes_what_each_answer_shown_recites(recited_run, run):
     assert behind.shown["note"].tolist() == [f"cacheblend {quoted}; none {quoted}"]
     assert behind.shown["cacheblend"].tolist() == [RECITED_SAID.strip()]  # the answer as stored
     assert "note" not in examples_behind(run, "none:full@0.5", "flip", k=2).shown
+
+
+def test_run_example_reads_the_folder_of_the_example_asked_for(tmp_path):
+    """`answer_lines.run_example` finds an example by its id, compared as text ("2" is not "10", nor row 0),
+    and names the file it cannot read."""
+    import json
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from workbench.errors import WorkbenchError
+    from workbench.experiments.answer_lines import run_example
+
+    examples = pd.DataFrame({"example_id": [10, 2], "folder": ["f10", "f2"]})
+    for example_id, folder in (("10", "f10"), ("2", "f2")):
+        (tmp_path / "diagnoses" / folder).mkdir(parents=True)
+        (tmp_path / "diagnoses" / folder / "diagnosis.json").write_text(json.dumps(
+            {"example": {"id": example_id, "passages": [f"passage of {example_id}"], "question": "q"}}))
+    run = SimpleNamespace(examples=examples, folder=tmp_path)
+    assert run_example(run, "2").passages == ("passage of 2",)
+    assert run_example(run, 10).id == "10"
+    with pytest.raises(WorkbenchError, match="no finished example '3'"):
+        run_example(run, "3")
+    (tmp_path / "diagnoses" / "f2" / "diagnosis.json").write_text("{")
+    with pytest.raises(WorkbenchError, match="diagnosis.json is unreadable"):
+        run_example(run, "2")

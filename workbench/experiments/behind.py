@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from workbench.errors import WorkbenchError
 from workbench.experiments.answer_lines import run_example
 from workbench.experiments.answer_sources import recited_note, run_has_evidence
 from workbench.experiments.areas import budget_grid
@@ -73,7 +74,7 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
                a: _shown(*answers[a]), f"{a} {m.name}": values[a, at].get(example, np.nan),
                b: _shown(*answers[b]), f"{b} {m.name}": values[b, at].get(example, np.nan)}
         if noted:
-            row["note"] = _recited(run_example(run, example), answers)
+            row["note"] = _recited(run, example, answers)
         rows.append(row)
     at_text = f"auc over {grid[0]:g}-{grid[-1]:g}" if over else f"{float(budget):g}"
     drawn = va.shape[1] > 1 or vb.shape[1] > 1
@@ -82,11 +83,16 @@ def examples_behind(run: SweepRun, text: str, measure: str, k: int = 10, seed: i
                   pd.DataFrame(rows, columns=columns + ["note"] * noted))
 
 
-def _recited(example, answers: dict) -> str:
+def _recited(run: SweepRun, example_id, answers: dict) -> str:
     """What each answer (label -> (text, tokens)) recites of the passages outside the evidence, e.g.
-    'cadence-grad recites the passages: "the grass is green"'; '' where none does."""
+    'cadence-grad recites the passages: "the grass is green"', each cut as an answer is; '' where none
+    does. An example whose diagnosis.json cannot be read (a sweep still writing it) says so."""
+    try:
+        example = run_example(run, example_id)
+    except WorkbenchError:
+        return "(its diagnosis.json could not be read)"
     notes = [(label, recited_note(example, text)) for label, (text, _) in answers.items()]
-    return "; ".join(f"{label} {note}" for label, note in notes if note)
+    return "; ".join(_short(f"{label} {note}") for label, note in notes if note)
 
 
 def _field(examples: pd.DataFrame, example, column: str) -> str:
@@ -97,13 +103,6 @@ def _field(examples: pd.DataFrame, example, column: str) -> str:
 def _raw(examples: pd.DataFrame, example, column: str):
     """One example's value of `column`, None where the run's table has no such column."""
     return examples.at[example, column] if column in examples else None
-
-
-def _answer(run: SweepRun, label: str, example, budget: float) -> str:
-    """A selector's answer for one example at one budget (a drawn control: its first draw's), shortened;
-    one of no token says it ended at once."""
-    text, n_tokens = _cell_answer(run, label, example, budget)
-    return "" if text is None else _shown(text, n_tokens)
 
 
 def _cell_answer(run: SweepRun, label: str, example, budget: float):
