@@ -75,7 +75,8 @@ results: install
 		--results docs/results-log/2026-12-06-10.12-grid-table.md \
 		--results docs/results-log/2026-12-06-10.12-smollm2-study-readings.md \
 		--results docs/results-log/2026-12-07-10.14-readings.md \
-		--results docs/results-log/2026-12-07-10.12w-readings.md
+		--results docs/results-log/2026-12-07-10.12w-readings.md \
+		--results docs/results-log/2026-12-07-10.14g-readings.md
 
 bench: model
 	$(BIN)/kvwb bench repair

@@ -190,7 +190,8 @@ def test_provenance_names_the_environment_or_says_not_recorded():
                                       "docs/results-log/2026-12-06-10.12-grid-table.md",
                                       "docs/results-log/2026-12-06-10.12-smollm2-study-readings.md",
                                       "docs/results-log/2026-12-07-10.14-readings.md",
-                                      "docs/results-log/2026-12-07-10.12w-readings.md"])
+                                      "docs/results-log/2026-12-07-10.12w-readings.md",
+                                      "docs/results-log/2026-12-07-10.14g-readings.md"])
 def test_every_table_the_docs_mark_is_registered_and_whole(document):
     """The marks `make results` checks name registered tables of one shape (no record is read here)."""
     found = tables((Path(__file__).parents[2] / document).read_text(encoding="utf-8"))
