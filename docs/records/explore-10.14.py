@@ -8,15 +8,15 @@ something; (2) the ten examples (the first ten in the data set's order whose spl
 (3) the splice's evidence share of words against dense's where both answer; (4) the per-example count of
 the splice's question attending more to the supporting facts than dense's (every layer but 0; layers
 1-10, SmolLM2's count, beside it). Run from the repository root (the data path is the manifest's)."""
-import json
 import sys
 
 import numpy as np
 
-from workbench.runstore import load_sweep
-from workbench.experiments.blank_answers import is_blank, no_token
 from workbench.experiments.answer_sources import answer_sources
-from workbench.experiments.evidence import _read
+from workbench.experiments.blank_answers import is_blank, no_token
+from workbench.experiments.evidence import per_example
+from workbench.runstore import load_sweep
+from workbench.tasks import load_dataset
 
 run = load_sweep(sys.argv[1])
 ex = run.examples.assign(example_id=run.examples["example_id"].astype(str)).set_index("example_id")
@@ -32,9 +32,7 @@ share = cells.groupby("selector", sort=False)["answer_tokens"].apply(lambda t: n
 print(share.round(3).to_string())
 
 print("\n## 2. ten examples: the first ten whose splice ended at once (then the first where the splice differs from dense)")
-data = run.manifest.args["dataset"].split(":", 1)[1]  # hotpotqa:PATH
-order = [str(x["_id"]) for x in json.loads(open(data, encoding="utf-8").read())]
-ids = [i for i in order if i in ex.index]  # the data set's order
+ids = [e.id for e in load_dataset(run.manifest.args["dataset"]) if e.id in ex.index]  # the data set's order
 first = [i for i in ids if no_token(ex.at[i, "spliced_answer_tokens"])][:10]
 if len(first) < 10:
     first += [i for i in ids if i not in first and ex.at[i, "spliced_answer"] != ex.at[i, "dense_answer"]][:10 - len(first)]
@@ -52,7 +50,7 @@ both = ref.dropna()
 print(f"both answer in {len(both)} of {len(ref)}: splice {both['splice'].mean():.3f}, dense {both['dense'].mean():.3f}")
 
 print("\n## 4. per-example attention on the supporting facts, splice against dense (mass_mean)")
-att = _read(run, "evidence_attention")
+att = per_example(run, "evidence_attention")
 att = att[att["cell"].isin(["dense", "spliced"])]
 for lo, hi, what in ((1, 10**6, "every layer but 0 (the plan)"), (1, 10, "layers 1-10 (SmolLM2's count, for comparison)")):
     sub = att[(att["layer"] >= lo) & (att["layer"] <= hi)]

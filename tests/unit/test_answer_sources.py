@@ -122,11 +122,11 @@ def test_a_run_is_read_over_its_examples_with_evidence_and_dense_and_the_splice_
 
 
 def test_a_run_without_recorded_evidence_is_not_read(run):
+    from dataclasses import replace
+
     from workbench.experiments.answer_sources import run_has_evidence
 
     assert run_has_evidence(run)
-    from dataclasses import replace
-
     assert not run_has_evidence(replace(run, examples=run.examples.drop(columns="n_evidence")))
     assert not run_has_evidence(replace(run, examples=run.examples.assign(n_evidence=None)))
 

@@ -43,10 +43,10 @@ def run_examples(run: SweepRun) -> dict[str, Example]:
 
 def run_example(run: SweepRun, example_id) -> Example:
     """One finished example of `run`, as its diagnosis.json keeps it."""
-    ids = run.examples["example_id"].astype(str)
-    if not (ids == str(example_id)).any():
+    folders = run.examples["folder"][(run.examples["example_id"].astype(str) == str(example_id)).to_numpy()]
+    if folders.empty:
         raise WorkbenchError(f"{run.folder} has no finished example {example_id!r}")
-    return _example_at(run, run.examples["folder"][(ids == str(example_id)).to_numpy()].iloc[0])
+    return _example_at(run, folders.iloc[0])
 
 
 def _example_at(run: SweepRun, name) -> Example:

@@ -3,6 +3,7 @@
     recall = evidence_recall_table(summary)       # selector x budget: mean evidence recall
     ranking, attention = evidence_tables(run)      # per scorer: mean AP; per cache and layer: mass
     by_layer = attention_by_layer(attention, 0.2)  # layer x cache (dense, splice, each selector at b)
+    per_example(run, "evidence_attention")         # the attention table per example, before the means
 
 The per-cell recall and precision are in every sweep's outcomes (`summarize` averages them over the
 examples with evidence in the pool); the ranking and attention tables live in each example's
@@ -30,7 +31,9 @@ def evidence_recall_table(summary: pd.DataFrame, column: str = "evidence_recall"
         list(dict.fromkeys(summary["selector"])))
 
 
-def _read(run: SweepRun, name: str) -> pd.DataFrame:
+def per_example(run: SweepRun, name: str) -> pd.DataFrame:
+    """The per-example table `name` ("evidence_ranking", "evidence_attention") of every example that kept
+    it, with its `example_id` (empty where none did)."""
     frames = []
     for example_id, folder in zip(run.examples["example_id"].astype(str), run.examples["folder"]):
         path = run.folder / "diagnoses" / str(folder) / f"{name}.parquet"
@@ -43,7 +46,7 @@ def evidence_tables(run: SweepRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per scorer: the mean average precision over examples, chance beside it and their ratio;
     per cache, budget and layer: the mean attention mass on the evidence, a drawn control's draws
     averaged per example first). Empty where no example kept them."""
-    ranking, attention = _read(run, "evidence_ranking"), _read(run, "evidence_attention")
+    ranking, attention = per_example(run, "evidence_ranking"), per_example(run, "evidence_attention")
     if not ranking.empty:
         ranking = ranking.groupby(["scorer", "kind"], sort=False).agg(
             n=("average_precision", "count"), average_precision=("average_precision", "mean"),
@@ -52,9 +55,9 @@ def evidence_tables(run: SweepRun) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not attention.empty:
         keys = ["cell", "budget", "layer"]
         attention = attention.assign(budget=attention["budget"].astype(float))
-        per_example = attention.groupby(["example_id", *keys], dropna=False, sort=False)[
+        by_example = attention.groupby(["example_id", *keys], dropna=False, sort=False)[
             ["mass_last", "mass_mean"]].mean().reset_index()
-        attention = per_example.groupby(keys, dropna=False, sort=False).agg(
+        attention = by_example.groupby(keys, dropna=False, sort=False).agg(
             n=("mass_mean", "count"), mass_last=("mass_last", "mean"), mass_mean=("mass_mean", "mean")).reset_index()
     return (ranking.reindex(columns=RANKING_SUMMARY) if not ranking.empty else pd.DataFrame(columns=RANKING_SUMMARY),
             attention if not attention.empty else pd.DataFrame(columns=ATTENTION_SUMMARY))
